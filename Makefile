@@ -1,0 +1,50 @@
+# tokentriage: governance for LLM API traffic, enforced inside the proxy.
+#
+#   make run     build everything and run the whole system on 127.0.0.1
+#   make test    build the filter and run every test
+#   make check   formatting, vet, the wasip1 builds, tests, and a tidy go.mod
+#   make bench   the benchmarks BENCHMARKS.md reports
+
+export PATH := /usr/local/go/bin:$(PATH)
+GO        ?= go
+WASM      := build/filter.wasm
+NOOP_WASM := build/noop.wasm
+CLI       := bin/tokentriage
+WASM_ENV  := GOOS=wasip1 GOARCH=wasm
+WASM_FLAGS := -buildmode=c-shared -trimpath -ldflags='-s -w'
+TEST_ENV  := TT_FILTER_WASM=$(abspath $(WASM)) TT_NOOP_WASM=$(abspath $(NOOP_WASM))
+
+.PHONY: all build wasm cli run test check bench clean
+
+all: build
+
+build: wasm cli
+
+wasm:
+	@mkdir -p build
+	$(WASM_ENV) $(GO) build $(WASM_FLAGS) -o $(WASM) ./cmd/filter
+	$(WASM_ENV) $(GO) build $(WASM_FLAGS) -o $(NOOP_WASM) ./cmd/noopfilter
+
+cli:
+	@mkdir -p bin
+	$(GO) build -trimpath -o $(CLI) ./cmd/tokentriage
+
+run: build
+	$(CLI) dev -c examples/tokentriage.yaml --wasm $(WASM)
+
+test: wasm
+	$(TEST_ENV) $(GO) test -timeout 25m ./...
+
+check: wasm
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: the files above need formatting'; exit 1; }
+	$(GO) vet ./...
+	$(WASM_ENV) $(GO) build ./shared/...
+	$(WASM_ENV) $(GO) vet ./shared/... ./filter/...
+	$(TEST_ENV) $(GO) test -timeout 25m ./...
+	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+
+bench: wasm
+	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf build bin

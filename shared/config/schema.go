@@ -1,0 +1,128 @@
+package config
+
+// File is a tokentriage configuration file: the YAML an operator writes, or
+// the same document as JSON. Its one top-level key is governance.
+type File struct {
+	Governance *Governance `json:"governance"`
+}
+
+// Governance is the governance block of seeds 002 and 004. The filter's
+// plugin configuration may embed the same block as JSON.
+type Governance struct {
+	// Enabled arms governance. Default false; an absent block is off.
+	Enabled *bool `json:"enabled"`
+	// RequireKey refuses requests without a valid virtual key (401). Off:
+	// anonymous traffic resolves to the chain [__global].
+	RequireKey bool `json:"require_key"`
+	// Keys holds key-related switches.
+	Keys *Keys `json:"keys"`
+	// Tenants is the declarative plane of the tenancy tree.
+	Tenants []Tenant `json:"tenants"`
+	// Limits are the limit definitions, pinned or level templates.
+	Limits []Limit `json:"limits"`
+	// SharedState configures fleet-wide stores.
+	SharedState *SharedState `json:"shared_state"`
+}
+
+// Keys holds governance.keys.
+type Keys struct {
+	// DiscloseLimits adds Ratelimit-Policy and X-Ratelimit-* headers to
+	// served responses. Default true.
+	DiscloseLimits *bool `json:"disclose_limits"`
+}
+
+// Tenant declares one org with its teams and the users of each team.
+type Tenant struct {
+	Org   string              `json:"org"`
+	Teams []string            `json:"teams"`
+	Users map[string][]string `json:"users"`
+}
+
+// Limit is one entry of governance.limits.
+type Limit struct {
+	// ID names the limit on every 429 and ledger row; charset [a-z0-9_].
+	ID string `json:"id"`
+	// Attach pins the limit to a node or templates it at a level.
+	Attach Attach `json:"attach"`
+	// Type is one of budget_usd, quota_tokens, quota_requests, rpm, tpm,
+	// concurrency.
+	Type string `json:"type"`
+	// Amount is the cap for every type but budget_usd (a count).
+	Amount *int64 `json:"amount"`
+	// AmountUSD is the cap of a budget_usd limit, in dollars, quantized to
+	// the nanodollar grid.
+	AmountUSD *USD `json:"amount_usd"`
+	// Period is day | week | month for spend and quota types, a Go
+	// duration (1s, 1m) for rpm and tpm.
+	Period string `json:"period"`
+	// Burst is how many units a drained rate key absorbs at once. Default
+	// Amount.
+	Burst *int64 `json:"burst"`
+	// Algorithm is gcra (default), fixed_window, sliding_window or
+	// token_bucket; rate types only.
+	Algorithm string `json:"algorithm"`
+	// Store is local (default), redis or share.
+	Store string `json:"store"`
+	// Match narrows which requests the limit counts.
+	Match *Match `json:"match"`
+	// Posture sets mode, enforcement, failure behaviour and alert
+	// thresholds. Absent: on, hard, open.
+	Posture *Posture `json:"posture"`
+	// Override permits per-node overrides (spend and quota types only).
+	Override *Override `json:"override"`
+}
+
+// Attach says where a limit binds: exactly one of Node and Level.
+type Attach struct {
+	Node  string `json:"node"`
+	Level string `json:"level"`
+}
+
+// Match narrows a limit to requests whose dims match. Model uses path.Match
+// patterns; provider and endpoint are compared exactly.
+type Match struct {
+	Model    string `json:"model"`
+	Provider string `json:"provider"`
+	Endpoint string `json:"endpoint"`
+}
+
+// Posture is a limit's enforcement posture.
+type Posture struct {
+	Mode       string    `json:"mode"`       // on | shadow | off; default on
+	Enforce    string    `json:"enforce"`    // hard | soft; default hard
+	Fail       string    `json:"fail"`       // open | closed; default open
+	Thresholds []float64 `json:"thresholds"` // alert fractions in [0,1]
+}
+
+// Override is a template's permission for per-node overrides and their
+// ceiling. Omitting the ceiling while allowing overrides declares none.
+type Override struct {
+	Allow        bool   `json:"allow"`
+	MaxAmount    *int64 `json:"max_amount"`
+	MaxAmountUSD *USD   `json:"max_amount_usd"`
+}
+
+// SharedState configures the stores shared by a fleet.
+type SharedState struct {
+	Redis *Redis `json:"redis"`
+}
+
+// Redis is the shared Redis used by store: redis limits and the accountant.
+type Redis struct {
+	// Addr is host:port of the Redis server (or the first seed of a
+	// cluster).
+	Addr     string `json:"addr"`
+	Username string `json:"username"`
+	// PasswordEnv names the environment variable holding the password.
+	PasswordEnv string `json:"password_env"`
+	DB          int    `json:"db"`
+	// KeyPrefix prefixes every key; default "tt".
+	KeyPrefix string `json:"key_prefix"`
+}
+
+// USD is a dollar amount held exactly on the nanodollar grid
+// (1 USD = 1e9 nanodollars). It decodes from a JSON or YAML number written
+// in decimal ("0.000001", "1000", "12.5") without passing through a float.
+type USD struct {
+	Nanos int64
+}

@@ -1,0 +1,85 @@
+// Package ledger owns the ledger row: the record of one finished request that
+// the filter sends to the accountant and the accountant appends to
+// decisions.jsonl. Its JSON form is a wire contract, golden-tested.
+package ledger
+
+import "time"
+
+// Decision says what the gates did with a request.
+type Decision string
+
+const (
+	// Admitted: forwarded, no limit over.
+	Admitted Decision = "admitted"
+	// Refused: turned away (429, 401, 403, 400, 413, 503).
+	Refused Decision = "refused"
+	// ShadowRefused: forwarded, but a shadow-mode limit would have refused.
+	ShadowRefused Decision = "shadow_refused"
+	// SoftBreach: forwarded although a soft-enforced limit was over.
+	SoftBreach Decision = "soft_breach"
+)
+
+// Row is one finished request.
+type Row struct {
+	RequestID string    `json:"request_id"` // tt_ + 26 base32 chars
+	Start     time.Time `json:"start"`      // request headers arrived (UTC)
+	End       time.Time `json:"end"`        // stream finished (UTC)
+	KID       string    `json:"kid"`        // "" for anonymous traffic
+	Node      string    `json:"node"`       // owner node of the key; "" anonymous
+	Endpoint  string    `json:"endpoint"`   // request path without query
+	Provider  string    `json:"provider"`
+	Model     string    `json:"model"`        // as requested
+	Served    string    `json:"model_served"` // as reported by the provider
+	Stream    bool      `json:"stream"`
+	Usage     Usage     `json:"usage"`
+	Status    int       `json:"status"` // HTTP status the client saw
+	Decision  Decision  `json:"decision"`
+	// ErrorType is the error.type of a refusal ("budget_exceeded",
+	// "unauthorized", ...), empty when served.
+	ErrorType string `json:"error_type"`
+	// RefusedBy names the limit instance that refused, or nil.
+	RefusedBy *Ref `json:"refused_by"`
+	// Shadow lists limits in shadow mode that would have refused.
+	Shadow []Ref `json:"shadow"`
+	// Breached lists soft-enforced limits that were over and admitted.
+	Breached []Ref `json:"breached"`
+	// Suspended lists limit ids that could not be checked (stale or
+	// missing snapshot, unavailable store) and were admitted.
+	Suspended []string  `json:"suspended"`
+	Estimated Estimated `json:"estimated"`
+	// Replica identifies the filter instance (host process) that produced
+	// the row.
+	Replica string `json:"replica"`
+	// Cost is set by the accountant when it prices the row; the filter
+	// leaves it nil.
+	Cost *Cost `json:"cost"`
+}
+
+// Usage is what the provider reported (or the filter estimated).
+type Usage struct {
+	Input       int64 `json:"input"`
+	Output      int64 `json:"output"`
+	CachedInput int64 `json:"cached_input"`
+	Reasoning   int64 `json:"reasoning"`
+	Total       int64 `json:"total"`
+}
+
+// Ref names one limit instance.
+type Ref struct {
+	LimitID   string `json:"limit_id"`
+	LimitType string `json:"limit_type"`
+	Node      string `json:"node"`
+}
+
+// Estimated flags usage figures that were estimated rather than reported.
+type Estimated struct {
+	Input  bool `json:"input"`
+	Output bool `json:"output"`
+}
+
+// Cost is the priced cost of a row, on the nanodollar grid.
+type Cost struct {
+	Nanos     int64 `json:"nanos"`
+	Unpriced  bool  `json:"unpriced"`
+	Estimated bool  `json:"estimated"`
+}

@@ -1,0 +1,71 @@
+// Package pluginconf owns the filter's plugin configuration: the JSON the
+// proxy-wasm host hands the filter in proxy_on_configure (Envoy's
+// config.configuration, Istio's WasmPlugin pluginConfig). The filter, the
+// embedded dev host and the Envoy config tests all decode it with Decode, so
+// a configuration that passes one passes all three.
+package pluginconf
+
+import (
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// Config is the plugin configuration.
+type Config struct {
+	// Accountant names the accountant: keys, runtime plane, spend snapshots
+	// and, when Governance is absent, the plan. Optional when Governance is
+	// present (rpm, tpm and concurrency then need no accountant).
+	Accountant *Accountant `json:"accountant"`
+	// SyncInterval is how often one VM of the host polls the accountant
+	// (a Go duration). Default "1s".
+	SyncInterval string `json:"sync_interval"`
+	// FlushInterval is how often a VM sends its buffered ledger rows.
+	// Default "500ms".
+	FlushInterval string `json:"flush_interval"`
+	// MaxBodyBytes caps a buffered request body; larger bodies get a 413.
+	// Default 8 MiB.
+	MaxBodyBytes int64 `json:"max_body_bytes"`
+	// Governance, when present, arms the filter from its first request
+	// with this plan (same schema as the YAML governance block).
+	Governance *config.Governance `json:"governance"`
+	// Keys is a static key table for deployments and tests without an
+	// accountant. Keys minted by the accountant arrive by sync.
+	Keys []StaticKey `json:"keys"`
+	// Providers maps a request to a provider name, first match wins. With
+	// no match the provider is inferred from the path (/v1/messages is
+	// anthropic, the rest openai).
+	Providers []Provider `json:"providers"`
+	// LeaseTTL bounds how long a concurrency lease or tpm reserve held by a
+	// lost VM survives. Default "15m".
+	LeaseTTL string `json:"lease_ttl"`
+}
+
+// Accountant says how to reach the accountant through the host.
+type Accountant struct {
+	// Cluster is the host's upstream cluster name (Envoy cluster).
+	Cluster string `json:"cluster"`
+	// Authority is the :authority sent on callouts. Default: Cluster.
+	Authority string `json:"authority"`
+	// TimeoutMS bounds each callout. Default 2000.
+	TimeoutMS int64 `json:"timeout_ms"`
+	// Token, when set, is sent as a bearer token on internal calls.
+	Token string `json:"token"`
+}
+
+// StaticKey is one entry of the static key table.
+type StaticKey struct {
+	KID    string      `json:"kid"`
+	SHA256 string      `json:"sha256"`
+	Owner  string      `json:"owner"`
+	Scopes vkey.Scopes `json:"scopes"`
+}
+
+// Provider maps requests to a provider name. Every non-empty field must
+// match: Route against the xds.route_name property, Authority against
+// :authority, PathPrefix against :path.
+type Provider struct {
+	Name       string `json:"name"`
+	Route      string `json:"route"`
+	Authority  string `json:"authority"`
+	PathPrefix string `json:"path_prefix"`
+}

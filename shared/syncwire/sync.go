@@ -1,0 +1,99 @@
+// Package syncwire owns the wire between the filter and the accountant:
+// GET /tt/internal/v1/sync and POST /tt/internal/v1/ingest.
+//
+// The filter polls sync with the versions it holds; the accountant answers
+// every part whose version differs and only the version of the parts that
+// are current, so a filter that is current gets a small answer.
+//
+//	GET /tt/internal/v1/sync?plan=P&keys=K&runtime=R&snapshot=S&replica=ID
+//
+// Ingest takes a batch of ledger rows as JSON lines (one ledger.Row per line)
+// and answers 200 with an IngestAck once every row is durable.
+package syncwire
+
+import (
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// Paths served by the accountant.
+const (
+	SyncPath   = "/tt/internal/v1/sync"
+	IngestPath = "/tt/internal/v1/ingest"
+)
+
+// Sync is the answer to a sync poll. A part whose version the filter already
+// holds carries only its version.
+type Sync struct {
+	Plan     Plan     `json:"plan"`
+	Keys     Keys     `json:"keys"`
+	Runtime  Runtime  `json:"runtime"`
+	Snapshot Snapshot `json:"snapshot"`
+	// Replicas is the number of filter replicas (host processes) that
+	// polled within the liveness window; store: share divides by it.
+	Replicas int `json:"replicas"`
+}
+
+// Plan carries the accountant's governance block. Version is the plan hash.
+type Plan struct {
+	Version    string             `json:"version"`
+	Governance *config.Governance `json:"governance,omitempty"`
+}
+
+// Keys carries the minted key table (hashes only).
+type Keys struct {
+	Version string `json:"version"`
+	Items   []Key  `json:"items,omitempty"`
+}
+
+// Key is one minted virtual key.
+type Key struct {
+	KID     string      `json:"kid"`
+	SHA256  string      `json:"sha256"`
+	Owner   string      `json:"owner"`
+	Scopes  vkey.Scopes `json:"scopes"`
+	Revoked bool        `json:"revoked"`
+}
+
+// Runtime carries the runtime plane: API-created nodes and overrides.
+type Runtime struct {
+	Version   string     `json:"version"`
+	Nodes     []string   `json:"nodes,omitempty"`
+	Overrides []Override `json:"overrides,omitempty"`
+}
+
+// Override replaces the amount of one instance of a spend or quota limit.
+// Amount is a count, or nanodollars for budget_usd.
+type Override struct {
+	LimitID string `json:"limit_id"`
+	Node    string `json:"node"`
+	Amount  int64  `json:"amount"`
+}
+
+// Snapshot carries every LedgerSettled instance's counter for its current
+// calendar period. GeneratedAt is refreshed by the accountant's heartbeat
+// and is sent even when the entries are current.
+type Snapshot struct {
+	Version     string    `json:"version"`
+	GeneratedAt time.Time `json:"generated_at"`
+	Entries     []Entry   `json:"entries,omitempty"`
+}
+
+// Entry is one counter. ID is the counter identity (govern.Identity);
+// PeriodStart the start of the calendar period it counts; Value nanodollars
+// for budget_usd, tokens for quota_tokens, requests for quota_requests.
+type Entry struct {
+	ID          string    `json:"id"`
+	PeriodStart time.Time `json:"period_start"`
+	Value       int64     `json:"value"`
+}
+
+// IngestAck answers an ingest batch.
+type IngestAck struct {
+	Accepted   int      `json:"accepted"`   // rows newly recorded
+	Duplicates int      `json:"duplicates"` // rows already recorded (by request id)
+	Rejected   int      `json:"rejected"`   // unreadable rows, with reasons in Errors
+	Errors     []string `json:"errors,omitempty"`
+}
