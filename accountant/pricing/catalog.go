@@ -1,0 +1,133 @@
+// Package pricing owns the model price catalog of the accountant: a
+// built-in table of current OpenAI and Anthropic models (dollars per million
+// input, output and cached input tokens, with their aliases), extended or
+// overridden by an operator's file, and the exact arithmetic that turns a
+// ledger row's usage into integer nanodollars.
+//
+// Rates are held as nanodollars per million tokens, so every rate a price
+// list states in dollars with up to nine decimals is exact. A row's cost is
+//
+//	(uncached_input × input + cached_input × cached + output × output) / 1e6
+//
+// computed in 128-bit integers and rounded half up once per row (never per
+// term), so a row of 8 input and 19 output tokens of gpt-4o-mini
+// ($0.15/M in, $0.60/M out) costs exactly 12,600 nanodollars.
+//
+// A model the catalog does not know is UNPRICED: Price reports it as such and
+// never returns a silent zero.
+package pricing
+
+import (
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Rates are the prices of one model in nanodollars per million tokens.
+type Rates struct {
+	Input  int64 // uncached input (prompt) tokens
+	Output int64 // output tokens, reasoning included
+	// Cached is the rate of input tokens served from the provider's prompt
+	// cache. A model without a cached rate bills them at Input.
+	Cached int64
+}
+
+// Model is one catalog entry.
+type Model struct {
+	Name    string
+	Rates   Rates
+	Aliases []string
+}
+
+// Catalog maps model names and aliases to rates. A Catalog is immutable once
+// built and safe for concurrent use.
+type Catalog struct {
+	models map[string]*Model // canonical name → model
+	alias  map[string]string // alias → canonical name
+}
+
+// Lookup returns the model a requested or served model name prices as, and
+// whether there is one. It tries, in order: the exact name; an alias; the
+// name with a date suffix removed (gpt-4o-mini-2024-07-18, claude-3-5-haiku-20241022);
+// the name with "-latest" removed; each of those again after a "provider/"
+// prefix is dropped. Case is ignored.
+func (c *Catalog) Lookup(name string) (*Model, bool) {
+	if c == nil || name == "" {
+		return nil, false
+	}
+	n := strings.ToLower(strings.TrimSpace(name))
+	if m, ok := c.lookup(n); ok {
+		return m, true
+	}
+	if i := strings.LastIndexByte(n, '/'); i >= 0 && i+1 < len(n) {
+		return c.lookup(n[i+1:])
+	}
+	return nil, false
+}
+
+var (
+	isoDateSuffix     = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}$`)
+	compactDateSuffix = regexp.MustCompile(`-\d{8}$`)
+)
+
+func (c *Catalog) lookup(n string) (*Model, bool) {
+	if m, ok := c.exact(n); ok {
+		return m, true
+	}
+	for _, re := range []*regexp.Regexp{isoDateSuffix, compactDateSuffix} {
+		if loc := re.FindStringIndex(n); loc != nil {
+			if m, ok := c.exact(n[:loc[0]]); ok {
+				return m, true
+			}
+		}
+	}
+	if base, ok := strings.CutSuffix(n, "-latest"); ok {
+		if m, ok := c.exact(base); ok {
+			return m, true
+		}
+	}
+	return nil, false
+}
+
+func (c *Catalog) exact(n string) (*Model, bool) {
+	if m, ok := c.models[n]; ok {
+		return m, true
+	}
+	if canon, ok := c.alias[n]; ok {
+		m, ok := c.models[canon]
+		return m, ok
+	}
+	return nil, false
+}
+
+// Models lists the catalog's entries by name.
+func (c *Catalog) Models() []Model {
+	out := make([]Model, 0, len(c.models))
+	for _, m := range c.models {
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// newCatalog builds a catalog from entries; a later entry with the same name
+// replaces an earlier one, and an alias names the last model that claimed it.
+func newCatalog(entries []Model) *Catalog {
+	c := &Catalog{models: make(map[string]*Model, len(entries)), alias: map[string]string{}}
+	for _, e := range entries {
+		c.add(e)
+	}
+	return c
+}
+
+func (c *Catalog) add(e Model) {
+	e.Name = strings.ToLower(e.Name)
+	if prev, ok := c.models[e.Name]; ok && len(e.Aliases) == 0 {
+		e.Aliases = prev.Aliases
+	}
+	m := e
+	c.models[m.Name] = &m
+	for _, a := range m.Aliases {
+		c.alias[strings.ToLower(a)] = m.Name
+	}
+}

@@ -1,0 +1,169 @@
+package pricing
+
+import (
+	"math"
+	"math/big"
+	"strings"
+	"testing"
+	"testing/quick"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
+)
+
+func TestBuiltinRatesParse(t *testing.T) {
+	for _, b := range builtin {
+		for _, s := range []string{b.input, b.output, b.cached} {
+			if dollars(s) < 0 {
+				t.Errorf("builtin %s: rate %q does not parse", b.name, s)
+			}
+		}
+	}
+}
+
+// TestSeedFigure pins the arithmetic behind seed 000's budget 429: with
+// gpt-4o-mini at $0.15/M input and $0.60/M output, observed 0.0000126 is
+// 8 prompt tokens and 19 completion tokens (1,200 + 11,400 nanodollars).
+// The stub upstream answers that prompt with 20 completion tokens, which
+// costs 13,200 nanodollars (0.0000132).
+func TestSeedFigure(t *testing.T) {
+	c := Default()
+	for _, tc := range []struct {
+		model string
+		u     ledger.Usage
+		want  int64
+	}{
+		{"gpt-4o-mini", ledger.Usage{Input: 8, Output: 19}, 12_600},
+		{"gpt-4o-mini", ledger.Usage{Input: 8, Output: 20}, 13_200},
+		{"gpt-4o-mini-2024-07-18", ledger.Usage{Input: 8, Output: 19}, 12_600},
+		{"openai/gpt-4o-mini", ledger.Usage{Input: 8, Output: 19}, 12_600},
+		// cached input at the cached rate: 4×0.15 + 4×0.075 = 0.9 µ$
+		{"gpt-4o-mini", ledger.Usage{Input: 8, CachedInput: 4}, 900},
+		// one token of gpt-4o-mini input is 150 nanodollars
+		{"gpt-4o-mini", ledger.Usage{Input: 1}, 150},
+		{"claude-3-5-haiku-latest", ledger.Usage{Input: 1000, Output: 1000}, 4_800_000},
+		{"claude-sonnet-4-5-20250929", ledger.Usage{Input: 1_000_000}, 3_000_000_000},
+		// reasoning is inside output for OpenAI: not billed twice
+		{"o3", ledger.Usage{Input: 0, Output: 100, Reasoning: 80}, 800_000},
+		// gpt-4o-2024-05-13 has its own price, not gpt-4o's
+		{"gpt-4o-2024-05-13", ledger.Usage{Input: 1_000_000}, 5_000_000_000},
+		{"gpt-4o-2024-08-06", ledger.Usage{Input: 1_000_000}, 2_500_000_000},
+	} {
+		got := c.Price(tc.model, tc.u)
+		if got.Unpriced || got.Nanos != tc.want {
+			t.Errorf("Price(%s, %+v) = %+v, want %d nanodollars", tc.model, tc.u, got, tc.want)
+		}
+	}
+	if got := c.Price("mystery-model", ledger.Usage{Input: 10}); !got.Unpriced || got.Nanos != 0 {
+		t.Errorf("unknown model: got %+v, want unpriced", got)
+	}
+}
+
+func TestRoundHalfUpOncePerRow(t *testing.T) {
+	c, err := Parse([]byte("models: {tiny: {input: 0.0004, output: 0.0001}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		u    ledger.Usage
+		want int64
+	}{
+		{ledger.Usage{Input: 1}, 0},            // 0.4
+		{ledger.Usage{Input: 1, Output: 1}, 1}, // 0.4 + 0.1 = 0.5: half up, once
+		{ledger.Usage{Input: 3, Output: 3}, 2}, // 1.2 + 0.3 = 1.5
+		{ledger.Usage{Input: 2, Output: 2}, 1}, // 1.0
+	} {
+		if got := c.Price("tiny", tc.u); got.Nanos != tc.want {
+			t.Errorf("Price(tiny, %+v) = %d, want %d", tc.u, got.Nanos, tc.want)
+		}
+	}
+}
+
+func TestPriceRowPrefersServedModel(t *testing.T) {
+	c := Default()
+	r := &ledger.Row{Model: "gpt-4o", Served: "gpt-4o-mini-2024-07-18", Usage: ledger.Usage{Input: 8, Output: 19}}
+	if got := c.PriceRow(r); got.Nanos != 12_600 || got.Model != "gpt-4o-mini" {
+		t.Errorf("PriceRow = %+v", got)
+	}
+	r.Served = "something-else"
+	if got := c.PriceRow(r); got.Model != "gpt-4o" {
+		t.Errorf("PriceRow falls back to the requested model: %+v", got)
+	}
+}
+
+// TestPerMillionAgainstBig checks the 128-bit arithmetic against math/big.
+func TestPerMillionAgainstBig(t *testing.T) {
+	f := func(a, b, c, ra, rb, rc uint32, scale uint8) bool {
+		ts := []term{
+			{uint64(a) << (scale % 20), uint64(ra) * 1000},
+			{uint64(b), uint64(rb) << (scale % 16)},
+			{uint64(c), uint64(rc)},
+		}
+		sum := new(big.Int)
+		for _, t := range ts {
+			sum.Add(sum, new(big.Int).Mul(new(big.Int).SetUint64(t.tokens), new(big.Int).SetUint64(t.rate)))
+		}
+		sum.Add(sum, big.NewInt(500_000))
+		sum.Quo(sum, big.NewInt(1_000_000))
+		want := int64(math.MaxInt64)
+		if sum.IsInt64() {
+			want = sum.Int64()
+		}
+		return perMillion(ts...) == want
+	}
+	if err := quick.Check(f, &quick.Config{MaxCount: 5000}); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestParseFile(t *testing.T) {
+	c, err := Parse([]byte(`
+models:
+  gpt-4o-mini: { input: 0.30, output: 1.20 }
+  acme-llm:
+    input: 1
+    output: 2
+    cached_input: 0.5
+    aliases: [acme-llm-v1]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Price("gpt-4o-mini", ledger.Usage{Input: 1_000_000, CachedInput: 1_000_000}); got.Nanos != 300_000_000 {
+		t.Errorf("override without cached_input bills cached at input: %+v", got)
+	}
+	if got := c.Price("acme-llm-v1", ledger.Usage{Input: 2_000_000, Output: 1_000_000, CachedInput: 1_000_000}); got.Nanos != 3_500_000_000 {
+		t.Errorf("alias of a new model: %+v", got)
+	}
+	if got := c.Price("gpt-4o", ledger.Usage{Input: 1_000_000}); got.Nanos != 2_500_000_000 {
+		t.Errorf("built-ins stay: %+v", got)
+	}
+	// JSON is read by the same decoder.
+	if _, err := Parse([]byte(`{"models":{"x":{"input":"0.000000001","output":0}}}`)); err != nil {
+		t.Errorf("json: %v", err)
+	}
+}
+
+func TestParseFileErrors(t *testing.T) {
+	_, err := Parse([]byte(`
+models:
+  a: { input: 0.1 }
+  b: { input: -1, output: 1, colour: red }
+  c: { input: 0.0000000001, output: 1 }
+extra: 1
+`))
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	want := []string{
+		`line 6: unknown key "extra" (the only top-level key is models)`,
+		`line 3: models.a.output: required (dollars per million tokens)`,
+		`line 4: models.b.input: -1 is negative; a rate is zero or more`,
+		`line 4: models.b.colour: unknown key (known: input, output, cached_input, aliases)`,
+		`line 5: models.c.input: 0.0000000001 has more than 9 decimal places`,
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, err)
+		}
+	}
+}
