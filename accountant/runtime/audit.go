@@ -1,0 +1,125 @@
+package runtime
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// AuditEntry is one write, as the audit log keeps it. Before and After are
+// the JSON views of the target (null when it did not exist before, or no
+// longer exists after). Node is the tree node the write concerns (the node
+// itself, a key's owner, an override's node, an admin's scope), so a
+// delegated admin can read the log of their own subtree.
+type AuditEntry struct {
+	Seq    int64           `json:"seq"`
+	At     time.Time       `json:"at"`
+	Who    string          `json:"who"`
+	Action string          `json:"action"`
+	Target string          `json:"target"`
+	Node   string          `json:"node"`
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
+}
+
+// The audit actions.
+const (
+	ActionNodeCreate     = "node.create"
+	ActionNodeDelete     = "node.delete"
+	ActionKeyMint        = "key.mint"
+	ActionKeyRevoke      = "key.revoke"
+	ActionOverridePut    = "override.put"
+	ActionOverrideDelete = "override.delete"
+	ActionAdminCreate    = "admin.create"
+	ActionAdminRevoke    = "admin.revoke"
+)
+
+// audit is the audit row a write produces.
+type audit struct {
+	Stamp
+	Action, Target, Node string
+	Before, After        any // nil for none
+}
+
+func (a audit) insert(tx *sql.Tx) error {
+	before, err := jsonOrNull(a.Before)
+	if err != nil {
+		return fmt.Errorf("runtime: audit %s %s: %w", a.Action, a.Target, err)
+	}
+	after, err := jsonOrNull(a.After)
+	if err != nil {
+		return fmt.Errorf("runtime: audit %s %s: %w", a.Action, a.Target, err)
+	}
+	_, err = tx.Exec(`INSERT INTO audit (at, who, action, target, node, before, after) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		fmtTime(a.At), a.Who, a.Action, a.Target, a.Node, before, after)
+	if err != nil {
+		return fmt.Errorf("runtime: audit %s %s: %w", a.Action, a.Target, err)
+	}
+	return nil
+}
+
+func jsonOrNull(v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// MaxAuditPage is the largest page Audit returns.
+const MaxAuditPage = 1000
+
+// Audit returns up to limit entries with a sequence number above after, in
+// order. With a non-empty scope only the entries whose node is scope or
+// below it are returned. limit is clamped to [1, MaxAuditPage].
+func (db *DB) Audit(after int64, limit int, scope string) ([]AuditEntry, error) {
+	if limit <= 0 || limit > MaxAuditPage {
+		limit = MaxAuditPage
+	}
+	var out []AuditEntry
+	err := db.read(func(tx *sql.Tx) error {
+		var rows *sql.Rows
+		var err error
+		if scope == "" {
+			rows, err = tx.Query(`SELECT seq, at, who, action, target, node, before, after FROM audit
+				WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
+		} else {
+			rows, err = tx.Query(`SELECT seq, at, who, action, target, node, before, after FROM audit
+				WHERE seq > ? AND (node = ? OR substr(node, 1, ?) = ?) ORDER BY seq LIMIT ?`,
+				after, scope, len(scope)+1, scope+"/", limit)
+		}
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e AuditEntry
+			var at string
+			var before, after sql.NullString
+			if err := rows.Scan(&e.Seq, &at, &e.Who, &e.Action, &e.Target, &e.Node, &before, &after); err != nil {
+				return err
+			}
+			if e.At, err = parseTime(at); err != nil {
+				return err
+			}
+			e.Before, e.After = rawOrNull(before), rawOrNull(after)
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: read audit log: %w", err)
+	}
+	return out, nil
+}
+
+func rawOrNull(s sql.NullString) json.RawMessage {
+	if !s.Valid {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(s.String)
+}

@@ -1,0 +1,139 @@
+// Package runtime owns governance.db, the runtime plane of the accountant:
+// nodes created through the management API, virtual keys (a SHA-256 of each
+// key, never the key), per-node overrides of spend and quota limits,
+// delegated admins scoped to a subtree, and an audit log holding one row for
+// every write, committed in the same transaction as the write itself.
+//
+// Two change counters, one for the key table and one for the runtime plane
+// (nodes and overrides), give the versions the sync wire publishes: a
+// version changes when, and only when, a write to its tables commits.
+//
+// Writes that depend on the governance configuration (a key's owner must be
+// a tree node, an override must fit its limit) are checked against the armed
+// plan the caller passes in, with the rules govern applies when it arms.
+package runtime
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver; RATIONALE.md#why-modernc-sqlite
+)
+
+// DB is an open governance.db. It is safe for concurrent use: writes are
+// serialised (one transaction each, audit row included), reads run
+// concurrently against consistent snapshots (WAL mode).
+type DB struct {
+	sql  *sql.DB
+	path string
+	id   string // random per database file; prefixes every version
+
+	wmu sync.Mutex // one write transaction at a time
+}
+
+// Stamp says who makes a write and when. Who is "admin" for the admin token
+// or the id of a delegated admin; At is the caller's clock.
+type Stamp struct {
+	Who string
+	At  time.Time
+}
+
+// Open opens (creating when absent) the governance.db at path, switches it
+// to WAL mode and applies every schema migration it lacks.
+func Open(path string) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("runtime: open governance.db: empty path; pass the file under the accountant's --data directory")
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	sdb, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: open %s: %w", path, err)
+	}
+	db := &DB{sql: sdb, path: path}
+	var mode string
+	if err := sdb.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("runtime: open %s: %w", path, err)
+	}
+	if mode != "wal" {
+		sdb.Close()
+		return nil, fmt.Errorf("runtime: open %s: journal mode is %q, not wal; is the file on a filesystem without shared memory support?", path, mode)
+	}
+	if err := db.migrate(); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("runtime: open %s: %w", path, err)
+	}
+	if err := sdb.QueryRow(`SELECT v FROM meta WHERE k = 'db_id'`).Scan(&db.id); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("runtime: open %s: reading the database id: %w", path, err)
+	}
+	return db, nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error { return db.sql.Close() }
+
+// Path is the file the database was opened from.
+func (db *DB) Path() string { return db.path }
+
+// write runs fn in one write transaction. fn returns the audit record of the
+// change and the version groups it touched; both are written in the same
+// transaction, so a write and its audit row commit together or not at all.
+func (db *DB) write(fn func(tx *sql.Tx) (audit, []group, error)) error {
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	tx, err := db.sql.BeginTx(context.Background(), nil)
+	if err != nil {
+		return fmt.Errorf("runtime: begin write: %w", err)
+	}
+	defer tx.Rollback()
+	a, groups, err := fn(tx)
+	if err != nil {
+		return err
+	}
+	if err := a.insert(tx); err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if _, err := tx.Exec(`UPDATE versions SET n = n + 1 WHERE grp = ?`, string(g)); err != nil {
+			return fmt.Errorf("runtime: bump %s version: %w", g, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runtime: commit %s: %w", a.Action, err)
+	}
+	return nil
+}
+
+// read runs fn in one read transaction: every query in it sees the same
+// snapshot, so a version and the rows it names always agree.
+func (db *DB) read(fn func(tx *sql.Tx) error) error {
+	tx, err := db.sql.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("runtime: begin read: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+// newDBID names a database file for its lifetime: versions from a file that
+// was deleted and recreated never equal the old ones.
+func newDBID(r io.Reader) (string, error) {
+	b := make([]byte, 6)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", fmt.Errorf("reading randomness: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}

@@ -1,0 +1,206 @@
+package runtime
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// Key is a minted virtual key as the management API shows it: never the key
+// itself, never its hash.
+type Key struct {
+	KID       string      `json:"kid"`
+	Owner     string      `json:"owner"`
+	Scopes    vkey.Scopes `json:"scopes"`
+	CreatedAt time.Time   `json:"created_at"`
+	CreatedBy string      `json:"created_by"`
+	RevokedAt *time.Time  `json:"revoked_at"`
+	RevokedBy string      `json:"revoked_by,omitempty"`
+}
+
+// MintKey mints a virtual key owned by owner, a node of the armed tree (the
+// config's tenants or the runtime plane), and stores only its SHA-256. The
+// key is returned here and never again.
+func (db *DB) MintKey(p Plan, owner string, scopes vkey.Scopes, s Stamp) (key string, k Key, err error) {
+	const op = "mint key"
+	if err := checkNodeID(op, "owner", owner); err != nil {
+		return "", Key{}, err
+	}
+	if err := checkScopes(op, scopes); err != nil {
+		return "", Key{}, err
+	}
+	enc, err := json.Marshal(scopes)
+	if err != nil {
+		return "", Key{}, fmt.Errorf("runtime: %s: encoding scopes: %w", op, err)
+	}
+	key, kid, err := vkey.Mint(rand.Reader)
+	if err != nil {
+		return "", Key{}, fmt.Errorf("runtime: %s: %w", op, err)
+	}
+	k = Key{KID: kid, Owner: owner, Scopes: scopes, CreatedAt: s.At.UTC(), CreatedBy: s.Who}
+	err = db.write(func(tx *sql.Tx) (audit, []group, error) {
+		ok, err := treeNode(tx, p, owner)
+		if err != nil {
+			return audit{}, nil, fmt.Errorf("runtime: %s: %w", op, err)
+		}
+		if !ok {
+			return audit{}, nil, refuse(Invalid, op, "owner %q is not a node of the tenancy tree; declare it in the config's tenants or create it with POST /tt/api/v1/nodes first", owner)
+		}
+		_, err = tx.Exec(`INSERT INTO keys (kid, sha256, owner, scopes, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)`,
+			kid, vkey.Hash(key), owner, string(enc), fmtTime(s.At), s.Who)
+		if err != nil {
+			return audit{}, nil, fmt.Errorf("runtime: %s: %w", op, err)
+		}
+		return audit{Stamp: s, Action: ActionKeyMint, Target: kid, Node: owner, After: k}, []group{groupKeys}, nil
+	})
+	if err != nil {
+		return "", Key{}, err
+	}
+	return key, k, nil
+}
+
+// RevokeKey revokes a key. The row stays, marked revoked, so the filter
+// refuses the key by name and the audit log keeps its history.
+func (db *DB) RevokeKey(kid string, s Stamp) (Key, error) {
+	const op = "revoke key"
+	if !vkey.ValidKID(kid) {
+		return Key{}, refuse(Invalid, op, "%q is not a kid (expected vk_ followed by 12 letters and digits)", kid)
+	}
+	var k Key
+	err := db.write(func(tx *sql.Tx) (audit, []group, error) {
+		before, err := getKey(tx, kid)
+		if errors.Is(err, sql.ErrNoRows) {
+			return audit{}, nil, refuse(NotFound, op, "no key %s; keys list shows the minted kids", kid)
+		}
+		if err != nil {
+			return audit{}, nil, fmt.Errorf("runtime: %s %s: %w", op, kid, err)
+		}
+		if before.RevokedAt != nil {
+			return audit{}, nil, refuse(Conflict, op, "key %s was already revoked at %s by %s", kid, before.RevokedAt.Format(time.RFC3339), before.RevokedBy)
+		}
+		if _, err := tx.Exec(`UPDATE keys SET revoked_at = ?, revoked_by = ? WHERE kid = ?`, fmtTime(s.At), s.Who, kid); err != nil {
+			return audit{}, nil, fmt.Errorf("runtime: %s %s: %w", op, kid, err)
+		}
+		k = before
+		at := s.At.UTC()
+		k.RevokedAt, k.RevokedBy = &at, s.Who
+		return audit{Stamp: s, Action: ActionKeyRevoke, Target: kid, Node: k.Owner, Before: before, After: k}, []group{groupKeys}, nil
+	})
+	if err != nil {
+		return Key{}, err
+	}
+	return k, nil
+}
+
+// Key returns one key by kid; a Kind NotFound *Error when there is none.
+func (db *DB) Key(kid string) (Key, error) {
+	const op = "get key"
+	if !vkey.ValidKID(kid) {
+		return Key{}, refuse(Invalid, op, "%q is not a kid (expected vk_ followed by 12 letters and digits)", kid)
+	}
+	var k Key
+	err := db.read(func(tx *sql.Tx) (err error) {
+		k, err = getKey(tx, kid)
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return Key{}, refuse(NotFound, op, "no key %s; keys list shows the minted kids", kid)
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("runtime: %s %s: %w", op, kid, err)
+	}
+	return k, nil
+}
+
+// ListKeys returns the keys whose owner is root or lies below it (every key
+// when root is empty), ordered by owner then kid.
+func (db *DB) ListKeys(root string) ([]Key, error) {
+	var out []Key
+	err := db.read(func(tx *sql.Tx) error {
+		rows, err := tx.Query(`SELECT `+keyColumns+` FROM keys
+			WHERE ? = '' OR owner = ? OR substr(owner, 1, ?) = ? ORDER BY owner, kid`,
+			root, root, len(root)+1, root+"/")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			k, err := scanKey(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, k)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list keys: %w", err)
+	}
+	return out, nil
+}
+
+const keyColumns = `kid, owner, scopes, created_at, created_by, revoked_at, revoked_by`
+
+func getKey(tx *sql.Tx, kid string) (Key, error) {
+	return scanKey(tx.QueryRow(`SELECT `+keyColumns+` FROM keys WHERE kid = ?`, kid))
+}
+
+func scanKey(r scanner) (Key, error) {
+	var k Key
+	var scopes, created string
+	var revokedAt, revokedBy sql.NullString
+	if err := r.Scan(&k.KID, &k.Owner, &scopes, &created, &k.CreatedBy, &revokedAt, &revokedBy); err != nil {
+		return Key{}, err
+	}
+	var err error
+	if k.Scopes, err = decodeScopes(scopes); err != nil {
+		return Key{}, fmt.Errorf("key %s: %w", k.KID, err)
+	}
+	if k.CreatedAt, err = parseTime(created); err != nil {
+		return Key{}, err
+	}
+	if k.RevokedAt, err = parseNullTime(revokedAt); err != nil {
+		return Key{}, err
+	}
+	k.RevokedBy = revokedBy.String
+	return k, nil
+}
+
+// checkScopes refuses a model pattern path.Match cannot read and empty
+// entries, which would match nothing and lock the key out silently.
+func checkScopes(op string, sc vkey.Scopes) error {
+	for _, m := range sc.Models {
+		if m == "" {
+			return refuse(Invalid, op, "scopes.models has an empty pattern; omit the list to allow every model")
+		}
+		if _, err := path.Match(m, ""); err != nil {
+			return refuse(Invalid, op, "scopes.models pattern %q is not a valid path.Match pattern: %v", m, err)
+		}
+	}
+	for _, list := range []struct {
+		name  string
+		items []string
+	}{{"providers", sc.Providers}, {"endpoints", sc.Endpoints}} {
+		for _, v := range list.items {
+			if v == "" {
+				return refuse(Invalid, op, "scopes.%s has an empty entry; omit the list to allow every %s", list.name, strings.TrimSuffix(list.name, "s"))
+			}
+		}
+	}
+	return nil
+}
+
+func decodeScopes(s string) (vkey.Scopes, error) {
+	var sc vkey.Scopes
+	if err := json.Unmarshal([]byte(s), &sc); err != nil {
+		return vkey.Scopes{}, fmt.Errorf("decoding scopes: %w", err)
+	}
+	return sc, nil
+}
