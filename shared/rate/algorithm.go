@@ -3,6 +3,24 @@
 // token_bucket. A State is small and encodes to a fixed number of bytes so
 // the filter can keep it in a shared-data cell and update it by
 // compare-and-swap.
+//
+// Take asks a cell for a cost and returns the decision with the cell to
+// store (a refusal leaves the cell as it was); Peek is a cost-0 probe; Adjust
+// is an unconditional signed debit or credit, for tpm reconcile. Time is
+// always a parameter.
+//
+//   - gcra: a drained cell admits burst (default amount) at once, then one
+//     unit per emission interval period/amount.
+//   - token_bucket: a bucket of burst tokens (default amount), full when
+//     fresh, refilled continuously at amount per period.
+//   - fixed_window: at most amount per epoch-aligned window of one period.
+//   - sliding_window: the current window plus the previous window weighted
+//     by the share of it still inside one period back from now, rounded up.
+//
+// The window algorithms count at most MaxWindowCount (65,535) per window.
+// All arithmetic is exact integer arithmetic (128-bit products where
+// needed), so results never drift, and every operation saturates rather
+// than overflows: no input panics.
 package rate
 
 // Algorithm is a rate algorithm.

@@ -10,6 +10,9 @@ type bucket struct {
 	tokens int64  // may be negative after an Adjust debit
 	carry  uint64 // fraction of the next token, in 1/period tokens
 	last   int64  // unix ns of the last refill
+	// lag is how far now is behind last (a clock behind the one that wrote
+	// the cell): refill resumes only once it has passed.
+	lag uint64
 }
 
 func bucketAt(s State, now int64, l limits) bucket {
@@ -26,6 +29,8 @@ func bucketAt(s State, now int64, l limits) bucket {
 			b.tokens, b.carry = b.fill(q, r, l)
 		}
 		b.last = now
+	} else {
+		b.lag = uint64(b.last) - uint64(now)
 	}
 	if b.tokens >= int64(l.capacity) {
 		b.tokens, b.carry = int64(l.capacity), 0
@@ -48,7 +53,11 @@ func (b bucket) until(want int64, l limits) uint64 {
 		return 0
 	}
 	short := mul(uint64(want)-uint64(b.tokens), l.period).sub(u64(b.carry))
-	return short.divCeil(l.amount)
+	w := short.divCeil(l.amount)
+	if w+b.lag < w {
+		return ^uint64(0)
+	}
+	return w + b.lag
 }
 
 func (b bucket) state() State {
