@@ -10,3 +10,31 @@ const (
 	Week
 	Month
 )
+
+// String returns the unit's config spelling: day, week or month; "unknown"
+// for any other value.
+func (u Unit) String() string {
+	switch u {
+	case Day:
+		return "day"
+	case Week:
+		return "week"
+	case Month:
+		return "month"
+	}
+	return "unknown"
+}
+
+// ParseUnit returns the unit spelled s in config (day, week, month), and
+// false for anything else.
+func ParseUnit(s string) (Unit, bool) {
+	switch s {
+	case "day":
+		return Day, true
+	case "week":
+		return Week, true
+	case "month":
+		return Month, true
+	}
+	return 0, false
+}
