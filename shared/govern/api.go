@@ -90,7 +90,8 @@ type Period struct {
 // Limit is one compiled limit definition. Immutable.
 type Limit struct {
 	ID    string
-	Index int // position in governance.limits, for error paths
+	Index int    // position in governance.limits, for error paths
+	Path  string // its config path, governance.limits[<Index>]
 	Type  Type
 	// Exactly one of Node (pinned) and Level (template: org, team, user).
 	Node  string
@@ -112,6 +113,9 @@ type Limit struct {
 	// (count or nanodollars), or -1 when no ceiling was declared.
 	OverrideAllow bool
 	OverrideMax   int64
+
+	period string // Period.String(), computed once at compile
+	glob   bool   // Match.Model is a pattern with metacharacters
 }
 
 // Match narrows a limit by request dims. Empty fields match anything.
@@ -139,6 +143,12 @@ type Instance struct {
 	// ID is the counter identity: limit id, node, the values of the dims
 	// the limit constrains, period, algorithm. Never the amount.
 	ID string
+	// Depth is NodeDepth(Node): instances are ordered deepest first.
+	Depth int
+	// Unresolved is set only by ResolveAll: the limit keeps one counter per
+	// requested model (match.model is a glob) and the dims named no model,
+	// so there is no single counter and ID is empty.
+	Unresolved bool
 }
 
 // Override is a per-node override of a spend or quota limit.

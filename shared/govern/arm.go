@@ -1,0 +1,228 @@
+package govern
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tokentriage/tokentriage/shared/config"
+)
+
+// Armed is a Plan folded together with the runtime plane (seed 004, "At
+// each arm both fold into one tree"): the config tree plus API-created
+// nodes, and the per-node overrides that passed validation. Everything
+// Resolve needs per request is precomputed here. An Armed is immutable in
+// effect and safe for concurrent use.
+type Armed struct {
+	Plan *Plan
+
+	tree      map[string]uint8 // config and runtime nodes -> level code
+	nodes     []string         // lexical order
+	limits    []armedLimit     // parallel to Plan.Limits
+	gate      [3][]int32       // Gate1, Gate2 -> armed limits, ascending id
+	all       []int32          // every armed limit, ascending id
+	overrides []Override       // the overrides kept, in runtime order
+}
+
+// armedLimit is one limit with what resolution needs precomputed.
+type armedLimit struct {
+	l     *Limit
+	level uint8             // template level code; lvNone when pinned
+	ids   map[string]string // instance node -> identity (no glob model)
+	over  map[string]int64  // instance node -> override amount
+	cache *modelCache       // glob model: (node, model) -> identity
+}
+
+// Arm folds the runtime plane into the plan. Runtime nodes are checked
+// against the node id grammar; one that collides with a node declared in
+// governance.tenants is reported and the config node kept. A runtime node's
+// missing ancestors join the tree with it (org:beta/team:x brings org:beta).
+// Each override is validated on its own (seed 004, "One bad override is
+// dropped on its own"): an invalid one is dropped with its reason and the
+// rest are kept. Mode-off limits are compiled but never armed: they resolve
+// to nothing.
+func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
+	a := &Armed{Plan: p, tree: make(map[string]uint8, len(p.tree)+len(rt.Nodes))}
+	var probs []Problem
+	for n, lv := range p.tree {
+		a.tree[n] = lv
+	}
+	runtime := map[string]bool{}
+	for i, n := range rt.Nodes {
+		path := "runtime.nodes[" + strconv.Itoa(i) + "]"
+		if err := ValidNodeID(n); err != nil {
+			probs = append(probs, Problem{Path: path, Message: err.Error() + "; the runtime node is skipped"})
+			continue
+		}
+		if p.tree[n] != lvNone {
+			probs = append(probs, Problem{Path: path, Message: fmt.Sprintf("node %q is also declared in governance.tenants; the config node is kept and the runtime node skipped", n)})
+			continue
+		}
+		if runtime[n] {
+			continue
+		}
+		runtime[n] = true
+		for end := len(n); end > 0; {
+			prefix := n[:end]
+			if a.tree[prefix] == lvNone {
+				a.tree[prefix] = levelCode(NodeLevel(prefix))
+			}
+			end = strings.LastIndexByte(prefix, '/')
+			if end < 0 {
+				break
+			}
+		}
+	}
+	a.nodes = sortedNodes(a.tree)
+
+	a.limits = make([]armedLimit, len(p.Limits))
+	for i, l := range p.Limits {
+		al := &a.limits[i]
+		al.l = l
+		if l.Level != "" {
+			al.level = levelCode(l.Level)
+		}
+		if l.Mode == ModeOff {
+			continue
+		}
+		if l.glob {
+			al.cache = &modelCache{m: map[modelKey]string{}}
+		} else {
+			nodes := nodesAt(l, a.nodes, a.tree)
+			al.ids = make(map[string]string, len(nodes))
+			d := Dims{Model: l.Match.Model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint}
+			for _, n := range nodes {
+				al.ids[n] = Identity(l, n, d)
+			}
+		}
+		g := l.Type.Gate()
+		a.gate[g] = append(a.gate[g], int32(i))
+		a.all = append(a.all, int32(i))
+	}
+
+	index := map[*Limit]int{}
+	for i, l := range p.Limits {
+		index[l] = i
+	}
+	kept := map[[2]string]int{}
+	for i, o := range rt.Overrides {
+		path := "runtime.overrides[" + strconv.Itoa(i) + "]"
+		l, msg := a.checkOverride(o)
+		if msg == "" {
+			if first, dup := kept[[2]string{o.LimitID, o.Node}]; dup {
+				msg = fmt.Sprintf("limit %q at node %q: a second override for this instance; the first (runtime.overrides[%d]) is kept", o.LimitID, o.Node, first)
+			}
+		}
+		if msg != "" {
+			probs = append(probs, Problem{Path: path, Message: msg})
+			continue
+		}
+		kept[[2]string{o.LimitID, o.Node}] = i
+		al := &a.limits[index[l]]
+		if al.over == nil {
+			al.over = map[string]int64{}
+		}
+		al.over[o.Node] = o.Amount
+		a.overrides = append(a.overrides, o)
+	}
+	return a, probs
+}
+
+// checkOverride validates one per-node override against the plan and the
+// merged tree, returning the reason it must be dropped ("" to keep it).
+func (a *Armed) checkOverride(o Override) (*Limit, string) {
+	l := a.Plan.Limit(o.LimitID)
+	if l == nil {
+		return nil, fmt.Sprintf("limit %q is not in the plan; the override is dropped", o.LimitID)
+	}
+	if !l.Type.Overridable() {
+		return l, OverrideRefusal(l.Type)
+	}
+	at := fmt.Sprintf("limit %q at node %q: ", l.ID, o.Node)
+	if !l.OverrideAllow {
+		return l, at + "the limit does not allow per-node overrides (set override: { allow: true } on it); the override is dropped"
+	}
+	if o.Node != Global {
+		if err := ValidNodeID(o.Node); err != nil {
+			return l, at + err.Error() + "; the override is dropped"
+		}
+	}
+	if !a.instantiates(l, o.Node) {
+		where := fmt.Sprintf("the node %q", l.Node)
+		if l.Level != "" {
+			where = "every " + l.Level + " node"
+		}
+		return l, at + "not an instance of the limit (it instantiates at " + where + "); the override is dropped"
+	}
+	amount, ceiling := "amount "+strconv.FormatInt(o.Amount, 10), "override.max_amount "+strconv.FormatInt(l.OverrideMax, 10)
+	if l.Type == BudgetUSD {
+		amount, ceiling = "amount_usd "+config.USD{Nanos: o.Amount}.String(), "override.max_amount_usd "+config.USD{Nanos: l.OverrideMax}.String()
+	}
+	if o.Amount <= 0 {
+		return l, at + amount + " must be positive (an override of zero or less would switch the cap off rather than lower it); the override is dropped"
+	}
+	if l.OverrideMax >= 0 && o.Amount > l.OverrideMax {
+		return l, at + amount + " is above the ceiling " + ceiling + "; the override is dropped"
+	}
+	return l, ""
+}
+
+func (a *Armed) instantiates(l *Limit, node string) bool {
+	if l.Node != "" {
+		return node == l.Node
+	}
+	return a.tree[node] == levelCode(l.Level)
+}
+
+// Nodes lists every node of the merged tree (config and runtime), in
+// lexical order. __global is not among them.
+func (a *Armed) Nodes() []string { return a.nodes }
+
+// HasNode reports whether node is in the merged tree.
+func (a *Armed) HasNode(node string) bool { return a.tree[node] != lvNone }
+
+// Instances lists the nodes l instantiates at over the merged tree.
+func (a *Armed) Instances(l *Limit) []string { return nodesAt(l, a.nodes, a.tree) }
+
+// Overrides lists the overrides that were kept, in runtime order.
+func (a *Armed) Overrides() []Override { return a.overrides }
+
+// Override returns the override amount of a limit at a node, if one is kept.
+func (a *Armed) Override(limitID, node string) (int64, bool) {
+	l := a.Plan.Limit(limitID)
+	if l == nil {
+		return 0, false
+	}
+	i := sort.Search(len(a.Plan.Limits), func(i int) bool { return a.Plan.Limits[i].ID >= limitID })
+	v, ok := a.limits[i].over[node]
+	return v, ok
+}
+
+// modelCache memoizes the identities of a limit whose match.model is a glob:
+// one counter per requested model, so the identity carries the model and
+// cannot be computed at arm. It is bounded; past the bound an identity is
+// built per call.
+type modelCache struct {
+	mu sync.Mutex
+	m  map[modelKey]string
+}
+
+type modelKey struct{ node, model string }
+
+const modelCacheMax = 4096
+
+func (c *modelCache) identity(l *Limit, node string, d Dims) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id, ok := c.m[modelKey{node, d.Model}]; ok {
+		return id
+	}
+	id := Identity(l, node, Dims{Model: d.Model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint})
+	if len(c.m) < modelCacheMax {
+		// Clone: the model may be a slice of a request body.
+		c.m[modelKey{strings.Clone(node), strings.Clone(d.Model)}] = id
+	}
+	return id
+}

@@ -1,0 +1,131 @@
+package govern
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tokentriage/tokentriage/shared/config"
+)
+
+// ReserveCap is the output half of a tpm reserve when a request sets no
+// max_tokens (and its ceiling when it does): a tpm limit's burst must hold
+// at least this much.
+const ReserveCap = 16384
+
+// WindowCeiling is the largest amount the window algorithms (fixed_window,
+// sliding_window) can count in one window.
+const WindowCeiling = 65535
+
+// Compile turns a decoded governance block into an immutable Plan. It runs
+// every check seeds 002 and 004 place at validate time and at boot, plus the
+// shapes this project rejects because they load and silently do nothing,
+// and returns every problem at once as Problems. A nil block compiles to a
+// disabled plan.
+func Compile(g *config.Governance) (*Plan, error) {
+	c := &compiler{}
+	if g == nil {
+		g = &config.Governance{}
+		c.absent = true
+	}
+	p := &Plan{
+		Enabled:        g.Enabled != nil && *g.Enabled,
+		RequireKey:     g.RequireKey,
+		DiscloseLimits: g.Keys == nil || g.Keys.DiscloseLimits == nil || *g.Keys.DiscloseLimits,
+		Source:         g,
+	}
+	if c.absent {
+		p.Source = nil
+	}
+	p.SharedState = c.sharedState(g.SharedState)
+	p.tree = c.tenancy(g.Tenants)
+	p.nodes = sortedNodes(p.tree)
+
+	ids := map[string]string{}
+	for i := range g.Limits {
+		l := c.limit(i, &g.Limits[i], p.tree, p.SharedState)
+		if l.ID != "" && charsetOK(l.ID) {
+			if prev, dup := ids[l.ID]; dup {
+				c.at(l.Path+".id", "duplicate limit id %q (also %s); every limit needs its own id", l.ID, prev)
+			} else {
+				ids[l.ID] = l.Path
+			}
+		}
+		p.Limits = append(p.Limits, l)
+	}
+	if len(c.problems) > 0 {
+		return nil, c.problems
+	}
+	sort.Slice(p.Limits, func(a, b int) bool { return p.Limits[a].ID < p.Limits[b].ID })
+	p.byID = make(map[string]*Limit, len(p.Limits))
+	for _, l := range p.Limits {
+		p.byID[l.ID] = l
+	}
+	hash, err := hashGovernance(p.Source)
+	if err != nil {
+		return nil, Problems{{Path: "governance", Message: "hashing the plan: " + err.Error()}}
+	}
+	p.Hash = hash
+	return p, nil
+}
+
+type compiler struct {
+	problems Problems
+	absent   bool
+}
+
+// at records a problem at a config path.
+func (c *compiler) at(path, format string, args ...any) {
+	c.problems = append(c.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// boot records one of the problems a limit's compile step reports, worded
+// as seeds 002 and 004 quote them (governance: compile limits: govern:
+// limit "<id>": ...). Without a usable id it falls back to the path form.
+func (c *compiler) boot(l *Limit, path, format string, args ...any) {
+	id := l.ID
+	if id == "" || !charsetOK(id) {
+		id = ""
+	}
+	c.problems = append(c.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...), Limit: id})
+}
+
+func (c *compiler) sharedState(s *config.SharedState) *config.SharedState {
+	if s == nil || s.Redis == nil {
+		return nil
+	}
+	r := *s.Redis
+	if r.Addr == "" {
+		c.at("governance.shared_state.redis.addr", "required (host:port of the Redis server)")
+	}
+	if r.DB < 0 {
+		c.at("governance.shared_state.redis.db", "must be 0 or more, got %d", r.DB)
+	}
+	if r.KeyPrefix == "" {
+		r.KeyPrefix = "tt"
+	}
+	return &config.SharedState{Redis: &r}
+}
+
+// charsetOK reports whether a limit id is in [a-z0-9_]+.
+func charsetOK(id string) bool {
+	if id == "" {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func limitPath(i int) string { return "governance.limits[" + strconv.Itoa(i) + "]" }
+
+func knownTypes() string {
+	return strings.Join(typeNames[1:], ", ")
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

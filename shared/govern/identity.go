@@ -1,0 +1,73 @@
+package govern
+
+// A counter's identity (seed 004) is the limit id, the node, the values of
+// the dims the limit constrains, the period and the algorithm, never the
+// amount: editing an amount keeps the counter and its usage, while changing
+// period: or algorithm: rotates it to a fresh cell. The type is included as
+// well, so that reusing an id for a limit of another unit (budget_usd to
+// quota_tokens over the same period) cannot read dollars as tokens.
+//
+// The form is six fields separated by "|":
+//
+//	<id>|<type>|<node>|<dims>|<period>|<algorithm>
+//	team_tpm|tpm|org:acme/team:ml|model=gpt-4o|1m0s|gcra
+//	acme_month|budget_usd|org:acme||month|
+//
+// where <dims> lists model=, provider= and endpoint= (in that order, only
+// the dims the limit constrains) separated by ",". In the node and the dim
+// values "%", "|", "," and "=" are percent-escaped, so two different inputs
+// never produce the same identity.
+
+// Identity returns the counter identity of limit l at node for a request
+// with dims d.
+func Identity(l *Limit, node string, d Dims) string {
+	return string(AppendIdentity(make([]byte, 0, 64), l, node, d))
+}
+
+// AppendIdentity appends the counter identity of l at node for dims d to dst
+// and returns the extended buffer; it allocates only to grow dst.
+func AppendIdentity(dst []byte, l *Limit, node string, d Dims) []byte {
+	dst = append(dst, l.ID...)
+	dst = append(dst, '|')
+	dst = append(dst, l.Type.String()...)
+	dst = append(dst, '|')
+	dst = appendEscaped(dst, node)
+	dst = append(dst, '|')
+	sep := false
+	for _, dim := range [3]struct {
+		name           string
+		match, request string
+	}{{"model=", l.Match.Model, d.Model}, {"provider=", l.Match.Provider, d.Provider}, {"endpoint=", l.Match.Endpoint, d.Endpoint}} {
+		if dim.match == "" {
+			continue
+		}
+		if sep {
+			dst = append(dst, ',')
+		}
+		sep = true
+		dst = append(dst, dim.name...)
+		dst = appendEscaped(dst, dim.request)
+	}
+	dst = append(dst, '|')
+	if l.period != "" {
+		dst = append(dst, l.period...)
+	} else {
+		dst = append(dst, l.Period.String()...)
+	}
+	dst = append(dst, '|')
+	return append(dst, AlgorithmName(l.Algorithm)...)
+}
+
+const hexDigits = "0123456789ABCDEF"
+
+func appendEscaped(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '%', '|', ',', '=':
+			dst = append(dst, '%', hexDigits[c>>4], hexDigits[c&15])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}

@@ -1,0 +1,388 @@
+package govern
+
+import (
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/rate"
+)
+
+// limit compiles governance.limits[i]. It always returns a Limit holding
+// what could be read; the problems it finds are recorded on c.
+func (c *compiler) limit(i int, cl *config.Limit, tree map[string]uint8, shared *config.SharedState) *Limit {
+	p := limitPath(i)
+	l := &Limit{ID: cl.ID, Index: i, Path: p, OverrideMax: -1}
+
+	switch {
+	case cl.ID == "":
+		c.at(p+".id", "required (it names the limit on every 429 and ledger row; charset [a-z0-9_])")
+	case !charsetOK(cl.ID):
+		c.at(p+".id", "%q is out of charset [a-z0-9_] (lowercase letters, digits and _)", cl.ID)
+	}
+
+	t, typeOK := ParseType(cl.Type)
+	switch {
+	case cl.Type == "":
+		c.at(p+".type", "required (one of %s)", knownTypes())
+	case !typeOK:
+		hint := ""
+		if cl.Type == "rps" {
+			hint = "; requests per second is rpm with period: 1s"
+		}
+		c.at(p+".type", "unknown type %q (known: %s)%s", cl.Type, knownTypes(), hint)
+	}
+	l.Type = t
+
+	c.attach(l, p, cl.Attach, tree)
+	if typeOK {
+		amountOK := c.amount(l, p, cl)
+		c.period(l, p, cl.Period)
+		c.rateKnobs(l, p, cl, amountOK, shared)
+		c.override(l, p, cl.Override)
+	}
+	c.match(l, p, cl.Match, typeOK)
+	c.posture(l, p, cl.Posture)
+	l.period = l.Period.String()
+	return l
+}
+
+func (c *compiler) attach(l *Limit, p string, a config.Attach, tree map[string]uint8) {
+	switch {
+	case (a.Node == "") == (a.Level == ""):
+		c.at(p+".attach", "must set exactly one of {node, level}")
+	case a.Level != "":
+		switch a.Level {
+		case LevelOrg, LevelTeam, LevelUser:
+			l.Level = a.Level
+		case "global":
+			c.at(p+".attach.level", `"global" instantiates no node (no tree node exists at that level), so the limit would bind nothing; write attach: { node: __global } for a fleet-wide limit`)
+		case "key":
+			c.at(p+".attach.level", `"key" instantiates no node (a key is counted through the node that owns it), so the limit would bind nothing; attach at user, team or org to cap each owner, or write attach: { node: __global } for a fleet-wide limit`)
+		default:
+			c.at(p+".attach.level", "unknown level %q (known: org, team, user; a fleet-wide limit is attach: { node: __global })", a.Level)
+		}
+	case a.Node == Global:
+		l.Node = Global
+	default:
+		if err := ValidNodeID(a.Node); err != nil {
+			c.at(p+".attach.node", "%s", err)
+			return
+		}
+		l.Node = a.Node
+		if tree[a.Node] == lvNone {
+			c.boot(l, p+".attach.node", "pinned node %q not in tenancy tree", a.Node)
+		}
+	}
+}
+
+// amount reads amount or amount_usd; it reports whether the cap is usable.
+func (c *compiler) amount(l *Limit, p string, cl *config.Limit) bool {
+	t := l.Type
+	if t == BudgetUSD {
+		if cl.Amount != nil {
+			c.at(p+".amount", "not accepted on budget_usd (its cap is amount_usd, in dollars)")
+		}
+		switch {
+		case cl.AmountUSD == nil:
+			c.at(p+".amount_usd", "required on budget_usd (the cap in dollars, e.g. amount_usd: 1000)")
+		case cl.AmountUSD.Nanos <= 0:
+			c.at(p+".amount_usd", "must be positive, got %s (to switch a limit off, set posture: { mode: off })", cl.AmountUSD)
+		default:
+			l.Amount = cl.AmountUSD.Nanos
+			return true
+		}
+		return false
+	}
+	if cl.AmountUSD != nil {
+		c.at(p+".amount_usd", "not accepted on %s (only budget_usd counts dollars; write amount, in %s)", t, t.Unit())
+	}
+	switch {
+	case cl.Amount == nil:
+		c.at(p+".amount", "required on %s (%s)", t, amountMeaning(t))
+	case *cl.Amount <= 0:
+		c.at(p+".amount", "must be positive, got %d (to switch a limit off, set posture: { mode: off })", *cl.Amount)
+	default:
+		l.Amount = *cl.Amount
+		return true
+	}
+	return false
+}
+
+func amountMeaning(t Type) string {
+	switch t {
+	case QuotaTokens:
+		return "the cap as a token count, input plus output, per period"
+	case QuotaRequests:
+		return "the cap as a count of forwarded requests per period"
+	case RPM:
+		return "requests admitted per window"
+	case TPM:
+		return "tokens per window"
+	case Concurrency:
+		return "simultaneous in-flight requests"
+	}
+	return ""
+}
+
+func (c *compiler) period(l *Limit, p, s string) {
+	t := l.Type
+	pp := p + ".period"
+	cal, isCal := parseCalendar(s)
+	win, winErr := time.ParseDuration(s)
+	switch {
+	case t.Class() == LedgerSettled:
+		switch {
+		case s == "":
+			c.at(pp, "required on %s (day, week or month)", t)
+		case isCal:
+			l.Period.Calendar = cal
+		case winErr == nil:
+			c.at(pp, "%q is a rate window, but %s counts over a calendar period: write day, week or month%s", s, t, windowAlternative(t))
+		default:
+			c.at(pp, "unknown period %q (day, week or month)", s)
+		}
+	case t.IsRate():
+		switch {
+		case s == "":
+			c.boot(l, pp, "%s requires a rate-class window period (e.g. 1s, 1m), not a calendar period", t)
+		case isCal:
+			c.at(pp, "calendar period %q on %s, which counts over a window: write a Go duration such as 1s or 1m (a per-%s cap is %s)", s, t, s, calendarAlternative(t))
+		case winErr != nil:
+			c.at(pp, "%q is not a window: write a Go duration such as 1s, 1m or 1h", s)
+		case win <= 0:
+			c.at(pp, "window %q must be positive", s)
+		default:
+			l.Period.Window = win
+		}
+	case t == Concurrency:
+		switch {
+		case s == "":
+		case isCal:
+			c.at(pp, "calendar period %q is not accepted on concurrency (a live gauge has no period); remove period:", s)
+		case winErr == nil:
+			c.at(pp, "a window period on concurrency limits nothing and would split the live gauge (the period is part of the counter identity); remove period:")
+		default:
+			c.at(pp, "%q is not accepted on concurrency (a live gauge has no period); remove period:", s)
+		}
+	}
+}
+
+func windowAlternative(t Type) string {
+	switch t {
+	case QuotaTokens:
+		return " (a per-window token cap is tpm)"
+	case QuotaRequests:
+		return " (a per-window request cap is rpm)"
+	}
+	return ""
+}
+
+func calendarAlternative(t Type) string {
+	if t == TPM {
+		return "quota_tokens"
+	}
+	return "quota_requests"
+}
+
+// rateKnobs reads burst, algorithm and store.
+func (c *compiler) rateKnobs(l *Limit, p string, cl *config.Limit, amountOK bool, shared *config.SharedState) {
+	t := l.Type
+	switch t.Class() {
+	case LedgerSettled:
+		if cl.Algorithm != "" {
+			c.at(p+".algorithm", "not accepted on %s (spend and quota limits count a calendar period, not a rate); remove algorithm:", t)
+		}
+		if cl.Store != "" {
+			c.at(p+".store", "not accepted on %s (spend and quota counters are folded from the ledger by the accountant, not kept in a rate store); remove store:", t)
+		}
+		return // burst is accepted and read by nothing (seed 002)
+	case InflightLease:
+		if cl.Algorithm != "" {
+			c.at(p+".algorithm", "not accepted on concurrency (a concurrency limit is a live gauge with no rate algorithm); remove algorithm:")
+		}
+	}
+
+	store := StoreLocal
+	if cl.Store != "" {
+		s, ok := parse(storeNames[:], cl.Store)
+		if !ok {
+			c.at(p+".store", "unknown store %q (known: local, redis, share)", cl.Store)
+		}
+		store = Store(s)
+	}
+	l.Store = store
+	if t == Concurrency {
+		if store == StoreRedis {
+			c.at(p+".store", `"redis" is not accepted on concurrency (the gauge is replica-local); use local, or share to divide the cap across replicas`)
+		}
+		return
+	}
+
+	// rpm and tpm.
+	alg := rate.GCRA
+	if cl.Algorithm != "" {
+		a, ok := parseAlgorithm(cl.Algorithm)
+		if !ok {
+			c.at(p+".algorithm", "unknown algorithm %q (known: gcra, fixed_window, sliding_window, token_bucket)", cl.Algorithm)
+		} else {
+			alg = a
+		}
+	}
+	l.Algorithm = alg
+
+	if store == StoreRedis && (shared == nil || shared.Redis == nil) {
+		c.at(p+".store", `"redis" needs governance.shared_state.redis (the address of the Redis server)`)
+	}
+	if t == TPM {
+		if alg != rate.GCRA {
+			c.boot(l, p+".algorithm", `type "tpm" (reserve/reconcile) requires algorithm "gcra", got %q (only gcra can hand back the unused part of a reserve); remove algorithm: or set it to gcra`, cl.Algorithm)
+		}
+		if store == StoreRedis {
+			c.boot(l, p+".store", `type "tpm" (reserve/reconcile) cannot bind store "redis"`)
+		}
+	} else {
+		switch {
+		case alg == rate.TokenBucket && (store == StoreRedis || store == StoreShare):
+			c.boot(l, p+".store", `algorithm "token_bucket" cannot bind store %q (token_bucket runs on the local store only); use gcra, or store: local`, store)
+		case store == StoreShare && alg != rate.GCRA:
+			c.boot(l, p+".store", `store "share" requires algorithm "gcra", got %q (share divides a gcra rate across replicas); use gcra, or store: local`, cl.Algorithm)
+		}
+		if (alg == rate.FixedWindow || alg == rate.SlidingWindow) && amountOK && l.Amount > WindowCeiling {
+			c.boot(l, p+".amount", "algorithm %q counts at most %d per window, and amount %d is above it; use gcra (the default) or token_bucket, or a shorter window with a smaller amount", cl.Algorithm, WindowCeiling, l.Amount)
+		}
+	}
+
+	if !amountOK {
+		return
+	}
+	burst := l.Amount
+	if cl.Burst != nil {
+		if *cl.Burst <= 0 {
+			c.at(p+".burst", "must be positive, got %d (it defaults to amount)", *cl.Burst)
+			return
+		}
+		burst = *cl.Burst
+	}
+	l.Burst = burst
+	if t == TPM && burst < ReserveCap {
+		c.boot(l, p+".burst", "tpm limit %q: burst %d is below the reserve cap %d — an ordinary max-token reserve could never fit (a permanent 100%% refusal); raise burst (default is amount %d) to at least the reserve cap", l.ID, burst, ReserveCap, l.Amount)
+	}
+}
+
+// OverrideRefusal is the reason a per-node override on a rate or
+// concurrency limit is turned down (seed 002).
+func OverrideRefusal(t Type) string {
+	return `limit type "` + t.String() + `" does not support per-node overrides (its cap is enforced by a per-window/gauge store that cannot honor a per-node amount); overrides apply only to spend/quota limits (budget_usd, quota_tokens, quota_requests)`
+}
+
+func (c *compiler) override(l *Limit, p string, o *config.Override) {
+	if o == nil {
+		return
+	}
+	t := l.Type
+	op := p + ".override"
+	if !t.Overridable() {
+		if o.Allow {
+			c.at(op+".allow", "%s", OverrideRefusal(t))
+		}
+		if o.MaxAmount != nil {
+			c.at(op+".max_amount", "not accepted on %s (it takes no per-node overrides; to vary a rate cap per node, pin a separate limit at that node)", t)
+		}
+		if o.MaxAmountUSD != nil {
+			c.at(op+".max_amount_usd", "not accepted on %s (it takes no per-node overrides; to vary a rate cap per node, pin a separate limit at that node)", t)
+		}
+		return
+	}
+	ceiling := false
+	if t == BudgetUSD {
+		if o.MaxAmount != nil {
+			c.at(op+".max_amount", "not accepted on budget_usd (write max_amount_usd, in dollars)")
+		}
+		if m := o.MaxAmountUSD; m != nil {
+			ceiling = true
+			if m.Nanos <= 0 {
+				c.at(op+".max_amount_usd", "must be positive, got %s (omit it to declare no ceiling)", m)
+			} else {
+				l.OverrideMax = m.Nanos
+			}
+		}
+	} else {
+		if o.MaxAmountUSD != nil {
+			c.at(op+".max_amount_usd", "not accepted on %s (only budget_usd counts dollars; write max_amount, in %s)", t, t.Unit())
+		}
+		if m := o.MaxAmount; m != nil {
+			ceiling = true
+			if *m <= 0 {
+				c.at(op+".max_amount", "must be positive, got %d (omit it to declare no ceiling)", *m)
+			} else {
+				l.OverrideMax = *m
+			}
+		}
+	}
+	if ceiling && !o.Allow {
+		c.at(op, "a ceiling without allow: true permits no override; set allow: true, or remove the ceiling")
+	}
+	l.OverrideAllow = o.Allow
+}
+
+func (c *compiler) match(l *Limit, p string, m *config.Match, typeOK bool) {
+	if m == nil {
+		return
+	}
+	l.Match = Match{Model: m.Model, Provider: m.Provider, Endpoint: m.Endpoint}
+	if m.Model != "" {
+		if _, err := path.Match(m.Model, ""); err != nil {
+			c.at(p+".match.model", "malformed pattern %q: %v (patterns use Go's path.Match, where * does not cross a /)", m.Model, err)
+		}
+		l.glob = strings.ContainsAny(m.Model, `*?[\`)
+	}
+	if m.Endpoint != "" && (!strings.HasPrefix(m.Endpoint, "/") || strings.ContainsAny(m.Endpoint, "?#")) {
+		c.at(p+".match.endpoint", "%q is not a request path; write the path without a query, e.g. /v1/chat/completions", m.Endpoint)
+	}
+	if typeOK && l.Type.Gate() == Gate1 {
+		for _, dim := range []struct{ name, value string }{{"model", m.Model}, {"provider", m.Provider}} {
+			if dim.value != "" {
+				c.at(p+".match."+dim.name, "%s is evaluated at the first gate, before the body is parsed, where the %s is not known yet, so this limit would never fire; narrow %s by match.endpoint only (a per-%s cap is tpm, quota_tokens, quota_requests or budget_usd)", l.Type, dim.name, l.Type, dim.name)
+			}
+		}
+	}
+}
+
+func (c *compiler) posture(l *Limit, p string, ps *config.Posture) {
+	if ps == nil {
+		return // on, hard, open
+	}
+	if ps.Mode != "" {
+		m, ok := parse(modeNames[:], ps.Mode)
+		if !ok {
+			c.at(p+".posture.mode", "unknown mode %q (known: on, shadow, off)", ps.Mode)
+		}
+		l.Mode = Mode(m)
+	}
+	if ps.Enforce != "" {
+		e, ok := parse(enforceNames[:], ps.Enforce)
+		if !ok {
+			c.at(p+".posture.enforce", "unknown enforce %q (known: hard, soft)", ps.Enforce)
+		}
+		l.Enforce = Enforce(e)
+	}
+	if ps.Fail != "" {
+		f, ok := parse(failNames[:], ps.Fail)
+		if !ok {
+			c.at(p+".posture.fail", "unknown fail %q (known: open, closed)", ps.Fail)
+		}
+		l.Fail = Fail(f)
+	}
+	for k, th := range ps.Thresholds {
+		if th < 0 || th > 1 {
+			c.at(p+".posture.thresholds["+itoa(k)+"]", "%v is outside [0,1] (a threshold is a fraction of the cap, e.g. 0.8)", th)
+		}
+	}
+	if len(ps.Thresholds) > 0 {
+		l.Thresholds = append([]float64(nil), ps.Thresholds...)
+		sort.Float64s(l.Thresholds)
+	}
+}

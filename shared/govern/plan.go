@@ -1,0 +1,74 @@
+package govern
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/tokentriage/tokentriage/shared/config"
+)
+
+// Plan is a compiled governance block. It is immutable once Compile returns
+// it and safe to share between goroutines.
+type Plan struct {
+	// Enabled arms governance (governance.enabled, default false).
+	Enabled bool
+	// RequireKey refuses requests without a valid key (default false).
+	RequireKey bool
+	// DiscloseLimits adds the Ratelimit-Policy and X-Ratelimit-* headers to
+	// served responses (governance.keys.disclose_limits, default true).
+	DiscloseLimits bool
+	// Limits are the compiled limits in ascending id order, which is the
+	// order resolution walks them (seed 004 step 1). Limits in mode off are
+	// here too; they are never armed.
+	Limits []*Limit
+	// Hash is the plan version: the hex SHA-256 of the canonical JSON
+	// encoding of the governance block (encoding/json of Source: struct
+	// field order, sorted map keys, exact dollar amounts). The filter and
+	// the accountant compare it to tell whether they enforce one plan.
+	Hash string
+	// Source is the block the plan was compiled from; nil when absent.
+	Source *config.Governance
+	// SharedState is governance.shared_state with defaults applied
+	// (redis.key_prefix "tt"); nil when no shared store is configured.
+	SharedState *config.SharedState
+
+	tree  map[string]uint8 // config nodes -> level code
+	nodes []string         // config nodes, lexical order
+	byID  map[string]*Limit
+}
+
+// Nodes lists the tree nodes declared in governance.tenants, in lexical
+// order. __global is not among them.
+func (p *Plan) Nodes() []string { return p.nodes }
+
+// HasNode reports whether node is declared in governance.tenants.
+func (p *Plan) HasNode(node string) bool { return p.tree[node] != lvNone }
+
+// Limit returns the limit with the given id, or nil.
+func (p *Plan) Limit(id string) *Limit { return p.byID[id] }
+
+// Instances lists the nodes l instantiates at over the config tree: its
+// pinned node, or every declared node at its level, in lexical order.
+func (p *Plan) Instances(l *Limit) []string { return nodesAt(l, p.nodes, p.tree) }
+
+// InstanceCount is the number of limit instances over the config tree,
+// every limit counted (mode off included).
+func (p *Plan) InstanceCount() int {
+	n := 0
+	for _, l := range p.Limits {
+		n += len(p.Instances(l))
+	}
+	return n
+}
+
+// hashGovernance is the hex SHA-256 of the canonical JSON of a governance
+// block ("null" for an absent one).
+func hashGovernance(g *config.Governance) (string, error) {
+	b, err := json.Marshal(g)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}

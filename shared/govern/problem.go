@@ -1,0 +1,58 @@
+package govern
+
+import (
+	"strings"
+
+	"github.com/tokentriage/tokentriage/shared/config"
+)
+
+// Problem is one thing wrong with a governance configuration or runtime
+// plane. Path is the config path it sits at (governance.limits[2].period,
+// runtime.overrides[0]).
+//
+// Limit is set on the problems seed 002 and seed 004 report from a limit's
+// compile step at boot; those render in the seeds' words,
+//
+//	governance: compile limits: govern: limit "team_rpm": rpm requires ...
+//
+// while every other problem renders as "path: message".
+type Problem struct {
+	Path    string
+	Message string
+	Limit   string
+}
+
+// String renders the problem the way validate prints it.
+func (p Problem) String() string {
+	if p.Limit != "" {
+		return `governance: compile limits: govern: limit "` + p.Limit + `": ` + p.Message
+	}
+	return config.Problem{Path: p.Path, Message: p.Message}.String()
+}
+
+// Problems is every problem Compile found. It is the error Compile returns.
+type Problems []Problem
+
+// Error renders every problem, one per line.
+func (ps Problems) Error() string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+var _ error = Problems(nil)
+
+// FromConfig turns decode problems into Problems, so a caller that both
+// decodes and compiles reports one list.
+func FromConfig(ps config.Problems) Problems {
+	out := make(Problems, len(ps))
+	for i, p := range ps {
+		out[i] = Problem{Path: p.Path, Message: p.Message}
+	}
+	return out
+}

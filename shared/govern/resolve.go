@@ -1,0 +1,142 @@
+package govern
+
+import "path"
+
+// Matches reports whether a request with dims d satisfies the limit's match
+// (seed 004 step 2): endpoint and provider compared exactly, model by
+// path.Match. An empty match field matches anything.
+func (l *Limit) Matches(d Dims) bool { return l.matches(d, false) }
+
+// matches implements Matches; with unknownOK an empty dim in d is unknown
+// and matches any value (ResolveAll).
+func (l *Limit) matches(d Dims, unknownOK bool) bool {
+	m := &l.Match
+	if m.Endpoint != "" && m.Endpoint != d.Endpoint && !(unknownOK && d.Endpoint == "") {
+		return false
+	}
+	if m.Provider != "" && m.Provider != d.Provider && !(unknownOK && d.Provider == "") {
+		return false
+	}
+	if m.Model != "" && !(unknownOK && d.Model == "") {
+		if !l.glob {
+			return m.Model == d.Model
+		}
+		ok, _ := path.Match(m.Model, d.Model) // the pattern was checked at compile
+		return ok
+	}
+	return true
+}
+
+// Resolve returns, for a request with resolution chain chain and dims d,
+// the limit instances that bind it at gate g (seed 004 steps 1 to 6): the
+// armed limits of that gate in ascending id (Gate1: rpm and concurrency;
+// Gate2: budget_usd, quota_tokens, quota_requests, tpm) whose match d
+// satisfies, each expanded to its nodes (a pinned node, or every tree node
+// at the template's level) and kept where the node is in chain or is
+// __global, with a per-node override substituted for the amount, ordered
+// deepest node first, then limit id, then node id. The caller evaluates
+// them in that order and stops at the first one over (step 7).
+//
+// The instances are appended to buf[:0]; when buf has the capacity, Resolve
+// does not allocate. Only the first identity of a (node, model) pair of a
+// limit whose match.model is a glob is built here, once.
+func (a *Armed) Resolve(chain []string, d Dims, g Gate, buf []Instance) []Instance {
+	if g != Gate1 && g != Gate2 {
+		return buf[:0]
+	}
+	return a.resolve(chain, d, a.gate[g], false, buf[:0])
+}
+
+// ResolveAll lists every instance on the chain regardless of gate, for
+// GET /tt/v1/me, in the same order as Resolve. A dim left empty in d is
+// treated as unknown and matches every value, since /tt/v1/me carries no
+// request body: a limit narrowed to a model is listed (it binds the caller
+// whenever the model matches). Where the counter depends on the unknown
+// value (match.model is a glob, so there is one counter per model), the
+// instance is marked Unresolved and its ID is empty; an exact match.model,
+// match.provider or match.endpoint names its single counter and keeps its
+// ID. A dim given in d must match, as in Resolve.
+func (a *Armed) ResolveAll(chain []string, d Dims, buf []Instance) []Instance {
+	return a.resolve(chain, d, a.all, true, buf[:0])
+}
+
+func (a *Armed) resolve(chain []string, d Dims, limits []int32, all bool, buf []Instance) []Instance {
+	// The tree level and depth of each chain entry, looked up once.
+	var lvSmall [8]uint8
+	var depthSmall [8]int
+	levels, depths := lvSmall[:0], depthSmall[:0]
+	if len(chain) > len(lvSmall) {
+		levels, depths = make([]uint8, 0, len(chain)), make([]int, 0, len(chain))
+	}
+	for _, n := range chain {
+		levels = append(levels, a.tree[n])
+		depths = append(depths, NodeDepth(n))
+	}
+
+	for _, li := range limits {
+		al := &a.limits[li]
+		l := al.l
+		if !l.matches(d, all) {
+			continue
+		}
+		switch {
+		case l.Node == Global:
+			buf = al.instance(buf, Global, 0, d, all)
+		case l.Node != "":
+			for i, n := range chain {
+				if n == l.Node {
+					buf = al.instance(buf, n, depths[i], d, all)
+					break
+				}
+			}
+		default:
+			for i, n := range chain {
+				if levels[i] == al.level {
+					buf = al.instance(buf, n, depths[i], d, all)
+				}
+			}
+		}
+	}
+	sortInstances(buf)
+	return buf
+}
+
+func (al *armedLimit) instance(buf []Instance, node string, depth int, d Dims, all bool) []Instance {
+	l := al.l
+	inst := Instance{Limit: l, Node: node, Amount: l.Amount, Depth: depth}
+	if al.over != nil {
+		if v, ok := al.over[node]; ok {
+			inst.Amount, inst.Overridden = v, true
+		}
+	}
+	switch {
+	case !l.glob:
+		inst.ID = al.ids[node]
+	case d.Model == "" && all:
+		inst.Unresolved = true
+	default:
+		inst.ID = al.cache.identity(l, node, d)
+	}
+	return append(buf, inst)
+}
+
+// sortInstances orders instances deepest node first, then limit id, then
+// node id (seed 004 step 6). The lists are short: insertion sort, no
+// allocation.
+func sortInstances(s []Instance) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && instanceLess(&s[j], &s[j-1]); j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+func instanceLess(a, b *Instance) bool {
+	if a.Depth != b.Depth {
+		return a.Depth > b.Depth
+	}
+	if a.Limit.ID != b.Limit.ID {
+		return a.Limit.ID < b.Limit.ID
+	}
+	return a.Node < b.Node
+}

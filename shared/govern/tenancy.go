@@ -1,0 +1,135 @@
+package govern
+
+import (
+	"sort"
+	"strconv"
+
+	"github.com/tokentriage/tokentriage/shared/config"
+)
+
+// level codes of tree nodes; 0 means "not a tree node".
+const (
+	lvNone uint8 = iota
+	lvOrg
+	lvTeam
+	lvUser
+	lvOther // a runtime node of another kind: in the tree, at no template level
+)
+
+func levelCode(level string) uint8 {
+	switch level {
+	case LevelOrg:
+		return lvOrg
+	case LevelTeam:
+		return lvTeam
+	case LevelUser:
+		return lvUser
+	}
+	return lvOther
+}
+
+// tenancy builds the declarative plane of the tree from governance.tenants:
+// org:<o>, org:<o>/team:<t> and org:<o>/team:<t>/user:<u>. A declaration
+// with a problem contributes no node, so one typo does not cascade into a
+// pinned limit's "not in tenancy tree".
+func (c *compiler) tenancy(ts []config.Tenant) map[string]uint8 {
+	tree := map[string]uint8{}
+	orgs := map[string]string{} // org id -> path of its declaration
+	for i, t := range ts {
+		p := "governance.tenants[" + strconv.Itoa(i) + "]"
+		if !c.tenantID(p+".org", "org", t.Org) {
+			continue
+		}
+		if prev, dup := orgs[t.Org]; dup {
+			c.at(p+".org", "duplicate org %q (also %s); declare each org once with all its teams", t.Org, prev)
+			continue
+		}
+		orgs[t.Org] = p
+		org := "org:" + t.Org
+		tree[org] = lvOrg
+
+		teams := map[string]string{}
+		for j, team := range t.Teams {
+			tp := p + ".teams[" + strconv.Itoa(j) + "]"
+			if !c.tenantID(tp, "team", team) {
+				continue
+			}
+			if prev, dup := teams[team]; dup {
+				c.at(tp, "duplicate team %q (also %s)", team, prev)
+				continue
+			}
+			teams[team] = tp
+			tree[org+"/team:"+team] = lvTeam
+		}
+
+		groups := make([]string, 0, len(t.Users))
+		for team := range t.Users {
+			groups = append(groups, team)
+		}
+		sort.Strings(groups)
+		for _, team := range groups {
+			up := p + ".users[" + strconv.Quote(team) + "]"
+			if _, ok := teams[team]; !ok {
+				c.at(up, "names a team not declared in teams")
+				continue
+			}
+			users := map[string]string{}
+			for k, user := range t.Users[team] {
+				pp := up + "[" + strconv.Itoa(k) + "]"
+				if !c.tenantID(pp, "user", user) {
+					continue
+				}
+				if prev, dup := users[user]; dup {
+					c.at(pp, "duplicate user %q (also %s)", user, prev)
+					continue
+				}
+				users[user] = pp
+				tree[org+"/team:"+team+"/user:"+user] = lvUser
+			}
+		}
+	}
+	return tree
+}
+
+// tenantID checks one org, team or user id of the tenants block.
+func (c *compiler) tenantID(path, what, id string) bool {
+	switch {
+	case id == "":
+		c.at(path, "%s id is required", what)
+		return false
+	case id == Global:
+		c.at(path, "%q is the synthetic root and cannot be declared; a limit reaches it with attach: { node: __global }", id)
+		return false
+	}
+	if err := validIDPart(id); err != nil {
+		c.at(path, "%s %s", what, err)
+		return false
+	}
+	return true
+}
+
+// sortedNodes lists a tree's nodes in lexical order.
+func sortedNodes(tree map[string]uint8) []string {
+	out := make([]string, 0, len(tree))
+	for n := range tree {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// nodesAt lists the nodes of a sorted node list a limit instantiates at: its
+// pinned node, or every node at its template level (lexical order).
+func nodesAt(l *Limit, sorted []string, tree map[string]uint8) []string {
+	if l.Node != "" {
+		return []string{l.Node}
+	}
+	want := levelCode(l.Level)
+	var out []string
+	for _, n := range sorted {
+		if tree[n] == want {
+			out = append(out, n)
+		}
+	}
+	return out
+}
