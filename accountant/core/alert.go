@@ -1,0 +1,81 @@
+package core
+
+import (
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/govern"
+)
+
+// Alert is a threshold crossing: an instance's counter reached a
+// posture.thresholds fraction of its amount in one period. At most one
+// Alert is raised per instance, threshold and period.
+type Alert struct {
+	LimitID     string
+	Type        govern.Type
+	Node        string
+	ID          string // counter identity
+	Threshold   float64
+	Unit        calendar.Unit
+	PeriodStart time.Time
+	Value       int64 // the counter after the crossing (nanodollars for budget_usd)
+	Amount      int64 // the instance's amount (override applied)
+	At          time.Time
+}
+
+type alertKey struct {
+	id        string
+	threshold float64
+	start     int64
+}
+
+// crossed reports whether the counter passed threshold·amount going from
+// before to after.
+func crossed(before, after, amount int64, threshold float64) bool {
+	if threshold <= 0 || amount <= 0 {
+		return false
+	}
+	x := threshold * float64(amount)
+	return float64(before) < x && float64(after) >= x
+}
+
+// checkThresholds raises the alerts of the batch just applied (deltas,
+// targets and values are parallel).
+func (c *Core) checkThresholds(now time.Time, live bool) []Alert {
+	var out []Alert
+	for i, d := range c.deltas {
+		t := c.targets[i]
+		if len(t.limit.Thresholds) == 0 {
+			continue
+		}
+		after := c.values[i]
+		for _, th := range t.limit.Thresholds {
+			if !crossed(after-d.N, after, t.amount, th) {
+				continue
+			}
+			if a, ok := c.raise(t, th, d.Key.Start, after, now, live); ok {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// raise records the alert key and returns the alert unless it was raised
+// before. When not live (replay at start) the key is recorded and no alert
+// returned.
+func (c *Core) raise(t target, th float64, start, value int64, now time.Time, live bool) (Alert, bool) {
+	k := alertKey{id: t.id, threshold: th, start: start}
+	if _, ok := c.fired[k]; ok {
+		return Alert{}, false
+	}
+	c.fired[k] = struct{}{}
+	if !live {
+		return Alert{}, false
+	}
+	c.stats.Alerts++
+	return Alert{
+		LimitID: t.limit.ID, Type: t.limit.Type, Node: t.node, ID: t.id, Threshold: th,
+		Unit: t.unit, PeriodStart: time.Unix(start, 0).UTC(), Value: value, Amount: t.amount, At: now,
+	}, true
+}

@@ -1,0 +1,79 @@
+package core
+
+import (
+	"sort"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/store"
+	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/govern"
+)
+
+// Arm makes armed the plan the core folds with (nil disarms) and re-derives
+// every counter of the current periods from the aggregates of the rows
+// recorded so far, so a new limit, an edited one, a new runtime node or an
+// override counts history exactly as govern preview would. Counters are
+// keyed by identity, never by amount, so editing an amount keeps the
+// usage. Crossings the re-derived counters show that were never raised
+// before are returned as alerts (a lowered amount or a new threshold is
+// news); ones raised before are not repeated.
+func (c *Core) Arm(now time.Time, armed *govern.Armed) ([]Alert, error) {
+	c.advance(now)
+	c.armed = armed
+	clear(c.resolved)
+	if err := c.rederive(now, true); err != nil {
+		return nil, err
+	}
+	return c.pending, nil
+}
+
+// rederive rebuilds the store from the aggregates with the armed plan.
+func (c *Core) rederive(now time.Time, live bool) error {
+	c.pending = c.pending[:0]
+	type sum struct {
+		t target
+		v int64
+	}
+	sums := map[store.Key]*sum{}
+	for k, a := range c.aggs {
+		day := time.Unix(k.day*86400, 0).UTC()
+		for _, t := range c.resolve(k.d) {
+			n := amountOf(t.limit.Type, *a)
+			key := store.Key{ID: t.id, Unit: t.unit, Start: calendar.Start(t.unit, day).Unix()}
+			s := sums[key]
+			if s == nil {
+				s = &sum{t: t}
+				sums[key] = s
+			}
+			s.v += n
+		}
+	}
+	counters := make([]store.Counter, 0, len(sums))
+	for k, s := range sums {
+		counters = append(counters, store.Counter{Key: k, Value: s.v})
+	}
+	if err := c.opts.Store.Replace(c.ctx, counters); err != nil {
+		c.storeErr = err
+		return err
+	}
+	c.storeErr = nil
+	c.markChanged(now)
+	// Alerts in a stable order: by identity, then period.
+	sort.Slice(counters, func(i, j int) bool {
+		if counters[i].Key.ID != counters[j].Key.ID {
+			return counters[i].Key.ID < counters[j].Key.ID
+		}
+		return counters[i].Key.Start < counters[j].Key.Start
+	})
+	for _, ctr := range counters {
+		s := sums[ctr.Key]
+		for _, th := range s.t.limit.Thresholds {
+			if crossed(0, s.v, s.t.amount, th) {
+				if a, ok := c.raise(s.t, th, ctr.Key.Start, s.v, now, live); ok {
+					c.pending = append(c.pending, a)
+				}
+			}
+		}
+	}
+	return nil
+}

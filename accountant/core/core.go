@@ -1,0 +1,170 @@
+// Package core owns the accountant's state machine: it takes batches of
+// ledger rows and clock ticks, and gives back ingest outcomes, the
+// LedgerSettled counter snapshot the filters read, and threshold alert
+// events. It reads no clock and does no I/O of its own (time is a parameter
+// of every method, the counters live behind store.Store), so the same
+// inputs always produce the same outputs; the server, the durable ledger
+// and replay at start are a thin edge around it.
+//
+// What it does with a batch (seed 002):
+//
+//  1. Validate each row; a bad row is rejected alone with its reason.
+//  2. Deduplicate by request id: a retried batch never counts twice (see
+//     dedup for the retention window).
+//  3. Price the row through the catalog unless it already carries a cost
+//     (a replayed row keeps the cost it was recorded with); an unknown model
+//     is UNPRICED.
+//  4. Skip refused rows before the fold: they are recorded, never counted.
+//  5. Fold: resolve the row's instances at gate 2 with the armed plan,
+//     keep the LedgerSettled ones, and add to each instance's counter for
+//     the calendar period the row's end time falls in: budget_usd adds the
+//     priced cost (an UNPRICED row adds nothing), quota_tokens adds input +
+//     output, quota_requests adds one.
+//  6. Raise one alert per instance, threshold and period when a counter
+//     crosses a posture.thresholds fraction of its amount.
+//
+// Re-arming (a reload, a runtime change) re-derives every counter from
+// per-day aggregates of the rows of the current periods, so a new or edited
+// limit counts history exactly as govern preview does.
+//
+// A Core is not safe for concurrent use; the server serialises calls.
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/pricing"
+	"github.com/tokentriage/tokentriage/accountant/store"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// Defaults of Options.
+const (
+	DefaultDedupWindow = 48 * time.Hour
+	DefaultDedupMaxIDs = 8 << 20
+	// maxResolveCache bounds the resolution cache; past it the cache is
+	// cleared and refilled.
+	maxResolveCache = 1 << 16
+)
+
+// Options configure a Core.
+type Options struct {
+	// Pricing prices rows that arrive without a cost. Nil: pricing.Default().
+	Pricing *pricing.Catalog
+	// Store holds the counters. Nil: a new store.Local.
+	Store store.Store
+	// DedupWindow is how far back of now request ids are always
+	// remembered. Zero: DefaultDedupWindow.
+	DedupWindow time.Duration
+	// DedupMaxIDs bounds the request ids held. Zero: DefaultDedupMaxIDs.
+	DedupMaxIDs int
+	// VersionPrefix makes snapshot versions unique across restarts (the
+	// server passes its start time); versions are VersionPrefix + "." + n.
+	VersionPrefix string
+}
+
+// Core is the accountant's state machine. The zero value is not usable;
+// call New.
+type Core struct {
+	opts  Options
+	ctx   context.Context
+	armed *govern.Armed
+	now   time.Time
+
+	resolved map[dims][]target
+	aggs     map[aggKey]*agg
+	aggFrom  int64 // first Unix day whose aggregates are kept
+	dedup    *dedup
+	// prunedHour is the Unix hour of the last dedup prune
+	prunedHour int64
+	fired      map[alertKey]struct{}
+
+	// snapshot state
+	dirty       bool
+	version     uint64
+	generatedAt time.Time
+	snap        syncwire.Snapshot
+	starts      [4]int64 // current period starts seen at the last tick
+
+	stats Stats
+	// storeErr is the last store failure; the next tick rebuilds the
+	// store from the aggregates and clears it.
+	storeErr error
+	pending  []Alert // alerts of the last re-derivation
+
+	// scratch, reused across batches
+	deltas  []store.Delta
+	targets []target
+	values  []int64
+	buf     []govern.Instance
+}
+
+// Stats are running totals since New.
+type Stats struct {
+	Accepted   int64 // rows newly recorded
+	Duplicates int64 // rows already recorded
+	Rejected   int64 // unreadable or too-old rows
+	Refused    int64 // recorded rows skipped before the fold
+	Unpriced   int64 // recorded rows whose model has no price
+	Folded     int64 // rows folded into at least the aggregates
+	Alerts     int64
+	// DedupIDs is the number of request ids held; DedupHorizon the
+	// earliest row end time that can still be deduplicated.
+	DedupIDs     int
+	DedupHorizon time.Time
+}
+
+// New returns a Core armed with nothing: rows are recorded and aggregated
+// but no counter exists until Arm.
+func New(opts Options) *Core {
+	if opts.Pricing == nil {
+		opts.Pricing = pricing.Default()
+	}
+	if opts.Store == nil {
+		opts.Store = store.NewLocal()
+	}
+	if opts.DedupWindow <= 0 {
+		opts.DedupWindow = DefaultDedupWindow
+	}
+	if opts.DedupMaxIDs <= 0 {
+		opts.DedupMaxIDs = DefaultDedupMaxIDs
+	}
+	c := &Core{
+		opts:     opts,
+		ctx:      context.Background(),
+		resolved: map[dims][]target{},
+		aggs:     map[aggKey]*agg{},
+		dedup:    newDedup(opts.DedupMaxIDs),
+		fired:    map[alertKey]struct{}{},
+		dirty:    true,
+	}
+	c.dedup.horizon = -1 << 62
+	return c
+}
+
+// Armed returns the plan the core folds with, or nil.
+func (c *Core) Armed() *govern.Armed { return c.armed }
+
+// Stats returns the running totals.
+func (c *Core) Stats() Stats {
+	s := c.stats
+	s.DedupIDs = c.dedup.len()
+	s.DedupHorizon = time.Unix(c.dedup.horizon*3600, 0).UTC()
+	if c.dedup.horizon < -1<<40 {
+		s.DedupHorizon = time.Time{}
+	}
+	return s
+}
+
+// ReplayFrom returns the earliest row end time the core needs at start to
+// rebuild its state exactly: the earlier of now − DedupWindow and the start
+// of the earliest current calendar period.
+func (c *Core) ReplayFrom(now time.Time) time.Time {
+	from := now.Add(-c.opts.DedupWindow)
+	if p := earliestPeriodStart(now); p.Before(from) {
+		from = p
+	}
+	return time.Unix(hourOf(from)*3600, 0).UTC()
+}

@@ -1,0 +1,134 @@
+package core
+
+import (
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/store"
+	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/ledger"
+)
+
+// dims is what resolution reads from a row: the chain's inputs and the
+// three match dims.
+type dims struct {
+	node, kid, model, provider, endpoint string
+}
+
+func rowDims(r *ledger.Row) dims {
+	return dims{node: r.Node, kid: r.KID, model: r.Model, provider: r.Provider, endpoint: r.Endpoint}
+}
+
+// target is one LedgerSettled instance a row folds into.
+type target struct {
+	limit  *govern.Limit
+	node   string
+	id     string // counter identity
+	unit   calendar.Unit
+	amount int64
+}
+
+// agg sums the forwarded rows of one dims on one UTC day: every calendar
+// period is a union of UTC days, so these sums re-derive any counter of the
+// current periods exactly.
+type agg struct {
+	rows   int64
+	tokens int64 // input + output
+	nanos  int64 // priced cost; UNPRICED rows add nothing
+}
+
+type aggKey struct {
+	d   dims
+	day int64 // Unix day
+}
+
+func dayOf(t time.Time) int64 { return floorDiv(t.Unix(), 86400) }
+
+// amountOf is what a row adds to a counter of limit type t.
+func amountOf(t govern.Type, a agg) int64 {
+	switch t {
+	case govern.BudgetUSD:
+		return a.nanos
+	case govern.QuotaTokens:
+		return a.tokens
+	case govern.QuotaRequests:
+		return a.rows
+	}
+	return 0
+}
+
+// rowAgg is one forwarded row as an aggregate.
+func rowAgg(r *ledger.Row) agg {
+	a := agg{rows: 1, tokens: max(r.Usage.Input, 0) + max(r.Usage.Output, 0)}
+	if r.Cost != nil && !r.Cost.Unpriced {
+		a.nanos = r.Cost.Nanos
+	}
+	return a
+}
+
+// resolve returns the LedgerSettled instances a row of dims d folds into.
+func (c *Core) resolve(d dims) []target {
+	if c.armed == nil {
+		return nil
+	}
+	if ts, ok := c.resolved[d]; ok {
+		return ts
+	}
+	if len(c.resolved) >= maxResolveCache {
+		clear(c.resolved)
+	}
+	c.buf = c.armed.Resolve(govern.Chain(d.node, d.kid),
+		govern.Dims{Model: d.model, Provider: d.provider, Endpoint: d.endpoint}, govern.Gate2, c.buf[:0])
+	var ts []target
+	for _, in := range c.buf {
+		l := in.Limit
+		if l == nil || l.Type.Class() != govern.LedgerSettled || l.Period.Calendar == 0 {
+			continue
+		}
+		ts = append(ts, target{limit: l, node: in.Node, id: in.ID, unit: l.Period.Calendar, amount: in.Amount})
+	}
+	c.resolved[d] = ts
+	return ts
+}
+
+// fold adds one forwarded row to the aggregates and appends its counter
+// deltas (and their targets) to the scratch slices.
+func (c *Core) fold(r *ledger.Row) {
+	c.stats.Folded++
+	d := rowDims(r)
+	a := rowAgg(r)
+	if day := dayOf(r.End); day >= c.aggFrom {
+		k := aggKey{d: d, day: day}
+		p := c.aggs[k]
+		if p == nil {
+			p = &agg{}
+			c.aggs[k] = p
+		}
+		p.rows += a.rows
+		p.tokens += a.tokens
+		p.nanos += a.nanos
+	}
+	for _, t := range c.resolve(d) {
+		n := amountOf(t.limit.Type, a)
+		if n == 0 && t.limit.Type != govern.QuotaRequests {
+			continue
+		}
+		c.deltas = append(c.deltas, store.Delta{
+			Key: store.Key{ID: t.id, Unit: t.unit, Start: calendar.Start(t.unit, r.End).Unix()},
+			N:   n,
+		})
+		c.targets = append(c.targets, t)
+	}
+}
+
+// earliestPeriodStart is the earliest start among the current day, ISO
+// week and month.
+func earliestPeriodStart(now time.Time) time.Time {
+	s := calendar.Start(calendar.Day, now)
+	for _, u := range []calendar.Unit{calendar.Week, calendar.Month} {
+		if p := calendar.Start(u, now); p.Before(s) {
+			s = p
+		}
+	}
+	return s
+}

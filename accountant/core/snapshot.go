@@ -1,0 +1,117 @@
+package core
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// HeartbeatInterval is how often the server ticks the core; every tick
+// refreshes the snapshot's GeneratedAt even when no counter changed.
+const HeartbeatInterval = 5 * time.Second
+
+// Tick advances the core to now: a period that ended makes the snapshot
+// change (the new period starts at zero), the dedup horizon and the
+// aggregates move forward, ended periods' counters are dropped, and the
+// snapshot's GeneratedAt becomes now. After a store failure the tick
+// rebuilds the store from the aggregates and returns the alerts that
+// rebuild raised; it returns an error when the store still fails.
+func (c *Core) Tick(now time.Time) ([]Alert, error) {
+	c.advance(now)
+	c.generatedAt = now
+	from := c.ReplayFrom(now)
+	c.dedup.prune(hourOf(from), hourOf(now)-1)
+	if day := dayOf(earliestPeriodStart(now)); day > c.aggFrom {
+		c.aggFrom = day
+		for k := range c.aggs {
+			if k.day < day {
+				delete(c.aggs, k)
+			}
+		}
+		for k := range c.fired {
+			if k.start < day*86400 {
+				delete(c.fired, k)
+			}
+		}
+	}
+	if err := c.opts.Store.Expire(c.ctx, calendar.Start(calendar.Day, now)); err != nil {
+		return nil, err
+	}
+	if c.storeErr != nil {
+		if err := c.rederive(now, true); err != nil {
+			return nil, err
+		}
+		return c.pending, nil
+	}
+	return nil, nil
+}
+
+// advance moves the core's clock forward (never back) and notes a period
+// rollover.
+func (c *Core) advance(now time.Time) {
+	if now.After(c.now) {
+		c.now = now
+	}
+	for _, u := range []calendar.Unit{calendar.Day, calendar.Week, calendar.Month} {
+		if s := calendar.Start(u, c.now).Unix(); s != c.starts[u] {
+			c.starts[u] = s
+			c.dirty = true
+		}
+	}
+	if c.aggFrom == 0 && !c.now.IsZero() {
+		c.aggFrom = dayOf(earliestPeriodStart(c.now))
+	}
+	if h := hourOf(c.now); h != c.prunedHour {
+		c.prunedHour = h
+		c.dedup.prune(hourOf(c.ReplayFrom(c.now)), h-1)
+	}
+}
+
+func (c *Core) markChanged(now time.Time) {
+	c.dirty = true
+	if now.After(c.generatedAt) {
+		c.generatedAt = now
+	}
+}
+
+// Snapshot returns every LedgerSettled counter of the current periods,
+// sorted by identity. The version changes only when a counter changed, a
+// period rolled over or the plan was re-armed since the last call, so
+// changes between two polls coalesce into one version. A counter that is
+// absent reads as zero. The returned value shares memory with the core's
+// cache: callers must not modify it.
+func (c *Core) Snapshot() (syncwire.Snapshot, error) {
+	if c.dirty {
+		cs, err := c.opts.Store.Current(c.ctx, c.now)
+		if err != nil {
+			return syncwire.Snapshot{}, err
+		}
+		entries := make([]syncwire.Entry, 0, len(cs))
+		for _, k := range cs {
+			entries = append(entries, syncwire.Entry{ID: k.Key.ID, PeriodStart: k.Key.PeriodStart(), Value: k.Value})
+		}
+		sort.Slice(entries, func(i, j int) bool {
+			if entries[i].ID != entries[j].ID {
+				return entries[i].ID < entries[j].ID
+			}
+			return entries[i].PeriodStart.Before(entries[j].PeriodStart)
+		})
+		c.version++
+		c.snap = syncwire.Snapshot{Version: c.versionString(), Entries: entries}
+		c.dirty = false
+	}
+	s := c.snap
+	s.GeneratedAt = c.generatedAt
+	return s, nil
+}
+
+func (c *Core) versionString() string {
+	v := strconv.FormatUint(c.version, 10)
+	if c.opts.VersionPrefix != "" {
+		v = c.opts.VersionPrefix + "." + v
+	}
+	return v
+}

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/calendar"
+)
+
+// Local is the in-memory store of one accountant (store: local). It is
+// rebuilt from the ledger at start; a restart loses nothing the ledger holds.
+type Local struct {
+	mu sync.RWMutex
+	m  map[Key]int64
+}
+
+var _ Store = (*Local)(nil)
+
+// NewLocal returns an empty local store.
+func NewLocal() *Local { return &Local{m: map[Key]int64{}} }
+
+// Add implements Store. It never fails.
+func (l *Local) Add(_ context.Context, deltas []Delta, out []int64) ([]int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, d := range deltas {
+		v := l.m[d.Key] + d.N
+		l.m[d.Key] = v
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Current implements Store.
+func (l *Local) Current(_ context.Context, now time.Time) ([]Counter, error) {
+	starts := currentStarts(now)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]Counter, 0, len(l.m))
+	for k, v := range l.m {
+		if int(k.Unit) < len(starts) && starts[k.Unit] == k.Start {
+			out = append(out, Counter{Key: k, Value: v})
+		}
+	}
+	return out, nil
+}
+
+// Replace implements Store.
+func (l *Local) Replace(_ context.Context, counters []Counter) error {
+	m := make(map[Key]int64, len(counters))
+	for _, c := range counters {
+		m[c.Key] += c.Value
+	}
+	l.mu.Lock()
+	l.m = m
+	l.mu.Unlock()
+	return nil
+}
+
+// Expire implements Store.
+func (l *Local) Expire(_ context.Context, t time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k := range l.m {
+		if !calendar.End(k.Unit, k.PeriodStart()).After(t) {
+			delete(l.m, k)
+		}
+	}
+	return nil
+}
+
+// currentStarts returns the start of the period containing now for each
+// calendar unit, indexed by unit.
+func currentStarts(now time.Time) [calendar.Month + 1]int64 {
+	var s [calendar.Month + 1]int64
+	for _, u := range []calendar.Unit{calendar.Day, calendar.Week, calendar.Month} {
+		s[u] = calendar.Start(u, now).Unix()
+	}
+	return s
+}
