@@ -541,7 +541,7 @@ func TestOverrideRules(t *testing.T) {
 	}
 }
 
-func nodeIDErr(id string) string { return validNodeID(id).Error() }
+func nodeIDErr(id string) string { return govern.ValidNodeID(id).Error() }
 
 func TestAdminTokens(t *testing.T) {
 	p := seedPlan()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tokentriage/tokentriage/shared/govern"
 )
 
 // Node is a tree node created through the management API.
@@ -17,7 +19,7 @@ type Node struct {
 
 // checkNodeID refuses a node id outside seed 004's charset.
 func checkNodeID(op, what, id string) error {
-	if err := validNodeID(id); err != nil {
+	if err := govern.ValidNodeID(id); err != nil {
 		return refuse(Invalid, op, "%s %q is not a valid node id: %v", what, id, err)
 	}
 	return nil
@@ -214,10 +216,10 @@ func nodeIDs(tx *sql.Tx) ([]string, error) {
 	return out, rows.Err()
 }
 
-// treeNode reports whether id is a node of the armed tree: declared in the
-// config or created in the runtime plane.
+// treeNode reports whether id is a node of the tree: armed now, or created
+// in the runtime plane since the plan was armed.
 func treeNode(tx *sql.Tx, p Plan, id string) (bool, error) {
-	if p.ConfigNode(id) {
+	if p.TreeNode(id) {
 		return true, nil
 	}
 	return runtimeNode(tx, id)

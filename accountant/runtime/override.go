@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
 )
 
@@ -123,10 +124,8 @@ func checkOverrideNode(op, node string) error {
 
 // checkOverrideRule applies the rules that need only the limit.
 func checkOverrideRule(op string, l *govern.Limit, o govern.Override) error {
-	switch l.Type {
-	case govern.BudgetUSD, govern.QuotaTokens, govern.QuotaRequests:
-	default:
-		return refuse(Invalid, op, "limit type %q does not support per-node overrides (its cap is enforced by a per-window/gauge store that cannot honor a per-node amount); overrides apply only to spend/quota limits (budget_usd, quota_tokens, quota_requests)", typeName(l.Type))
+	if !l.Type.Overridable() {
+		return refuse(Invalid, op, "%s", govern.OverrideRefusal(l.Type))
 	}
 	if !l.OverrideAllow {
 		return refuse(Invalid, op, "limit %q does not allow per-node overrides; set override: { allow: true } on it in the config and reload", l.ID)
@@ -178,7 +177,7 @@ func amountText(l *govern.Limit, n int64) string {
 	if l.Type != govern.BudgetUSD {
 		return strconv.FormatInt(n, 10)
 	}
-	return "$" + dollars(n)
+	return "$" + config.USDFromNanos(n).String()
 }
 
 func getOverride(tx *sql.Tx, limitID, node string) (Override, error) {

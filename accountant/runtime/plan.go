@@ -7,14 +7,28 @@ import (
 )
 
 // Plan is the part of the armed plan a runtime write is checked against:
-// which nodes the config declares, and the armed limits. The accountant
-// passes the plan armed now; ArmedPlan adapts a *govern.Armed.
+// which nodes the config declares, which nodes the armed tree holds, and the
+// limits. The accountant passes the plan armed now through ArmedPlan.
 type Plan interface {
 	// ConfigNode reports whether id is a node of the config's tenants.
 	ConfigNode(id string) bool
-	// Limit returns the armed limit with this id, or nil.
+	// TreeNode reports whether id is a node of the armed tree: the config's
+	// tenants and the runtime nodes folded in when it was armed.
+	TreeNode(id string) bool
+	// Limit returns the compiled limit with this id, or nil.
 	Limit(id string) *govern.Limit
 }
+
+// ArmedPlan is the Plan of an armed governance plan.
+func ArmedPlan(a *govern.Armed) Plan { return armedPlan{a} }
+
+type armedPlan struct{ a *govern.Armed }
+
+func (p armedPlan) ConfigNode(id string) bool     { return p.a.Plan.HasNode(id) }
+func (p armedPlan) TreeNode(id string) bool       { return p.a.HasNode(id) }
+func (p armedPlan) Limit(id string) *govern.Limit { return p.a.Plan.Limit(id) }
+
+var _ Plan = armedPlan{}
 
 // levels are the node kinds of the tenancy tree, from the root down.
 var levels = []string{"org", "team", "user"}
@@ -22,10 +36,7 @@ var levels = []string{"org", "team", "user"}
 // level returns the kind of a node's last segment ("team" for
 // org:acme/team:ml) and its depth (1 for an org).
 func level(id string) (kind string, depth int) {
-	depth = strings.Count(id, "/") + 1
-	last := id[strings.LastIndexByte(id, '/')+1:]
-	kind, _, _ = strings.Cut(last, ":")
-	return kind, depth
+	return govern.NodeLevel(id), govern.NodeDepth(id)
 }
 
 // parent returns the node a node hangs from, or "" for a root.

@@ -12,6 +12,7 @@ type fakePlan struct {
 }
 
 func (p fakePlan) ConfigNode(id string) bool     { return p.nodes[id] }
+func (p fakePlan) TreeNode(id string) bool       { return p.nodes[id] }
 func (p fakePlan) Limit(id string) *govern.Limit { return p.limits[id] }
 
 var _ Plan = fakePlan{}
