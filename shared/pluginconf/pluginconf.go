@@ -7,6 +7,7 @@ package pluginconf
 
 import (
 	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
@@ -38,6 +39,9 @@ type Config struct {
 	// LeaseTTL bounds how long a concurrency lease or tpm reserve held by a
 	// lost VM survives. Default "15m".
 	LeaseTTL string `json:"lease_ttl"`
+
+	// Plan is Governance compiled by Decode; nil when Governance is absent.
+	Plan *govern.Plan `json:"-"`
 }
 
 // Accountant says how to reach the accountant through the host.

@@ -1,0 +1,215 @@
+package pluginconf
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// Defaults of the plugin configuration.
+const (
+	DefaultSyncInterval  = "1s"
+	DefaultFlushInterval = "500ms"
+	DefaultMaxBodyBytes  = 8 << 20
+	DefaultLeaseTTL      = "15m"
+	DefaultTimeoutMS     = 2000
+)
+
+// Decode reads the plugin configuration: strict JSON (an unknown field is
+// an error naming the known ones), defaults applied, then validated: the
+// durations, an accountant cluster when no governance block is embedded,
+// the provider rules, the static keys (kid, hash and owner shapes), and the
+// embedded governance block compiled in full, so every boot-time guard
+// fires here. The compiled plan is kept in Plan. The error is a
+// *config.SyntaxError for JSON that does not parse, or a govern.Problems
+// listing every problem with its path. Empty input reads as {}.
+func Decode(b []byte) (*Config, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		b = []byte("{}")
+	}
+	tree, err := config.ParseJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	if err := config.DecodeStrict(tree, &c, ""); err != nil {
+		return nil, govern.FromConfig(err.(config.Problems))
+	}
+	v := validator{}
+	v.defaults(&c)
+	v.durations(&c)
+	if c.Governance != nil {
+		plan, err := govern.Compile(c.Governance)
+		if err != nil {
+			v.problems = append(v.problems, err.(govern.Problems)...)
+		}
+		c.Plan = plan
+	}
+	v.accountant(&c)
+	v.providers(c.Providers)
+	v.keys(&c)
+	if len(v.problems) > 0 {
+		return nil, v.problems
+	}
+	return &c, nil
+}
+
+// SyncEvery is sync_interval as a duration.
+func (c *Config) SyncEvery() time.Duration { return durationOr(c.SyncInterval, DefaultSyncInterval) }
+
+// FlushEvery is flush_interval as a duration.
+func (c *Config) FlushEvery() time.Duration {
+	return durationOr(c.FlushInterval, DefaultFlushInterval)
+}
+
+// LeaseTimeout is lease_ttl as a duration.
+func (c *Config) LeaseTimeout() time.Duration { return durationOr(c.LeaseTTL, DefaultLeaseTTL) }
+
+func durationOr(s, def string) time.Duration {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return d
+	}
+	d, _ := time.ParseDuration(def)
+	return d
+}
+
+type validator struct {
+	problems govern.Problems
+}
+
+func (v *validator) at(p, format string, args ...any) {
+	v.problems = append(v.problems, govern.Problem{Path: p, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) defaults(c *Config) {
+	if c.SyncInterval == "" {
+		c.SyncInterval = DefaultSyncInterval
+	}
+	if c.FlushInterval == "" {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	if c.LeaseTTL == "" {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if a := c.Accountant; a != nil {
+		if a.Authority == "" {
+			a.Authority = a.Cluster
+		}
+		if a.TimeoutMS == 0 {
+			a.TimeoutMS = DefaultTimeoutMS
+		}
+	}
+}
+
+func (v *validator) durations(c *Config) {
+	for _, f := range []struct{ name, value string }{
+		{"sync_interval", c.SyncInterval}, {"flush_interval", c.FlushInterval}, {"lease_ttl", c.LeaseTTL},
+	} {
+		d, err := time.ParseDuration(f.value)
+		switch {
+		case err != nil:
+			v.at(f.name, "%q is not a Go duration (write e.g. 500ms, 1s, 15m)", f.value)
+		case d <= 0:
+			v.at(f.name, "must be positive, got %q", f.value)
+		}
+	}
+	if c.MaxBodyBytes < 0 {
+		v.at("max_body_bytes", "must be positive, got %d (default %d)", c.MaxBodyBytes, DefaultMaxBodyBytes)
+	}
+}
+
+func (v *validator) accountant(c *Config) {
+	a := c.Accountant
+	if a == nil {
+		if c.Governance == nil {
+			v.at("accountant", "required when governance is absent (the plan then comes from the accountant); set accountant.cluster, or embed a governance block")
+		}
+		return
+	}
+	if a.Cluster == "" {
+		v.at("accountant.cluster", "required (the host's upstream cluster that reaches the accountant)")
+	}
+	if a.TimeoutMS < 0 {
+		v.at("accountant.timeout_ms", "must be positive, got %d (default %d)", a.TimeoutMS, DefaultTimeoutMS)
+	}
+}
+
+func (v *validator) providers(ps []Provider) {
+	for i, p := range ps {
+		at := "providers[" + strconv.Itoa(i) + "]"
+		if p.Name == "" {
+			v.at(at+".name", "required (the provider name match.provider compares against, e.g. openai)")
+		}
+		if p.PathPrefix != "" && !strings.HasPrefix(p.PathPrefix, "/") {
+			v.at(at+".path_prefix", "%q is not a path prefix; write it with a leading /, e.g. /v1/messages", p.PathPrefix)
+		}
+		if p.Route == "" && p.Authority == "" && p.PathPrefix == "" && i < len(ps)-1 {
+			v.at(at, "matches every request (no route, authority or path_prefix), so providers[%d] and later can never match; move it last", i+1)
+		}
+	}
+}
+
+func (v *validator) keys(c *Config) {
+	kids := map[string]string{}
+	hashes := map[string]string{}
+	checkTree := c.Accountant == nil && c.Plan != nil
+	for i, k := range c.Keys {
+		at := "keys[" + strconv.Itoa(i) + "]"
+		switch {
+		case !vkey.ValidKID(k.KID):
+			v.at(at+".kid", "%q is not a kid (vk_ followed by 12 base62 characters)", k.KID)
+		case kids[k.KID] != "":
+			v.at(at+".kid", "duplicate kid %q (also %s)", k.KID, kids[k.KID])
+		default:
+			kids[k.KID] = at
+		}
+		switch {
+		case !isSHA256Hex(k.SHA256):
+			v.at(at+".sha256", "expected the hex SHA-256 of the key (64 lowercase hex characters), got %q", k.SHA256)
+		case hashes[k.SHA256] != "":
+			v.at(at+".sha256", "duplicate key hash (also %s)", hashes[k.SHA256])
+		default:
+			hashes[k.SHA256] = at
+		}
+		switch err := govern.ValidNodeID(k.Owner); {
+		case k.Owner == "":
+			v.at(at+".owner", "required (the node that owns the key, e.g. org:acme/team:ml/user:dev1)")
+		case err != nil:
+			v.at(at+".owner", "%s", err)
+		case checkTree && !c.Plan.HasNode(k.Owner):
+			v.at(at+".owner", "node %q is not declared in governance.tenants, so no template limit would bind this key; declare it, or fix the owner", k.Owner)
+		}
+		for j, m := range k.Scopes.Models {
+			if _, err := path.Match(m, ""); err != nil {
+				v.at(at+".scopes.models["+strconv.Itoa(j)+"]", "malformed pattern %q: %v (patterns use Go's path.Match, where * does not cross a /)", m, err)
+			}
+		}
+		for j, e := range k.Scopes.Endpoints {
+			if !strings.HasPrefix(e, "/") {
+				v.at(at+".scopes.endpoints["+strconv.Itoa(j)+"]", "%q is not a request path; write it with a leading /, e.g. /v1/chat/completions", e)
+			}
+		}
+	}
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

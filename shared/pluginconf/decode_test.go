@@ -1,0 +1,136 @@
+package pluginconf
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
+)
+
+const goodHash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+func TestDecodeDefaults(t *testing.T) {
+	c, err := Decode([]byte(`{"accountant":{"cluster":"tt_accountant"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SyncInterval != "1s" || c.FlushInterval != "500ms" || c.LeaseTTL != "15m" || c.MaxBodyBytes != 8<<20 {
+		t.Errorf("defaults: %+v", c)
+	}
+	if c.Accountant.Authority != "tt_accountant" || c.Accountant.TimeoutMS != 2000 {
+		t.Errorf("accountant defaults: %+v", c.Accountant)
+	}
+	if c.SyncEvery() != time.Second || c.FlushEvery() != 500*time.Millisecond || c.LeaseTimeout() != 15*time.Minute {
+		t.Errorf("durations: %v %v %v", c.SyncEvery(), c.FlushEvery(), c.LeaseTimeout())
+	}
+	if c.Plan != nil {
+		t.Error("a plan without a governance block")
+	}
+}
+
+func TestDecodeEmbeddedGovernance(t *testing.T) {
+	c, err := Decode([]byte(`{
+		"governance": {"enabled": true,
+			"tenants": [{"org": "acme", "teams": ["ml"], "users": {"ml": ["dev1"]}}],
+			"limits": [{"id": "user_rpm", "attach": {"level": "user"}, "type": "rpm", "amount": 120, "period": "1m"}]},
+		"keys": [{"kid": "vk_FEKZdMs2UQRi", "sha256": "` + goodHash + `", "owner": "org:acme/team:ml/user:dev1",
+			"scopes": {"models": ["gpt-*"], "endpoints": ["/v1/chat/completions"]}}],
+		"providers": [{"name": "anthropic", "path_prefix": "/v1/messages"}, {"name": "openai"}]
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Plan == nil || !c.Plan.Enabled || c.Plan.Limit("user_rpm") == nil {
+		t.Fatalf("plan: %+v", c.Plan)
+	}
+}
+
+func TestDecodeProblems(t *testing.T) {
+	tests := []struct {
+		name, json string
+		want       []string
+	}{
+		{
+			name: "no plan source",
+			json: ``,
+			want: []string{"accountant: required when governance is absent (the plan then comes from the accountant); set accountant.cluster, or embed a governance block"},
+		},
+		{
+			name: "unknown field",
+			json: `{"accountant":{"clusterr":"x"}}`,
+			want: []string{`accountant: unknown field "clusterr" (known: cluster, authority, timeout_ms, token)`},
+		},
+		{
+			name: "plan is not a field",
+			json: `{"accountant":{"cluster":"x"},"Plan":{}}`,
+			want: []string{`top level: unknown field "Plan" (known: accountant, sync_interval, flush_interval, max_body_bytes, governance, keys, providers, lease_ttl)`},
+		},
+		{
+			name: "durations and sizes",
+			json: `{"accountant":{"cluster":"","timeout_ms":-5},"sync_interval":"fast","flush_interval":"-1s","lease_ttl":"0s","max_body_bytes":-1}`,
+			want: []string{
+				`sync_interval: "fast" is not a Go duration (write e.g. 500ms, 1s, 15m)`,
+				`flush_interval: must be positive, got "-1s"`,
+				`lease_ttl: must be positive, got "0s"`,
+				`max_body_bytes: must be positive, got -1 (default 8388608)`,
+				`accountant.cluster: required (the host's upstream cluster that reaches the accountant)`,
+				`accountant.timeout_ms: must be positive, got -5 (default 2000)`,
+			},
+		},
+		{
+			name: "providers",
+			json: `{"accountant":{"cluster":"a"},"providers":[{"path_prefix":"v1"},{"name":"all"},{"name":"x","route":"r"}]}`,
+			want: []string{
+				`providers[0].name: required (the provider name match.provider compares against, e.g. openai)`,
+				`providers[0].path_prefix: "v1" is not a path prefix; write it with a leading /, e.g. /v1/messages`,
+				`providers[1]: matches every request (no route, authority or path_prefix), so providers[2] and later can never match; move it last`,
+			},
+		},
+		{
+			name: "keys",
+			json: `{"governance":{"tenants":[{"org":"acme"}]},"keys":[
+				{"kid":"vk_short","sha256":"ABC","owner":"org:Acme","scopes":{"models":["gpt-["],"endpoints":["v1/x"]}},
+				{"kid":"vk_FEKZdMs2UQRi","sha256":"` + goodHash + `","owner":"org:nope"},
+				{"kid":"vk_FEKZdMs2UQRi","sha256":"` + goodHash + `"}]}`,
+			want: []string{
+				`keys[0].kid: "vk_short" is not a kid (vk_ followed by 12 base62 characters)`,
+				`keys[0].sha256: expected the hex SHA-256 of the key (64 lowercase hex characters), got "ABC"`,
+				`keys[0].owner: node id "org:Acme": segment "org:Acme": id "Acme" is out of charset (lowercase letters, digits, - and _)`,
+				`keys[0].scopes.models[0]: malformed pattern "gpt-[": syntax error in pattern (patterns use Go's path.Match, where * does not cross a /)`,
+				`keys[0].scopes.endpoints[0]: "v1/x" is not a request path; write it with a leading /, e.g. /v1/chat/completions`,
+				`keys[1].owner: node "org:nope" is not declared in governance.tenants, so no template limit would bind this key; declare it, or fix the owner`,
+				`keys[2].kid: duplicate kid "vk_FEKZdMs2UQRi" (also keys[1])`,
+				`keys[2].sha256: duplicate key hash (also keys[1])`,
+				`keys[2].owner: required (the node that owns the key, e.g. org:acme/team:ml/user:dev1)`,
+			},
+		},
+		{
+			name: "embedded governance compiles in full",
+			json: `{"governance":{"limits":[{"id":"team_tpm","attach":{"node":"__global"},"type":"tpm","amount":500,"period":"1m"}]}}`,
+			want: []string{`governance: compile limits: govern: limit "team_tpm": tpm limit "team_tpm": burst 500 is below the reserve cap 16384 — an ordinary max-token reserve could never fit (a permanent 100% refusal); raise burst (default is amount 500) to at least the reserve cap`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode([]byte(tc.json))
+			var ps govern.Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("error %v (%T), want govern.Problems", err, err)
+			}
+			if got := ps.Error(); got != strings.Join(tc.want, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", got, strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestDecodeSyntaxError(t *testing.T) {
+	_, err := Decode([]byte("{\n  \"accountant\": {\"cluster\": \"a\",}\n}"))
+	var se *config.SyntaxError
+	if !errors.As(err, &se) || se.Line != 2 {
+		t.Fatalf("error %v (%T), want a *config.SyntaxError on line 2", err, err)
+	}
+}
