@@ -1,0 +1,228 @@
+//go:build !wasip1
+
+package proxywasm
+
+import "github.com/tokentriage/tokentriage/filter/proxywasm/internal/nativehost"
+
+// The native stand-in's host calls: the same names and signatures as
+// hostcall_wasip1.go, served by the emulated VM that is running
+// (nativehost.Current). Outside a callback they return statusNoHost.
+
+func host() nativehost.Host {
+	if v := nativehost.Current(); v != nil {
+		hostCalls.Add(1)
+		return v.Host
+	}
+	return nil
+}
+
+func hLog(level uint32, msg string) uint32 {
+	if h := host(); h != nil {
+		return h.Log(level, msg)
+	}
+	return statusNoHost
+}
+
+func hGetLogLevel() (uint32, uint32) {
+	if h := host(); h != nil {
+		return h.GetLogLevel()
+	}
+	return 0, statusNoHost
+}
+
+func hSetTickPeriod(ms uint32) uint32 {
+	if h := host(); h != nil {
+		return h.SetTickPeriod(ms)
+	}
+	return statusNoHost
+}
+
+func hSetEffectiveContext(id uint32) uint32 {
+	if h := host(); h != nil {
+		return h.SetEffectiveContext(id)
+	}
+	return statusNoHost
+}
+
+func hDone() uint32 {
+	if h := host(); h != nil {
+		return h.Done()
+	}
+	return statusNoHost
+}
+
+func hGetBufferBytes(bt, start, max uint32) ([]byte, uint32) {
+	if h := host(); h != nil {
+		return h.GetBufferBytes(bt, start, max)
+	}
+	return nil, statusNoHost
+}
+
+func hSetBufferBytes(bt, start, size uint32, data []byte) uint32 {
+	if h := host(); h != nil {
+		return h.SetBufferBytes(bt, start, size, data)
+	}
+	return statusNoHost
+}
+
+func hGetBufferStatus(bt uint32) (length, flags, status uint32) {
+	if h := host(); h != nil {
+		return h.GetBufferStatus(bt)
+	}
+	return 0, 0, statusNoHost
+}
+
+func hGetHeaderMapPairs(mt uint32) ([]byte, uint32) {
+	if h := host(); h != nil {
+		return h.GetHeaderMapPairs(mt)
+	}
+	return nil, statusNoHost
+}
+
+func hSetHeaderMapPairs(mt uint32, data []byte) uint32 {
+	if h := host(); h != nil {
+		return h.SetHeaderMapPairs(mt, data)
+	}
+	return statusNoHost
+}
+
+func hGetHeaderMapSize(mt uint32) (uint32, uint32) {
+	if h := host(); h != nil {
+		return h.GetHeaderMapSize(mt)
+	}
+	return 0, statusNoHost
+}
+
+func hGetHeaderMapValue(mt uint32, key string) ([]byte, uint32) {
+	if h := host(); h != nil {
+		return h.GetHeaderMapValue(mt, key)
+	}
+	return nil, statusNoHost
+}
+
+func hAddHeaderMapValue(mt uint32, key, value string) uint32 {
+	if h := host(); h != nil {
+		return h.AddHeaderMapValue(mt, key, value)
+	}
+	return statusNoHost
+}
+
+func hReplaceHeaderMapValue(mt uint32, key, value string) uint32 {
+	if h := host(); h != nil {
+		return h.ReplaceHeaderMapValue(mt, key, value)
+	}
+	return statusNoHost
+}
+
+func hRemoveHeaderMapValue(mt uint32, key string) uint32 {
+	if h := host(); h != nil {
+		return h.RemoveHeaderMapValue(mt, key)
+	}
+	return statusNoHost
+}
+
+func hContinueStream(stream uint32) uint32 {
+	if h := host(); h != nil {
+		return h.ContinueStream(stream)
+	}
+	return statusNoHost
+}
+
+func hCloseStream(stream uint32) uint32 {
+	if h := host(); h != nil {
+		return h.CloseStream(stream)
+	}
+	return statusNoHost
+}
+
+func hSendLocalResponse(status uint32, details string, body, headers []byte, grpcStatus int32) uint32 {
+	if h := host(); h != nil {
+		return h.SendLocalResponse(status, details, body, headers, grpcStatus)
+	}
+	return statusNoHost
+}
+
+func hHttpCall(upstream string, headers, body, trailers []byte, timeoutMs uint32) (uint32, uint32) {
+	if h := host(); h != nil {
+		return h.HttpCall(upstream, headers, body, trailers, timeoutMs)
+	}
+	return 0, statusNoHost
+}
+
+// hGetSharedData lets other emulated VMs run while the store answers, the
+// interleaving real workers have (nativehost's package comment).
+func hGetSharedData(key string, dst []byte) ([]byte, uint32, uint32) {
+	v := nativehost.Current()
+	if v == nil {
+		return nil, 0, statusNoHost
+	}
+	hostCalls.Add(1)
+	nativehost.Release(v)
+	val, cas, st := v.Host.GetSharedData(key)
+	nativehost.Reacquire(v)
+	if st == 0 && len(val) > 0 && len(val) <= len(dst) {
+		val = dst[:copy(dst, val)]
+	}
+	return val, cas, st
+}
+
+func hSetSharedData(key string, value []byte, cas uint32) uint32 {
+	v := nativehost.Current()
+	if v == nil {
+		return statusNoHost
+	}
+	hostCalls.Add(1)
+	nativehost.Release(v)
+	st := v.Host.SetSharedData(key, value, cas)
+	nativehost.Reacquire(v)
+	return st
+}
+
+func hDefineMetric(metricType uint32, name string) (uint32, uint32) {
+	if h := host(); h != nil {
+		return h.DefineMetric(metricType, name)
+	}
+	return 0, statusNoHost
+}
+
+func hIncrementMetric(id uint32, delta int64) uint32 {
+	if h := host(); h != nil {
+		return h.IncrementMetric(id, delta)
+	}
+	return statusNoHost
+}
+
+func hRecordMetric(id uint32, value uint64) uint32 {
+	if h := host(); h != nil {
+		return h.RecordMetric(id, value)
+	}
+	return statusNoHost
+}
+
+func hGetMetric(id uint32) (uint64, uint32) {
+	if h := host(); h != nil {
+		return h.GetMetric(id)
+	}
+	return 0, statusNoHost
+}
+
+func hGetProperty(path []byte) ([]byte, uint32) {
+	if h := host(); h != nil {
+		return h.GetProperty(path)
+	}
+	return nil, statusNoHost
+}
+
+func hSetProperty(path, value []byte) uint32 {
+	if h := host(); h != nil {
+		return h.SetProperty(path, value)
+	}
+	return statusNoHost
+}
+
+func hGetStatus() (uint32, []byte, uint32) {
+	if h := host(); h != nil {
+		return h.GetStatus()
+	}
+	return 0, nil, statusNoHost
+}

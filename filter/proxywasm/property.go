@@ -1,0 +1,42 @@
+package proxywasm
+
+import "github.com/tokentriage/tokentriage/filter/proxywasm/internal/abi"
+
+// GetProperty returns the host property at path, like
+// []string{"request", "id"} or []string{"xds", "node", "id"}; Envoy encodes
+// integers as 8 bytes little-endian and maps in the pair format.
+// types.ErrorStatusNotFound when the host has no such property.
+func GetProperty(path []string) ([]byte, error) {
+	if len(path) == 0 {
+		return nil, errEmptyPath
+	}
+	buf := abi.AppendPath(takeScratch(), path)
+	v, st := hGetProperty(buf)
+	keepScratch(buf)
+	if st != abi.StatusOK {
+		return nil, statusToError(st)
+	}
+	return v, nil
+}
+
+// GetPropertyMap returns a map-valued property, decoded from the pair
+// format.
+func GetPropertyMap(path []string) ([][2]string, error) {
+	v, err := GetProperty(path)
+	if err != nil {
+		return nil, err
+	}
+	return abi.DecodePairsString(owned(v))
+}
+
+// SetProperty sets a property of the current stream (Envoy stores it as
+// filter state "wasm.<path>").
+func SetProperty(path []string, value []byte) error {
+	if len(path) == 0 {
+		return errEmptyPath
+	}
+	buf := abi.AppendPath(takeScratch(), path)
+	st := hSetProperty(buf, value)
+	keepScratch(buf)
+	return statusToError(st)
+}

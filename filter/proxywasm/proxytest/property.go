@@ -1,0 +1,110 @@
+package proxytest
+
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+
+	"github.com/tokentriage/tokentriage/filter/proxywasm/internal/abi"
+)
+
+// GetProperty answers from, in order: what the filter set on the current
+// stream, Options.Properties, the plugin_* properties, and the stream's
+// request.* / response.* attributes derived from its headers (request.id
+// is x-request-id, as in Envoy; response.code is 8 bytes little-endian).
+func (h *vmHost) GetProperty(path []byte) ([]byte, uint32) {
+	h.hostCalls++
+	key := string(path)
+	s := h.cur()
+	if s != nil {
+		if v, ok := s.props[key]; ok {
+			return clone(v), abi.StatusOK
+		}
+	}
+	segs := strings.Split(key, "\x00")
+	if v, ok := h.proc.opts.Properties[strings.Join(segs, ".")]; ok {
+		return clone(v), abi.StatusOK
+	}
+	switch key {
+	case "plugin_name":
+		return []byte(h.proc.opts.PluginName), abi.StatusOK
+	case "plugin_root_id":
+		return []byte(h.proc.opts.RootID), abi.StatusOK
+	case "plugin_vm_id":
+		return []byte(h.proc.opts.VMID), abi.StatusOK
+	}
+	if s != nil {
+		if v, ok := streamAttribute(s, segs); ok {
+			return v, abi.StatusOK
+		}
+	}
+	return nil, abi.StatusNotFound
+}
+
+func streamAttribute(s *stream, segs []string) ([]byte, bool) {
+	if len(segs) < 2 {
+		return nil, false
+	}
+	header := func(m [][2]string, k string) ([]byte, bool) {
+		v, ok := firstValue(m, k)
+		return []byte(v), ok
+	}
+	switch segs[0] {
+	case "request":
+		path, _ := firstValue(s.reqHeaders, ":path")
+		switch segs[1] {
+		case "id":
+			return header(s.reqHeaders, "x-request-id")
+		case "path":
+			return header(s.reqHeaders, ":path")
+		case "url_path":
+			p, _, _ := strings.Cut(path, "?")
+			return []byte(p), path != ""
+		case "query":
+			_, q, _ := strings.Cut(path, "?")
+			return []byte(q), path != ""
+		case "host":
+			return header(s.reqHeaders, ":authority")
+		case "method":
+			return header(s.reqHeaders, ":method")
+		case "scheme":
+			return header(s.reqHeaders, ":scheme")
+		case "headers":
+			if len(segs) == 3 {
+				return header(s.reqHeaders, segs[2])
+			}
+			return abi.AppendPairs(nil, s.reqHeaders), true
+		}
+	case "response":
+		switch segs[1] {
+		case "code":
+			st, ok := firstValue(s.respHeaders, ":status")
+			n, err := strconv.ParseInt(st, 10, 64)
+			if !ok || err != nil {
+				return nil, false
+			}
+			return binary.LittleEndian.AppendUint64(nil, uint64(n)), true
+		case "headers":
+			if len(segs) == 3 {
+				return header(s.respHeaders, segs[2])
+			}
+			return abi.AppendPairs(nil, s.respHeaders), true
+		}
+	}
+	return nil, false
+}
+
+// SetProperty stores a property on the current stream; the root context
+// has none (NOT_FOUND), as in Envoy.
+func (h *vmHost) SetProperty(path, value []byte) uint32 {
+	h.hostCalls++
+	s := h.cur()
+	if s == nil {
+		return abi.StatusNotFound
+	}
+	if s.props == nil {
+		s.props = map[string][]byte{}
+	}
+	s.props[string(path)] = clone(value)
+	return abi.StatusOK
+}
