@@ -1,0 +1,145 @@
+package accountant
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/core"
+	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
+)
+
+// AlertEvent is the JSON body POSTed to the alert webhook, one per
+// threshold crossing. Amounts of budget_usd limits are dollars (exact
+// decimals); other types are counts.
+type AlertEvent struct {
+	Event       string          `json:"event"` // "threshold_crossed"
+	LimitID     string          `json:"limit_id"`
+	LimitType   string          `json:"limit_type"`
+	Unit        string          `json:"unit"`
+	Node        string          `json:"node"`
+	Counter     string          `json:"counter"` // counter identity
+	Threshold   float64         `json:"threshold"`
+	Period      string          `json:"period"`
+	PeriodStart time.Time       `json:"period_start"`
+	ResetsAt    time.Time       `json:"resets_at"`
+	Observed    json.RawMessage `json:"observed"`
+	Limit       json.RawMessage `json:"limit"`
+	At          time.Time       `json:"at"`
+}
+
+// NewAlertEvent renders a core alert for the wire.
+func NewAlertEvent(a core.Alert) AlertEvent {
+	return AlertEvent{
+		Event: "threshold_crossed", LimitID: a.LimitID, LimitType: a.Type.String(), Unit: a.Type.Unit(),
+		Node: a.Node, Counter: a.ID, Threshold: a.Threshold, Period: unitName(a.Unit),
+		PeriodStart: a.PeriodStart, ResetsAt: calendar.End(a.Unit, a.PeriodStart),
+		Observed: amount(a.Type, a.Value), Limit: amount(a.Type, a.Amount), At: a.At.UTC(),
+	}
+}
+
+func amount(t govern.Type, v int64) json.RawMessage {
+	if t == govern.BudgetUSD {
+		return json.RawMessage(config.USD{Nanos: v}.String())
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func unitName(u calendar.Unit) string {
+	switch u {
+	case calendar.Day:
+		return "day"
+	case calendar.Week:
+		return "week"
+	case calendar.Month:
+		return "month"
+	}
+	return ""
+}
+
+// alerter logs each alert, counts it, and posts it to the webhook from a
+// bounded queue (a slow webhook never slows ingest; overflow is logged).
+type alerter struct {
+	url     string
+	log     *slog.Logger
+	metrics *metrics
+	queue   chan AlertEvent
+	client  *http.Client
+	wg      sync.WaitGroup
+	mu      sync.Mutex // guards closed and sends on queue
+	closed  bool
+}
+
+func newAlerter(url string, log *slog.Logger, m *metrics) *alerter {
+	a := &alerter{url: url, log: log, metrics: m, client: &http.Client{Timeout: 5 * time.Second}}
+	if url != "" {
+		a.queue = make(chan AlertEvent, 1024)
+		a.wg.Add(1)
+		go a.post()
+	}
+	return a
+}
+
+func (a *alerter) emit(alerts []core.Alert) {
+	for _, al := range alerts {
+		ev := NewAlertEvent(al)
+		a.metrics.alerts.WithLabelValues(al.LimitID).Inc()
+		a.log.Warn("threshold alert: limit "+al.LimitID+" at "+al.Node+" crossed its threshold",
+			"limit_id", ev.LimitID, "limit_type", ev.LimitType, "node", ev.Node, "threshold", ev.Threshold,
+			"period", ev.Period, "period_start", ev.PeriodStart, "observed", string(ev.Observed), "limit", string(ev.Limit))
+		a.mu.Lock()
+		if a.queue != nil && !a.closed {
+			select {
+			case a.queue <- ev:
+			default:
+				a.log.Error("alert webhook queue full; alert not posted", "limit_id", ev.LimitID, "node", ev.Node)
+			}
+		}
+		a.mu.Unlock()
+	}
+}
+
+func (a *alerter) post() {
+	defer a.wg.Done()
+	for ev := range a.queue {
+		body, _ := json.Marshal(ev)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/json")
+			var resp *http.Response
+			resp, err = a.client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode >= 300 {
+					a.log.Error("alert webhook answered "+resp.Status, "url", a.url, "limit_id", ev.LimitID)
+				}
+			}
+		}
+		cancel()
+		if err != nil {
+			a.log.Error("alert webhook failed", "url", a.url, "limit_id", ev.LimitID, "err", err)
+		}
+	}
+}
+
+// close drains the webhook queue.
+func (a *alerter) close() {
+	a.mu.Lock()
+	if a.closed || a.queue == nil {
+		a.closed = true
+		a.mu.Unlock()
+		return
+	}
+	a.closed = true
+	close(a.queue)
+	a.mu.Unlock()
+	a.wg.Wait()
+}

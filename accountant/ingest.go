@@ -1,0 +1,158 @@
+package accountant
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/tokentriage/tokentriage/accountant/core"
+	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+type coreAlert = core.Alert
+
+// serveIngest takes a batch of ledger rows as JSON lines and answers an
+// IngestAck once every accepted row is durable. Unreadable rows are
+// rejected one by one with their reasons; the rest of the batch is
+// recorded. A filter may report its overflow count with ?replica=ID&dropped=N
+// (cumulative), as on sync.
+func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxIngestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("ingest: batch is larger than %d bytes; send smaller batches", MaxIngestBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "ingest: reading the batch: "+err.Error())
+		return
+	}
+	s.noteReplica(r, false)
+	ack, status, err := s.IngestLines(r.Context(), body)
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(ack)
+}
+
+// parsed is one line of a batch.
+type parsed struct {
+	row ledger.Row
+	err error
+}
+
+// IngestLines records one batch of JSON lines (one ledger.Row each) and
+// returns after every accepted row, and every row the batch duplicates, is
+// on disk. The int is the HTTP status to answer with when err is set.
+func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestAck, int, error) {
+	var ack syncwire.IngestAck
+	if err := s.ledger.Err(); err != nil {
+		return ack, http.StatusServiceUnavailable, err
+	}
+	// Parse outside the lock: this is most of the CPU of a batch.
+	rows := make([]ledger.Row, 0, bytes.Count(body, []byte{'\n'})+1)
+	var lineErrs []string
+	var lineOf []int
+	n := 0
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		n++
+		row, err := ledgerlog.ParseRow(line)
+		if err != nil {
+			lineErrs = append(lineErrs, fmt.Sprintf("line %d: %v", n, err))
+			continue
+		}
+		rows = append(rows, row)
+		lineOf = append(lineOf, n)
+	}
+
+	now := s.now()
+	buf := getBuf() // back to the pool only once the ledger wrote it
+	s.mu.Lock()
+	tag := s.ledger.Next()
+	res := s.core.Ingest(now, rows, tag)
+	for i, o := range res.Outcomes {
+		if o == core.Accepted {
+			*buf = ledgerlog.AppendRow(*buf, &rows[i])
+		}
+	}
+	var seq uint64
+	var appendErr error
+	if len(*buf) > 0 {
+		seq, appendErr = s.ledger.Append(*buf)
+	}
+	s.mu.Unlock()
+	if appendErr != nil {
+		return ack, http.StatusServiceUnavailable, appendErr
+	}
+	if seq != 0 && seq != tag {
+		// Only the ingest path appends, under s.mu; a mismatch would mean
+		// a duplicate could be acknowledged before its original is durable.
+		return ack, http.StatusInternalServerError, fmt.Errorf("ingest: ledger sequence %d, expected %d", seq, tag)
+	}
+	if err := s.ledger.Wait(ctx, max(seq, res.WaitTag)); err != nil {
+		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable: %w", err)
+	}
+	putBuf(buf)
+	s.metrics.observeIngest(res, len(lineErrs), s.now())
+	s.alerts.emit(res.Alerts)
+
+	ack.Accepted = res.Accepted
+	ack.Duplicates = res.Duplicates
+	ack.Rejected = res.Rejected + len(lineErrs)
+	ack.Errors = append(lineErrs, renumber(res.Reasons, lineOf)...)
+	return ack, http.StatusOK, nil
+}
+
+// renumber rewrites the core's "row N" (position among the parsed rows)
+// into "line M" (position in the batch).
+func renumber(reasons []string, lineOf []int) []string {
+	out := make([]string, 0, len(reasons))
+	for _, r := range reasons {
+		var idx int
+		var rest string
+		if k, err := fmt.Sscanf(r, "row %d", &idx); k == 1 && err == nil && idx >= 1 && idx <= len(lineOf) {
+			rest = r[len("row ")+len(strconv.Itoa(idx)):]
+			out = append(out, "line "+strconv.Itoa(lineOf[idx-1])+rest)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"message": msg}})
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+func getBuf() *[]byte { b := bufPool.Get().(*[]byte); *b = (*b)[:0]; return b }
+
+// putBuf returns a buffer once the ledger has written it (after Wait).
+func putBuf(b *[]byte) {
+	if cap(*b) <= 4<<20 {
+		bufPool.Put(b)
+	}
+}

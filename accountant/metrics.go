@@ -1,0 +1,101 @@
+package accountant
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tokentriage/tokentriage/accountant/core"
+)
+
+// metrics are the accountant's Prometheus metrics, on a registry of its
+// own (several accountants can live in one test process).
+type metrics struct {
+	reg        *prometheus.Registry
+	ingested   prometheus.Counter
+	duplicates prometheus.Counter
+	rejected   prometheus.Counter
+	unpriced   prometheus.Counter
+	foldLag    prometheus.Gauge
+	alerts     *prometheus.CounterVec
+	reloads    *prometheus.CounterVec
+	fsync      prometheus.Histogram
+	ledgerOut  prometheus.Counter
+	batches    prometheus.Counter
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	f := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tt", Subsystem: "accountant", Name: name, Help: help})
+		m.reg.MustRegister(c)
+		return c
+	}
+	m.ingested = f("rows_ingested_total", "Ledger rows newly recorded (durable before acknowledged).")
+	m.duplicates = f("rows_deduplicated_total", "Ledger rows already recorded, acknowledged without counting again.")
+	m.rejected = f("rows_rejected_total", "Ledger rows rejected as unreadable or too old to deduplicate.")
+	m.unpriced = f("rows_unpriced_total", "Recorded rows whose model has no price in the catalog (UNPRICED: no dollars added).")
+	m.ledgerOut = f("ledger_bytes_written_total", "Bytes appended to decisions.jsonl since start.")
+	m.batches = f("ledger_batches_total", "Ingest batches made durable.")
+	m.foldLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "fold_lag_seconds",
+		Help: "Time between the end of the latest row of the last batch and its fold."})
+	m.alerts = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tt", Subsystem: "accountant", Name: "threshold_alerts_total",
+		Help: "Threshold alerts raised, by limit."}, []string{"limit_id"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tt", Subsystem: "accountant", Name: "config_reloads_total",
+		Help: "Config reloads, by result (applied, rejected)."}, []string{"result"})
+	m.fsync = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "tt", Subsystem: "accountant", Name: "ledger_fsync_seconds",
+		Help: "Duration of each group-commit fsync.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)})
+	m.reg.MustRegister(m.foldLag, m.alerts, m.reloads, m.fsync)
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "snapshot_age_seconds",
+			Help: "Age of the published snapshot (time since its GeneratedAt)."}, func() float64 {
+			s.mu.Lock()
+			snap, err := s.core.Snapshot()
+			s.mu.Unlock()
+			if err != nil || snap.GeneratedAt.IsZero() {
+				return 0
+			}
+			return s.now().Sub(snap.GeneratedAt).Seconds()
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "rows_dropped_reported",
+			Help: "Ledger rows the filters report having dropped (their buffers overflowed), summed over replicas."}, func() float64 {
+			return float64(s.droppedReported())
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "replicas_live",
+			Help: "Filter replicas that polled within the liveness window."}, func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return float64(s.liveReplicasLocked(s.now()))
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "ledger_active_file_bytes",
+			Help: "Size of decisions.jsonl."}, func() float64 {
+			_, active := s.ledger.Written()
+			return float64(active)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "dedup_ids",
+			Help: "Request ids held for deduplication."}, func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return float64(s.core.Stats().DedupIDs)
+		}),
+		collectors.NewGoCollector(),
+	)
+	return m
+}
+
+func (m *metrics) observeIngest(res core.Result, unreadable int, now time.Time) {
+	m.ingested.Add(float64(res.Accepted))
+	m.duplicates.Add(float64(res.Duplicates))
+	m.rejected.Add(float64(res.Rejected + unreadable))
+	m.unpriced.Add(float64(res.Unpriced))
+	if !res.MaxEnd.IsZero() {
+		m.foldLag.Set(now.Sub(res.MaxEnd).Seconds())
+	}
+}
+
+func (m *metrics) observeSync(d time.Duration, bytes, batches int) {
+	m.fsync.Observe(d.Seconds())
+	m.ledgerOut.Add(float64(bytes))
+	m.batches.Add(float64(batches))
+}

@@ -1,0 +1,148 @@
+package accountant
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tokentriage/tokentriage/internal/configfile"
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// compile loads and compiles the config file, returning every problem.
+func (s *Server) compile() (*govern.Plan, error) {
+	return CompileFile(s.opts.ConfigPath)
+}
+
+// CompileFile loads and compiles a config file. The error lists every
+// problem, one per line, each with its config path.
+func CompileFile(path string) (*govern.Plan, error) {
+	if path == "" {
+		return nil, errors.New("accountant: no config file; pass -c FILE")
+	}
+	f, err := configfile.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, problemsError(err))
+	}
+	p, err := govern.Compile(f.Governance)
+	if err != nil {
+		return nil, fmt.Errorf("%s: governance: compile: %w", path, problemsError(err))
+	}
+	return p, nil
+}
+
+// problemsError renders a problem list one per line.
+func problemsError(err error) error {
+	var gp govern.Problems
+	var cp config.Problems
+	var lines []string
+	switch {
+	case errors.As(err, &gp):
+		for _, p := range gp {
+			lines = append(lines, p.String())
+		}
+	case errors.As(err, &cp):
+		for _, p := range cp {
+			lines = append(lines, fmt.Sprint(p))
+		}
+	default:
+		return err
+	}
+	return fmt.Errorf("%d problem(s):\n  %s", len(lines), strings.Join(lines, "\n  "))
+}
+
+// Armed returns the plan armed now with the runtime plane.
+func (s *Server) Armed() *govern.Armed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.armed
+}
+
+func (s *Server) planHash() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.plan.Hash
+}
+
+// Reload re-reads and compiles the config file. On success the new plan is
+// armed, counters are re-derived, and filters pick the plan up at their
+// next sync. On failure every problem is logged and returned, and the plan
+// in force stays.
+func (s *Server) Reload() error {
+	p, err := s.compile()
+	if err != nil {
+		s.metrics.reloads.WithLabelValues("rejected").Inc()
+		s.log.Error("config reload rejected; the plan in force stays", "config", s.opts.ConfigPath, "err", err.Error())
+		return err
+	}
+	now := s.now()
+	s.mu.Lock()
+	old := s.plan.Hash
+	s.plan = p
+	alerts := s.armLocked(now, true)
+	s.mu.Unlock()
+	s.metrics.reloads.WithLabelValues("applied").Inc()
+	s.log.Info("config reloaded", "config", s.opts.ConfigPath, "plan", p.Hash, "previous", old, "limits", len(p.Limits))
+	s.alerts.emit(alerts)
+	return nil
+}
+
+// Changed is called after a runtime-plane write (the management API): the
+// runtime plane is re-read, the plan re-armed, counters re-derived, and the
+// new keys and runtime versions are served at the next sync.
+func (s *Server) Changed() {
+	if err := s.refreshRuntime(); err != nil {
+		s.log.Error("reading the runtime plane after a write", "err", err)
+		return
+	}
+	now := s.now()
+	s.mu.Lock()
+	alerts := s.armLocked(now, true)
+	s.mu.Unlock()
+	s.alerts.emit(alerts)
+}
+
+// refreshRuntime reads the key table and the runtime plane from
+// governance.db.
+func (s *Server) refreshRuntime() error {
+	kv, keys, err := s.db.Keys()
+	if err != nil {
+		return fmt.Errorf("accountant: %w", err)
+	}
+	rv, rt, err := s.db.Runtime()
+	if err != nil {
+		return fmt.Errorf("accountant: %w", err)
+	}
+	wrt := syncwire.Runtime{Version: rv, Nodes: rt.Nodes}
+	for _, o := range rt.Overrides {
+		wrt.Overrides = append(wrt.Overrides, syncwire.Override{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount})
+	}
+	s.mu.Lock()
+	s.keys = syncwire.Keys{Version: kv, Items: keys}
+	s.runtime = wrt
+	s.rt = rt
+	s.mu.Unlock()
+	return nil
+}
+
+// armLocked arms the current plan with the current runtime plane and
+// re-derives the counters; s.mu is held. Problems of the runtime plane
+// (a colliding node, a dropped override) are logged, each with its reason.
+func (s *Server) armLocked(now time.Time, live bool) []coreAlert {
+	armed, probs := s.plan.Arm(s.rt)
+	for _, p := range probs {
+		s.log.Warn("runtime plane: "+p.Message, "path", p.Path)
+	}
+	s.armed = armed
+	alerts, err := s.core.Arm(now, armed)
+	if err != nil {
+		s.log.Error("re-deriving counters after arming", "err", err)
+	}
+	if !live {
+		return nil
+	}
+	return alerts
+}

@@ -1,0 +1,60 @@
+package accountant
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/shared/ledger"
+)
+
+// replayChunk is how many rows are restored into the core at a time.
+const replayChunk = 8192
+
+// replay feeds the core every ledger row that ended at or after
+// core.ReplayFrom(now): the rows of the current day, ISO week and month and
+// of the dedup window, so counters and request ids survive a restart
+// exactly. A line that is not a ledger row is skipped with a warning (a torn
+// tail was already truncated by ledgerlog.Open).
+func (s *Server) replay(now time.Time) error {
+	from := s.core.ReplayFrom(now)
+	files, err := ledgerlog.Files(s.opts.DataDir, from)
+	if err != nil {
+		return fmt.Errorf("accountant: replay: %w", err)
+	}
+	t0 := time.Now()
+	var rows []ledger.Row
+	var read, kept, bad int
+	flush := func() {
+		s.core.Restore(now, rows)
+		rows = rows[:0]
+	}
+	for _, f := range files {
+		line := 0
+		err := ledgerlog.ScanFile(f, func(b []byte) error {
+			line++
+			read++
+			r, err := ledgerlog.ParseRow(b)
+			if err != nil {
+				bad++
+				s.log.Warn("replay: skipping a line that is not a ledger row", "file", f, "line", line, "err", err)
+				return nil
+			}
+			if r.End.Before(from) {
+				return nil
+			}
+			kept++
+			rows = append(rows, r)
+			if len(rows) == replayChunk {
+				flush()
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("accountant: replay: %w", err)
+		}
+	}
+	flush()
+	s.log.Info("ledger replayed", "from", from, "files", len(files), "lines", read, "rows", kept, "skipped_bad", bad, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}

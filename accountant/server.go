@@ -1,0 +1,290 @@
+// Package accountant owns the accountant process: it wires the state core
+// (accountant/core), the durable ledger (accountant/ledgerlog), pricing,
+// the counter store, the runtime plane (accountant/runtime) and the
+// management API (accountant/api) behind one HTTP server:
+//
+//	POST /tt/internal/v1/ingest   ledger rows in, IngestAck after the durable commit
+//	GET  /tt/internal/v1/sync     plan, keys, runtime plane, snapshot (each only when changed)
+//	     /tt/api/v1/...           the management API
+//	GET  /healthz                 200 while the ledger accepts writes
+//	GET  /metrics                 Prometheus metrics
+//
+// On start it compiles the config (refusing to start on any problem),
+// replays the ledger rows of the current periods into the core, and ticks
+// the core every five seconds (the snapshot heartbeat). Reload re-reads the
+// config: a config that does not compile is rejected with every problem
+// logged, and the plan in force stays.
+package accountant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tokentriage/tokentriage/accountant/api"
+	"github.com/tokentriage/tokentriage/accountant/core"
+	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/accountant/pricing"
+	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/accountant/store"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// Options configure an accountant.
+type Options struct {
+	// ConfigPath is the tokentriage config file (YAML or JSON).
+	ConfigPath string
+	// DataDir holds decisions.jsonl (and its rotated files) and
+	// governance.db.
+	DataDir string
+	// Listen is the address Run listens on (host:port).
+	Listen string
+	// AdminToken is the management API's admin bearer token; empty
+	// disables admin access.
+	AdminToken string
+	// PricingFile extends or overrides the built-in price catalog.
+	PricingFile string
+	// AlertWebhook, when set, receives a JSON POST per threshold alert.
+	AlertWebhook string
+	// Logger receives operational logs. Nil: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+
+	// LedgerMaxFileBytes rotates decisions.jsonl at this size. Zero:
+	// ledgerlog.DefaultMaxFileBytes.
+	LedgerMaxFileBytes int64
+	// Store holds the counters. Nil: a local store.
+	Store store.Store
+}
+
+// LivenessWindow is how long a replica counts as live after its last sync.
+const LivenessWindow = 30 * time.Second
+
+// MaxIngestBytes bounds one ingest batch.
+const MaxIngestBytes = 64 << 20
+
+// Server is a running accountant.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	pricing *pricing.Catalog
+	ledger  *ledgerlog.Log
+	db      *runtime.DB
+	metrics *metrics
+	alerts  *alerter
+	handler http.Handler
+
+	mu       sync.Mutex // guards core, plan, armed, the cached runtime plane
+	core     *core.Core
+	plan     *govern.Plan
+	armed    *govern.Armed
+	keys     syncwire.Keys
+	runtime  syncwire.Runtime
+	rt       govern.Runtime
+	replicas map[string]replica
+	// droppedGone keeps the dropped counts of replicas no longer tracked.
+	droppedGone int64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type replica struct {
+	seen    time.Time
+	dropped int64
+}
+
+// New opens the data directory, compiles the config, replays the ledger and
+// returns a server ready to Run. Every config problem is in the error.
+func New(opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.DataDir == "" {
+		return nil, errors.New("accountant: no data directory; pass --data DIR")
+	}
+	s := &Server{opts: opts, log: opts.Logger, now: opts.Now, replicas: map[string]replica{}}
+	s.pricing = pricing.Default()
+	if opts.PricingFile != "" {
+		c, err := pricing.LoadFile(opts.PricingFile)
+		if err != nil {
+			return nil, fmt.Errorf("accountant: %w", err)
+		}
+		s.pricing = c
+	}
+	plan, err := s.compile()
+	if err != nil {
+		return nil, err
+	}
+	s.plan = plan
+	s.metrics = newMetrics(s)
+	s.alerts = newAlerter(opts.AlertWebhook, s.log, s.metrics)
+
+	start := s.now()
+	s.core = core.New(core.Options{
+		Pricing:       s.pricing,
+		Store:         opts.Store,
+		VersionPrefix: strconv.FormatInt(start.UnixNano(), 36),
+	})
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("accountant: creating the data directory: %w", err)
+	}
+	db, err := runtime.Open(filepath.Join(opts.DataDir, "governance.db"))
+	if err != nil {
+		return nil, fmt.Errorf("accountant: %w", err)
+	}
+	s.db = db
+	if err := s.refreshRuntime(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.armLocked(start, false)
+
+	lg, err := ledgerlog.Open(opts.DataDir, ledgerlog.Options{
+		MaxFileBytes: opts.LedgerMaxFileBytes,
+		Logger:       s.log,
+		OnSync:       s.metrics.observeSync,
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("accountant: %w", err)
+	}
+	s.ledger = lg
+	if err := s.replay(start); err != nil {
+		lg.Close()
+		db.Close()
+		return nil, err
+	}
+	s.tick()
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the accountant's HTTP handler (what Run serves).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry returns the accountant's Prometheus registry.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+syncwire.IngestPath, s.serveIngest)
+	mux.HandleFunc("GET "+syncwire.SyncPath, s.serveSync)
+	mux.HandleFunc("GET /healthz", s.serveHealth)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle(api.Prefix, api.New(api.Deps{
+		DB:         s.db,
+		Armed:      s.Armed,
+		Reload:     s.Reload,
+		Changed:    s.Changed,
+		AdminToken: s.opts.AdminToken,
+		Now:        s.now,
+		Logger:     s.log,
+	}))
+	return mux
+}
+
+// Run serves on Options.Listen until ctx ends, ticking the core every
+// core.HeartbeatInterval, then shuts the server down and closes the ledger
+// (everything queued is flushed).
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("accountant: listening on %s: %w", s.opts.Listen, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve is Run on a listener the caller opened.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("accountant listening", "addr", ln.Addr().String(), "data", s.opts.DataDir, "plan", s.planHash())
+	t := time.NewTicker(core.HeartbeatInterval)
+	defer t.Stop()
+	var serveErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-errc:
+			serveErr = err
+			break loop
+		case <-t.C:
+			s.tick()
+		}
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	if err := s.Close(); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// Close flushes and closes the ledger and the runtime database. Ingest
+// requests that arrive after Close fail.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.ledger.Close()
+		if err := s.db.Close(); err != nil && s.closeErr == nil {
+			s.closeErr = err
+		}
+		s.alerts.close()
+	})
+	return s.closeErr
+}
+
+// tick is the heartbeat: it advances the core (period rollover, dedup
+// horizon, GeneratedAt) and forgets replicas past the liveness window.
+func (s *Server) tick() {
+	now := s.now()
+	s.mu.Lock()
+	alerts, err := s.core.Tick(now)
+	for id, r := range s.replicas {
+		if now.Sub(r.seen) > 10*LivenessWindow {
+			s.droppedGone += r.dropped
+			delete(s.replicas, id)
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Error("accountant: counter store", "err", err)
+	}
+	s.alerts.emit(alerts)
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	if err := s.ledger.Err(); err != nil {
+		http.Error(w, "ledger failed: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}

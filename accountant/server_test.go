@@ -1,0 +1,371 @@
+package accountant
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files with the actual output")
+
+const testConfig = `governance:
+  enabled: true
+  tenants:
+    - org: acme
+      teams: [ml, search]
+      users: { ml: [dev1, dev2] }
+  limits:
+    - id: org_monthly_budget
+      attach: { level: org }
+      type: budget_usd
+      amount_usd: 0.000001
+      period: month
+      posture: { thresholds: [0.5] }
+    - id: team_monthly_tokens
+      attach: { level: team }
+      type: quota_tokens
+      amount: 50000000
+      period: month
+    - id: team_daily_requests
+      attach: { level: team }
+      type: quota_requests
+      amount: 20000
+      period: day
+    - id: team_rpm
+      attach: { level: team }
+      type: rpm
+      amount: 300
+      period: 1m
+`
+
+// clock is a settable clock for the server.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+var t0 = time.Date(2026, 8, 10, 12, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	dir, config string
+	clock       *clock
+	s           *Server
+	logs        *bytes.Buffer
+}
+
+func newFixture(t testing.TB, config string) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fixture{dir: dir, config: filepath.Join(dir, "tokentriage.yaml"), clock: &clock{t: t0}, logs: &bytes.Buffer{}}
+	if err := os.WriteFile(f.config, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.start(t)
+	return f
+}
+
+func (f *fixture) start(t testing.TB) {
+	t.Helper()
+	s, err := New(Options{
+		ConfigPath: f.config, DataDir: filepath.Join(f.dir, "data"), AdminToken: "admin-secret",
+		Logger: slog.New(slog.NewTextHandler(f.logs, nil)), Now: f.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.s = s
+	t.Cleanup(func() { s.Close() })
+}
+
+func (f *fixture) restart(t testing.TB) {
+	t.Helper()
+	if err := f.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.start(t)
+}
+
+func (f *fixture) do(t testing.TB, method, target string, body []byte) (int, []byte) {
+	t.Helper()
+	req := httptest.NewRequest(method, target, bytes.NewReader(body))
+	w := httptest.NewRecorder()
+	f.s.Handler().ServeHTTP(w, req)
+	return w.Code, w.Body.Bytes()
+}
+
+func row(id string, end time.Time, node, model string, in, out int64) ledger.Row {
+	return ledger.Row{
+		RequestID: id, Start: end.Add(-time.Second), End: end, Node: node, Endpoint: "/v1/chat/completions",
+		Provider: "openai", Model: model, Served: model, Usage: ledger.Usage{Input: in, Output: out, Total: in + out},
+		Status: 200, Decision: ledger.Admitted, Replica: "r1",
+	}
+}
+
+// reqID returns a valid request id numbered n.
+func reqID(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	b := []byte("tt_aaaaaaaaaaaaaaaaaaaaaaaaaa")
+	for i := len(b) - 1; n > 0 && i >= 3; i-- {
+		b[i] = alphabet[n%32]
+		n /= 32
+	}
+	return string(b)
+}
+
+func batch(rows ...ledger.Row) []byte {
+	var b []byte
+	for i := range rows {
+		b = ledgerlog.AppendRow(b, &rows[i])
+	}
+	return b
+}
+
+func (f *fixture) ingest(t testing.TB, body []byte) syncwire.IngestAck {
+	t.Helper()
+	code, resp := f.do(t, http.MethodPost, syncwire.IngestPath, body)
+	if code != http.StatusOK {
+		t.Fatalf("ingest: %d %s", code, resp)
+	}
+	var ack syncwire.IngestAck
+	if err := json.Unmarshal(resp, &ack); err != nil {
+		t.Fatal(err)
+	}
+	return ack
+}
+
+func (f *fixture) sync(t testing.TB, query string) syncwire.Sync {
+	t.Helper()
+	code, resp := f.do(t, http.MethodGet, syncwire.SyncPath+"?"+query, nil)
+	if code != http.StatusOK {
+		t.Fatalf("sync: %d %s", code, resp)
+	}
+	var s syncwire.Sync
+	if err := json.Unmarshal(resp, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
+	}
+}
+
+func TestIngestAndSyncGolden(t *testing.T) {
+	f := newFixture(t, testConfig)
+	f.clock.Set(t0.Add(time.Second))
+	ack := f.ingest(t, batch(
+		row(reqID(1), t0, "org:acme/team:ml/user:dev1", "gpt-4o-mini", 8, 19),
+		row(reqID(2), t0, "org:acme/team:search", "gpt-4o-mini", 100, 20),
+		row(reqID(3), t0, "org:acme/team:ml", "no-such-model", 5, 5),
+	))
+	if ack.Accepted != 3 || ack.Duplicates != 0 || ack.Rejected != 0 {
+		t.Fatalf("ack = %+v", ack)
+	}
+	// A first poll gets every part.
+	full, _ := json.MarshalIndent(normalize(f, f.sync(t, "replica=r1")), "", "  ")
+	golden(t, "sync_full.golden", append(full, '\n'))
+
+	// A current poll gets versions only.
+	s := f.sync(t, "replica=r1")
+	q := fmt.Sprintf("replica=r1&plan=%s&keys=%s&runtime=%s&snapshot=%s", s.Plan.Version, s.Keys.Version, s.Runtime.Version, s.Snapshot.Version)
+	small, _ := json.MarshalIndent(normalize(f, f.sync(t, q)), "", "  ")
+	golden(t, "sync_current.golden", append(small, '\n'))
+
+	// Unpriced rows are counted in the metric.
+	_, metrics := f.do(t, http.MethodGet, "/metrics", nil)
+	for _, want := range []string{
+		"tt_accountant_rows_ingested_total 3", "tt_accountant_rows_unpriced_total 1",
+		"tt_accountant_threshold_alerts_total{limit_id=\"org_monthly_budget\"} 1",
+		"tt_accountant_replicas_live 1", "tt_accountant_ledger_fsync_seconds_count",
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if !strings.Contains(f.logs.String(), "threshold alert: limit org_monthly_budget at org:acme crossed its threshold") {
+		t.Errorf("alert not logged:\n%s", f.logs)
+	}
+}
+
+// normalize replaces the runtime database's random version prefix.
+func normalize(f *fixture, s syncwire.Sync) syncwire.Sync {
+	if s.Keys.Version != "" {
+		s.Keys.Version = "KEYS"
+	}
+	if s.Runtime.Version != "" {
+		s.Runtime.Version = "RUNTIME"
+	}
+	return s
+}
+
+func TestIngestRejectsBadLinesAlone(t *testing.T) {
+	f := newFixture(t, testConfig)
+	good := row(reqID(1), t0, "org:acme/team:ml", "gpt-4o-mini", 1, 1)
+	body := append([]byte("{not json\n\n"), batch(good)...)
+	body = append(body, batch(row("tt_BAD", t0, "", "x", 1, 1))...)
+	ack := f.ingest(t, body)
+	if ack.Accepted != 1 || ack.Rejected != 2 || len(ack.Errors) != 2 {
+		t.Fatalf("ack = %+v", ack)
+	}
+	if !strings.HasPrefix(ack.Errors[0], "line 1: not a ledger row") || !strings.HasPrefix(ack.Errors[1], `line 3: request_id "tt_BAD" is not tt_ followed by 26 lowercase base32 characters`) {
+		t.Errorf("errors = %q", ack.Errors)
+	}
+	// The same batch again: the good row is a duplicate.
+	ack = f.ingest(t, body)
+	if ack.Accepted != 0 || ack.Duplicates != 1 || ack.Rejected != 2 {
+		t.Fatalf("retry ack = %+v", ack)
+	}
+}
+
+func TestRestartReplaysCurrentPeriods(t *testing.T) {
+	f := newFixture(t, testConfig)
+	var rows []ledger.Row
+	for i := range 50 {
+		end := t0.Add(-time.Duration(i) * 7 * time.Hour) // back into July
+		rows = append(rows, row(reqID(i+1), end, "org:acme/team:ml", "gpt-4o-mini", int64(i), 1))
+	}
+	f.clock.Set(t0)
+	f.ingest(t, batch(rows...))
+	before := f.sync(t, "")
+	f.clock.Set(t0.Add(time.Minute))
+	f.restart(t)
+	after := f.sync(t, "")
+	if fmt.Sprint(before.Snapshot.Entries) != fmt.Sprint(after.Snapshot.Entries) {
+		t.Errorf("snapshot after restart:\n%v\nwant\n%v", after.Snapshot.Entries, before.Snapshot.Entries)
+	}
+	if before.Snapshot.Version == after.Snapshot.Version {
+		t.Errorf("a restarted accountant reuses snapshot version %s", after.Snapshot.Version)
+	}
+	// Every id in the current periods is still known.
+	ack := f.ingest(t, batch(rows...))
+	if ack.Accepted != 0 {
+		t.Errorf("after restart a retried batch recorded %d rows again: %+v", ack.Accepted, ack)
+	}
+}
+
+func TestReloadKeepsPlanOnBadConfig(t *testing.T) {
+	f := newFixture(t, testConfig)
+	f.ingest(t, batch(row(reqID(1), t0, "org:acme/team:ml", "gpt-4o-mini", 10, 10)))
+	first := f.sync(t, "")
+	if err := os.WriteFile(f.config, []byte(strings.Replace(testConfig, "period: day", "period: fortnight", 1)+
+		"    - id: Bad\n      attach: { level: team }\n      type: rpm\n      amount: 1\n      period: 1m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := f.s.Reload()
+	if err == nil {
+		t.Fatal("reload of a broken config succeeded")
+	}
+	if strings.Count(err.Error(), "\n  ") < 2 {
+		t.Errorf("reload error should list every problem:\n%v", err)
+	}
+	if got := f.sync(t, ""); got.Plan.Version != first.Plan.Version {
+		t.Errorf("plan changed after a rejected reload")
+	}
+	// A good new config adds a limit that counts history.
+	if err := os.WriteFile(f.config, []byte(testConfig+"    - id: ml_week\n      attach: { node: \"org:acme/team:ml\" }\n      type: quota_tokens\n      amount: 100\n      period: week\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	got := f.sync(t, "plan="+first.Plan.Version)
+	if got.Plan.Version == first.Plan.Version || got.Plan.Governance == nil {
+		t.Fatalf("new plan not served: %+v", got.Plan)
+	}
+	found := false
+	for _, e := range got.Snapshot.Entries {
+		if strings.HasPrefix(e.ID, "ml_week|") && e.Value == 20 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("new limit does not count history: %+v", got.Snapshot.Entries)
+	}
+	_, metrics := f.do(t, http.MethodGet, "/metrics", nil)
+	if !strings.Contains(string(metrics), `tt_accountant_config_reloads_total{result="rejected"} 1`) {
+		t.Errorf("rejected reload not counted")
+	}
+}
+
+func TestReplicasAndDropped(t *testing.T) {
+	f := newFixture(t, testConfig)
+	f.sync(t, "replica=a&dropped=3")
+	f.sync(t, "replica=b")
+	f.clock.Set(t0.Add(LivenessWindow / 2))
+	if got := f.sync(t, "replica=a&dropped=5").Replicas; got != 2 {
+		t.Errorf("replicas = %d, want 2", got)
+	}
+	f.clock.Set(t0.Add(LivenessWindow + time.Second))
+	if got := f.sync(t, "replica=a").Replicas; got != 1 {
+		t.Errorf("replicas after b went quiet = %d, want 1", got)
+	}
+	_, metrics := f.do(t, http.MethodGet, "/metrics", nil)
+	if !strings.Contains(string(metrics), "tt_accountant_rows_dropped_reported 5") {
+		t.Errorf("dropped not reported:\n%s", metrics)
+	}
+}
+
+func TestAlertWebhook(t *testing.T) {
+	got := make(chan AlertEvent, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev AlertEvent
+		json.NewDecoder(r.Body).Decode(&ev)
+		got <- ev
+	}))
+	defer hook.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(testConfig), 0o644)
+	s, err := New(Options{ConfigPath: cfg, DataDir: dir, AlertWebhook: hook.URL, Now: func() time.Time { return t0 },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.IngestLines(context.Background(), batch(row(reqID(1), t0, "org:acme/team:ml", "gpt-4o-mini", 8, 19))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-got:
+		b, _ := json.Marshal(ev)
+		want := `{"event":"threshold_crossed","limit_id":"org_monthly_budget","limit_type":"budget_usd","unit":"usd","node":"org:acme","counter":"org_monthly_budget|budget_usd|org:acme||month|","threshold":0.5,"period":"month","period_start":"2026-08-01T00:00:00Z","resets_at":"2026-09-01T00:00:00Z","observed":0.0000126,"limit":0.000001,"at":"2026-08-10T12:00:00Z"}`
+		if string(b) != want {
+			t.Errorf("webhook body:\n got %s\nwant %s", b, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook call")
+	}
+}
