@@ -1,0 +1,64 @@
+package llm
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/**/*.golden from the current output")
+
+// checkGolden compares got with the golden file, or rewrites it with -update.
+func checkGolden(t *testing.T, file string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", file, got, want)
+	}
+}
+
+// inputs lists testdata/dir/*.ext, sorted, failing on an empty folder.
+func inputs(t *testing.T, dir, ext string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", dir, "*"+ext))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata/%s/*%s files (%v)", dir, ext, err)
+	}
+	return files
+}
+
+// pathFor maps a testdata file name's prefix to the endpoint path it
+// exercises: chat_, completions_, embeddings_, responses_, messages_.
+func pathFor(t *testing.T, file string) string {
+	t.Helper()
+	base := filepath.Base(file)
+	for prefix, p := range map[string]string{
+		"chat":        "/v1/chat/completions",
+		"completions": "/v1/completions",
+		"embeddings":  "/v1/embeddings",
+		"responses":   "/v1/responses",
+		"messages":    "/v1/messages",
+	} {
+		if strings.HasPrefix(base, prefix+"_") || strings.HasPrefix(base, prefix+".") {
+			return p
+		}
+	}
+	t.Fatalf("%s: name must start with chat_, completions_, embeddings_, responses_ or messages_", file)
+	return ""
+}
+
+func goldenName(file string) string {
+	return strings.TrimSuffix(file, filepath.Ext(file)) + ".golden"
+}

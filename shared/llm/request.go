@@ -1,0 +1,307 @@
+package llm
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Request is what the gates read from a request body.
+//
+// PromptBytes is the number of bytes of the message contents, measured on
+// the decoded text (a JSON escape such as \n counts as the one byte it
+// stands for). Per API, it is the sum of:
+//
+//   - /v1/chat/completions: messages[].content as a string, or the text of
+//     its content parts (parts[].text); and messages[].tool_calls[].function
+//     .arguments, which the model reads back as prompt.
+//   - /v1/completions: prompt as a string or an array of strings.
+//   - /v1/embeddings: input as a string or an array of strings.
+//   - /v1/responses: instructions, and input as a string or, per input item,
+//     its content (a string or the text of its parts), its output (a
+//     function_call_output, string or parts) and its arguments (a
+//     function_call).
+//   - /v1/messages: system as a string or the text of its blocks, and
+//     messages[].content as a string or blocks: text blocks' text, tool_use
+//     blocks' input (its JSON bytes) and tool_result blocks' content (a
+//     string or text blocks).
+//
+// A prompt or input given as tokens (an array of integers, or an array of
+// such arrays) counts TokenBytes bytes per token, so PromptBytes/4 is the
+// token count the caller sent. Images, audio and files count nothing.
+type Request struct {
+	Endpoint Endpoint
+	// Model as requested (decoded; never empty).
+	Model string
+	// MaxTokens is the output maximum the caller set: max_completion_tokens
+	// (else max_tokens) on chat, max_tokens on completions and messages,
+	// max_output_tokens on responses. HasMaxTokens reports whether it was
+	// set; embeddings have none.
+	MaxTokens    int64
+	HasMaxTokens bool
+	// Stream is the "stream" flag.
+	Stream bool
+	// IncludeUsage is stream_options.include_usage == true.
+	IncludeUsage bool
+	// PromptBytes is the byte count of the message contents (see above).
+	PromptBytes int64
+}
+
+// TokenBytes is what one token of a token-array prompt counts toward
+// PromptBytes, the inverse of the 4-bytes-per-token estimate.
+const TokenBytes = 4
+
+// maxExactInt is the largest integer a JSON number carries exactly in a
+// float64; larger token counts are refused rather than rounded.
+const maxExactInt = 1 << 53
+
+// governed top-level keys; a second occurrence of any is refused, since
+// gjson would read the first and a provider typically the last.
+const (
+	seenModel uint16 = 1 << iota
+	seenStream
+	seenStreamOptions
+	seenMaxTokens
+	seenMaxCompletionTokens
+	seenMaxOutputTokens
+	seenMessages
+	seenPrompt
+	seenInput
+	seenInstructions
+	seenSystem
+)
+
+// ParseRequest reads the governed fields of a request body sent to the
+// endpoint at path (classified by EndpointOf). The body must be one valid
+// JSON object; model must be a non-empty string; the fields it reads must
+// have their documented types (null counts as absent) and appear once.
+// Anything else is a *RequestError whose text names the field or byte
+// offset and the cause, suitable for a 400 body. An endpoint that is not
+// governed is a plain error.
+func ParseRequest(path string, body []byte) (Request, error) {
+	ep := EndpointOf(path)
+	if ep == Unknown {
+		return Request{}, &EndpointError{Path: path}
+	}
+	req, rerr := parseRequest(ep, body)
+	if rerr != nil {
+		return Request{}, rerr
+	}
+	return req, nil
+}
+
+func parseRequest(ep Endpoint, body []byte) (Request, *RequestError) {
+	if off, cause := checkSyntax(body); off >= 0 {
+		return Request{}, &RequestError{Offset: off, Cause: "invalid JSON: " + cause}
+	}
+	root := gjson.Parse(view(body))
+	if !root.IsObject() {
+		return Request{}, &RequestError{Offset: root.Index, Cause: "must be a JSON object; got " + typeName(root)}
+	}
+	p := requestParser{req: Request{Endpoint: ep}, maxTokens: -1, maxCompletion: -1}
+	root.ForEach(p.field)
+	if p.err != nil {
+		return Request{}, p.err
+	}
+	if p.seen&seenModel == 0 {
+		return Request{}, &RequestError{Field: "model", Offset: -1, Cause: `missing; name the model to call, e.g. "model":"gpt-4o-mini"`}
+	}
+	r := &p.req
+	switch {
+	case p.maxCompletion >= 0:
+		r.MaxTokens, r.HasMaxTokens = p.maxCompletion, true
+	case p.maxTokens >= 0:
+		r.MaxTokens, r.HasMaxTokens = p.maxTokens, true
+	}
+	return p.req, nil
+}
+
+// requestParser walks the top-level members once.
+type requestParser struct {
+	req           Request
+	seen          uint16
+	maxTokens     int64 // -1 when absent or null
+	maxCompletion int64
+	err           *RequestError
+}
+
+func (p *requestParser) field(k, v gjson.Result) bool {
+	ep := p.req.Endpoint
+	var bit uint16
+	switch k.Str {
+	case "model":
+		bit = seenModel
+	case "stream":
+		bit = seenStream
+	case "stream_options":
+		bit = seenStreamOptions
+	case "max_tokens":
+		if ep == ChatCompletions || ep == Completions || ep == Messages {
+			bit = seenMaxTokens
+		}
+	case "max_completion_tokens":
+		if ep == ChatCompletions {
+			bit = seenMaxCompletionTokens
+		}
+	case "max_output_tokens":
+		if ep == Responses {
+			bit = seenMaxOutputTokens
+		}
+	case "messages":
+		if ep == ChatCompletions || ep == Messages {
+			bit = seenMessages
+		}
+	case "prompt":
+		if ep == Completions {
+			bit = seenPrompt
+		}
+	case "input":
+		if ep == Embeddings || ep == Responses {
+			bit = seenInput
+		}
+	case "instructions":
+		if ep == Responses {
+			bit = seenInstructions
+		}
+	case "system":
+		if ep == Messages {
+			bit = seenSystem
+		}
+	}
+	if bit == 0 {
+		return true
+	}
+	if p.seen&bit != 0 {
+		p.err = fieldError(path{}.key(k.Str), k, "duplicate key; send each field once")
+		return false
+	}
+	p.seen |= bit
+	r := &p.req
+	var n int64
+	var err *RequestError
+	at := path{}.key(k.Str)
+	switch bit {
+	case seenModel:
+		if v.Type != gjson.String {
+			err = fieldError(at, v, "must be a string; got "+typeName(v))
+		} else if v.Str == "" {
+			err = fieldError(at, v, `must not be empty; name the model to call, e.g. "model":"gpt-4o-mini"`)
+		} else {
+			r.Model = strings.Clone(v.Str) // v.Str may alias the body
+		}
+	case seenStream:
+		switch v.Type {
+		case gjson.True:
+			r.Stream = true
+		case gjson.False, gjson.Null:
+		default:
+			err = fieldError(at, v, "must be true or false; got "+typeName(v))
+		}
+	case seenStreamOptions:
+		r.IncludeUsage, err = streamOptions(v, at)
+	case seenMaxTokens:
+		p.maxTokens, err = tokenLimit(v, at)
+	case seenMaxCompletionTokens:
+		p.maxCompletion, err = tokenLimit(v, at)
+	case seenMaxOutputTokens:
+		p.maxTokens, err = tokenLimit(v, at)
+	case seenMessages:
+		n, err = messagesBytes(v, at)
+	case seenPrompt, seenInput:
+		if ep == Responses {
+			n, err = responsesInputBytes(v, at)
+		} else {
+			n, err = promptBytes(v, at)
+		}
+	case seenInstructions:
+		n, err = stringBytes(v, at)
+	case seenSystem:
+		n, err = contentBytes(v, at)
+	}
+	if err != nil {
+		p.err = err
+		return false
+	}
+	r.PromptBytes = addSat(r.PromptBytes, n)
+	return true
+}
+
+// streamOptions reads stream_options.include_usage.
+func streamOptions(v gjson.Result, at path) (bool, *RequestError) {
+	if v.Type == gjson.Null {
+		return false, nil
+	}
+	if !v.IsObject() {
+		return false, fieldError(at, v, "must be an object; got "+typeName(v))
+	}
+	var include, seen bool
+	var err *RequestError
+	v.ForEach(func(k, f gjson.Result) bool {
+		if k.Str != "include_usage" {
+			return true
+		}
+		sub := at.key("include_usage")
+		if seen {
+			err = fieldError(sub, k, "duplicate key; send each field once")
+			return false
+		}
+		seen = true
+		switch f.Type {
+		case gjson.True:
+			include = true
+		case gjson.False, gjson.Null:
+		default:
+			err = fieldError(sub, f, "must be true or false; got "+typeName(f))
+			return false
+		}
+		return true
+	})
+	return include, err
+}
+
+// tokenLimit reads an output maximum: a non-negative integer, or null
+// (absent, -1).
+func tokenLimit(v gjson.Result, at path) (int64, *RequestError) {
+	switch v.Type {
+	case gjson.Null:
+		return -1, nil
+	case gjson.Number:
+		if v.Num >= 0 && v.Num <= maxExactInt && v.Num == float64(int64(v.Num)) {
+			return int64(v.Num), nil
+		}
+		return -1, fieldError(at, v, "must be a non-negative integer; got "+v.Raw)
+	}
+	return -1, fieldError(at, v, "must be a non-negative integer; got "+typeName(v))
+}
+
+// addSat adds two non-negative counts, saturating instead of overflowing.
+func addSat(a, b int64) int64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return 1<<63 - 1
+}
+
+// typeName names a JSON value's type for an error message.
+func typeName(v gjson.Result) string {
+	switch v.Type {
+	case gjson.Null:
+		return "null"
+	case gjson.True, gjson.False:
+		return "a boolean"
+	case gjson.Number:
+		return "a number"
+	case gjson.String:
+		return "a string"
+	case gjson.JSON:
+		if v.IsArray() {
+			return "an array"
+		}
+		return "an object"
+	}
+	return "nothing"
+}
+
+// itoa is strconv.Itoa, named for brevity in path rendering.
+func itoa(i int) string { return strconv.Itoa(i) }

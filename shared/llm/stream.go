@@ -1,0 +1,563 @@
+package llm
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
+)
+
+// MaxEventBytes is the longest SSE event the scanner holds and parses
+// whole. A longer event is forwarded as its bytes arrive and only its last
+// eventTailBytes are kept, from which a trailing usage object is still read
+// (an OpenAI responses stream's response.completed event repeats the whole
+// output before its usage); its streamed text is not counted.
+const MaxEventBytes = 64 << 10
+
+// eventTailBytes is how much of an oversized event is kept.
+const eventTailBytes = 4 << 10
+
+// StreamScanner reads a server-sent-events response of one endpoint as it
+// passes, chunk by chunk, and records the usage it carries:
+//
+//   - OpenAI chat and completions: the usage of any chunk that has one (the
+//     last wins), which the provider sends in a final chunk with empty
+//     choices when the request set stream_options.include_usage;
+//   - OpenAI responses: response.usage of response.completed (or
+//     response.incomplete / response.failed);
+//   - Anthropic messages: message_start's message.usage (input and cache
+//     tokens) and message_delta's usage (output, cumulative; any input
+//     fields it carries replace message_start's).
+//
+// It also counts the streamed text bytes (chat delta content, refusal and
+// tool call arguments; completions text; responses output text, refusal
+// and function call argument deltas; Anthropic text_delta text,
+// input_json_delta partial_json and thinking_delta thinking), so that Usage
+// can estimate the output when the provider reported none.
+//
+// The scanner processes event by event and keeps only the incomplete
+// trailing event between chunks (at most MaxEventBytes of it); a stream is
+// never buffered whole. Lines may end in LF, CRLF or CR. Without stripping,
+// Feed forwards every byte at once. With stripping (stripUsageChunk on a
+// chat or completions stream), Feed forwards each complete event except the
+// usage-only chunk (empty choices and a usage object, valid JSON), holding
+// an incomplete event until it completes; everything else passes byte for
+// byte, comments, `data: [DONE]` and line endings included.
+//
+// A StreamScanner is not safe for concurrent use.
+type StreamScanner struct {
+	ep    Endpoint
+	strip bool
+
+	midLine bool // the current line has bytes
+	cr      bool // the last byte was a CR whose line ending is undecided
+
+	held []byte // the current event so far, while at most MaxEventBytes
+	over bool   // the current event outgrew MaxEventBytes
+	tail []byte // the last eventTailBytes of an oversized event
+	data []byte // scratch: the data lines of one event joined
+
+	openai     counts // the last OpenAI-shaped usage seen
+	haveOpenAI bool
+	anthropic  counts // Anthropic usage, merged across events
+
+	model       string
+	textBytes   int64
+	promptBytes int64
+	stripped    int
+}
+
+// NewStreamScanner returns a scanner for a stream answering the endpoint at
+// path. stripUsageChunk asks it to remove the usage-only chunk from what it
+// forwards; set it when the gateway injected include_usage into a request
+// that did not ask for it (InjectIncludeUsage). It only has an effect on
+// chat and completions streams.
+func NewStreamScanner(path string, stripUsageChunk bool) *StreamScanner {
+	ep := EndpointOf(path)
+	return &StreamScanner{ep: ep, strip: stripUsageChunk && (ep == ChatCompletions || ep == Completions)}
+}
+
+// SetPromptBytes gives the scanner the request's PromptBytes, so that an
+// estimated input (when the provider reports none) is EstimateTokens of it.
+func (s *StreamScanner) SetPromptBytes(n int64) { s.promptBytes = n }
+
+// Feed processes the next chunk of the stream and returns dst with the
+// bytes to forward for it appended.
+func (s *StreamScanner) Feed(chunk, dst []byte) []byte {
+	if !s.strip {
+		dst = append(dst, chunk...)
+	}
+	start := 0
+	if !s.cr && bytes.IndexByte(chunk, '\r') < 0 {
+		// LF-only chunk (the common case): jump from line end to line end.
+		for i := 0; i < len(chunk); {
+			j := bytes.IndexByte(chunk[i:], '\n')
+			if j < 0 {
+				s.midLine = true
+				break
+			}
+			if j > 0 {
+				s.midLine = true
+			}
+			i += j + 1
+			if s.midLine {
+				s.midLine = false
+			} else {
+				dst = s.complete(chunk[start:i], dst)
+				start = i
+			}
+		}
+		if start < len(chunk) {
+			dst = s.hold(chunk[start:], dst)
+		}
+		return dst
+	}
+	for i := 0; i < len(chunk); i++ {
+		c := chunk[i]
+		if s.cr {
+			s.cr = false
+			end := i // a lone CR ended the line before c
+			if c == '\n' {
+				end = i + 1 // CRLF ends with c
+			}
+			if s.midLine {
+				s.midLine = false
+			} else {
+				dst = s.complete(chunk[start:end], dst)
+				start = end
+			}
+			if c == '\n' {
+				continue
+			}
+		}
+		switch c {
+		case '\r':
+			s.cr = true
+		case '\n':
+			if s.midLine {
+				s.midLine = false
+			} else {
+				dst = s.complete(chunk[start:i+1], dst)
+				start = i + 1
+			}
+		default:
+			s.midLine = true
+		}
+	}
+	if start < len(chunk) {
+		dst = s.hold(chunk[start:], dst)
+	}
+	return dst
+}
+
+// Finish ends the stream: a pending event (a blank line ended by a final
+// CR, or a last event with no blank line after it) is parsed for usage and
+// returned appended to dst. A trailing unterminated event is never
+// stripped.
+func (s *StreamScanner) Finish(dst []byte) []byte {
+	if s.cr {
+		s.cr = false
+		if !s.midLine {
+			dst = s.complete(nil, dst)
+		}
+	}
+	s.midLine = false
+	switch {
+	case s.over:
+		s.degraded()
+		s.over = false
+		s.tail = s.tail[:0]
+	case len(s.held) > 0:
+		s.event(s.held)
+		if s.strip {
+			dst = append(dst, s.held...)
+		}
+		s.held = s.held[:0]
+	}
+	return dst
+}
+
+// hold keeps the start of an incomplete event.
+func (s *StreamScanner) hold(rest, dst []byte) []byte {
+	if !s.over && len(s.held)+len(rest) <= MaxEventBytes {
+		s.held = append(s.held, rest...)
+		return dst
+	}
+	return s.overflow(rest, dst)
+}
+
+// overflow moves the current event to (or keeps it in) oversized mode:
+// forward what is held and rest, keep the tail.
+func (s *StreamScanner) overflow(rest, dst []byte) []byte {
+	if !s.over {
+		s.over = true
+		s.tail = s.tail[:0]
+		s.keepTail(s.held)
+		if s.strip {
+			dst = append(dst, s.held...)
+		}
+		s.held = s.held[:0]
+	}
+	s.keepTail(rest)
+	if s.strip {
+		dst = append(dst, rest...)
+	}
+	return dst
+}
+
+// keepTail appends b to the kept tail, compacting to the last
+// eventTailBytes once it holds twice that (amortised constant work per
+// byte, however small the chunks).
+func (s *StreamScanner) keepTail(b []byte) {
+	if len(b) >= eventTailBytes {
+		s.tail = append(s.tail[:0], b[len(b)-eventTailBytes:]...)
+		return
+	}
+	if len(s.tail)+len(b) > 2*eventTailBytes {
+		s.tail = s.tail[:copy(s.tail, s.tail[len(s.tail)-eventTailBytes:])]
+	}
+	s.tail = append(s.tail, b...)
+}
+
+// lastTail is the last eventTailBytes of the kept tail.
+func (s *StreamScanner) lastTail() []byte {
+	if len(s.tail) > eventTailBytes {
+		return s.tail[len(s.tail)-eventTailBytes:]
+	}
+	return s.tail
+}
+
+// complete ends the current event with part (its last bytes).
+func (s *StreamScanner) complete(part, dst []byte) []byte {
+	if s.over || len(s.held)+len(part) > MaxEventBytes {
+		dst = s.overflow(part, dst)
+		s.degraded()
+		s.over = false
+		s.tail = s.tail[:0]
+		return dst
+	}
+	ev := part
+	if len(s.held) > 0 {
+		s.held = append(s.held, part...)
+		ev = s.held
+	}
+	if drop := s.event(ev); s.strip && !drop {
+		dst = append(dst, ev...)
+	}
+	s.held = s.held[:0]
+	return dst
+}
+
+// event parses one complete event and reports whether to strip it.
+func (s *StreamScanner) event(ev []byte) bool {
+	var data []byte
+	lines := 0
+	lfOnly := bytes.IndexByte(ev, '\r') < 0
+	for len(ev) > 0 {
+		j := 0
+		if lfOnly {
+			if j = bytes.IndexByte(ev, '\n'); j < 0 {
+				j = len(ev)
+			}
+		} else {
+			for j < len(ev) && ev[j] != '\n' && ev[j] != '\r' {
+				j++
+			}
+		}
+		line := ev[:j]
+		if j < len(ev) && ev[j] == '\r' && j+1 < len(ev) && ev[j+1] == '\n' {
+			j++
+		}
+		if j < len(ev) {
+			j++
+		}
+		ev = ev[j:]
+		if len(line) == 0 || line[0] == ':' {
+			continue
+		}
+		field, value := line, line[len(line):]
+		if c := bytes.IndexByte(line, ':'); c >= 0 {
+			field, value = line[:c], line[c+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		if string(field) != "data" {
+			continue
+		}
+		switch lines {
+		case 0:
+			data = value
+		case 1:
+			s.data = append(append(append(s.data[:0], data...), '\n'), value...)
+			data = s.data
+		default:
+			s.data = append(append(s.data, '\n'), value...)
+			data = s.data
+		}
+		lines++
+	}
+	if len(data) == 0 {
+		return false
+	}
+	switch s.ep {
+	case ChatCompletions, Completions:
+		return s.openAIChunk(data)
+	case Responses:
+		s.responsesEvent(data)
+	case Messages:
+		s.anthropicEvent(data)
+	}
+	return false
+}
+
+// openAIChunk reads a chat or completions chunk and reports whether it is
+// the usage-only chunk to strip.
+func (s *StreamScanner) openAIChunk(data []byte) bool {
+	root := gjson.Parse(view(data))
+	if !root.IsObject() {
+		return false // data: [DONE], or not JSON
+	}
+	var usage gjson.Result
+	choices := -1
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			s.setModel(v)
+		case "choices":
+			if v.IsArray() {
+				choices = 0
+				v.ForEach(func(_, ch gjson.Result) bool {
+					choices++
+					s.choiceText(ch)
+					return true
+				})
+			}
+		case "usage":
+			usage = v
+		}
+		return true
+	})
+	c, ok := readCounts(usage)
+	if !ok {
+		return false
+	}
+	s.openai, s.haveOpenAI = c, true
+	if s.strip && choices == 0 {
+		if off, _ := checkSyntax(data); off < 0 {
+			s.stripped++
+			return true
+		}
+	}
+	return false
+}
+
+// choiceText counts one streamed choice's text.
+func (s *StreamScanner) choiceText(ch gjson.Result) {
+	ch.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "text": // completions
+			s.addText(v)
+		case "delta": // chat
+			v.ForEach(func(k, f gjson.Result) bool {
+				switch k.Str {
+				case "content", "refusal":
+					s.addText(f)
+				case "tool_calls":
+					f.ForEach(func(_, call gjson.Result) bool {
+						s.addText(call.Get("function.arguments"))
+						return true
+					})
+				}
+				return true
+			})
+		}
+		return true
+	})
+}
+
+// responsesEvent reads one responses API event.
+func (s *StreamScanner) responsesEvent(data []byte) {
+	root := gjson.Parse(view(data))
+	if !root.IsObject() {
+		return
+	}
+	var typ, delta, resp gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			typ = v
+		case "delta":
+			delta = v
+		case "response":
+			resp = v
+		}
+		return true
+	})
+	switch typ.Str {
+	case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta":
+		s.addText(delta)
+	}
+	if !resp.IsObject() {
+		return
+	}
+	resp.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			s.setModel(v)
+		case "usage":
+			if c, ok := readCounts(v); ok {
+				s.openai, s.haveOpenAI = c, true
+			}
+		}
+		return true
+	})
+}
+
+// anthropicEvent reads one Anthropic messages event.
+func (s *StreamScanner) anthropicEvent(data []byte) {
+	root := gjson.Parse(view(data))
+	if !root.IsObject() {
+		return
+	}
+	var typ, message, delta, usage gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			typ = v
+		case "message":
+			message = v
+		case "delta":
+			delta = v
+		case "usage":
+			usage = v
+		}
+		return true
+	})
+	switch typ.Str {
+	case "message_start":
+		message.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "model":
+				s.setModel(v)
+			case "usage":
+				if c, ok := readCounts(v); ok {
+					// message_start's output_tokens is a placeholder; the
+					// count arrives in message_delta.
+					c.out, c.has = 0, c.has&^hasOut
+					s.anthropic.merge(c)
+				}
+			}
+			return true
+		})
+	case "message_delta":
+		if c, ok := readCounts(usage); ok {
+			s.anthropic.merge(c)
+		}
+	case "content_block_delta":
+		delta.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "text", "partial_json", "thinking":
+				s.addText(v)
+			}
+			return true
+		})
+	}
+}
+
+// degraded reads what it can of an oversized event: the last usage object
+// in its tail, for the OpenAI shapes.
+func (s *StreamScanner) degraded() {
+	if s.ep != ChatCompletions && s.ep != Completions && s.ep != Responses {
+		return
+	}
+	const key = `"usage":`
+	tail := s.lastTail()
+	t := tail
+	for {
+		i := bytes.LastIndex(t, []byte(key))
+		if i < 0 {
+			return
+		}
+		j := i + len(key)
+		for j < len(tail) && isSpace(tail[j]) {
+			j++
+		}
+		if end := objectEnd(tail[j:]); end > 0 {
+			if c, ok := readCounts(gjson.Parse(view(tail[j : j+end]))); ok {
+				s.openai, s.haveOpenAI = c, true
+				return
+			}
+		}
+		t = t[:i]
+	}
+}
+
+// objectEnd returns the length of the JSON object that b starts with, or
+// -1 when b does not start with one that ends within b.
+func objectEnd(b []byte) int {
+	if len(b) == 0 || b[0] != '{' {
+		return -1
+	}
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
+}
+
+func (s *StreamScanner) addText(v gjson.Result) {
+	s.textBytes = addSat(s.textBytes, textLen(v))
+}
+
+func (s *StreamScanner) setModel(v gjson.Result) {
+	if s.model == "" && v.Type == gjson.String && v.Str != "" {
+		s.model = strings.Clone(v.Str)
+	}
+}
+
+// Model is the model the stream says it served ("" when none was seen).
+func (s *StreamScanner) Model() string { return s.model }
+
+// Usage is the stream's usage so far. What the provider reported is used
+// as is (see ParseUsage for the mapping). What it did not report is
+// estimated and flagged: the output as EstimateTokens(streamed text bytes),
+// the input as EstimateTokens of SetPromptBytes' value (0 if never set);
+// Total is then Input + Output.
+func (s *StreamScanner) Usage() (ledger.Usage, ledger.Estimated) {
+	if s.ep != Messages {
+		if s.haveOpenAI {
+			return s.openai.usage(s.ep), ledger.Estimated{}
+		}
+		in, out := EstimateTokens(s.promptBytes), EstimateTokens(s.textBytes)
+		return ledger.Usage{Input: in, Output: out, Total: addSat(in, out)}, ledger.Estimated{Input: true, Output: true}
+	}
+	c := s.anthropic
+	var est ledger.Estimated
+	if c.has&(hasIn|hasCacheRead|hasCacheCreation) == 0 {
+		c.in, est.Input = EstimateTokens(s.promptBytes), true
+	}
+	if c.has&hasOut == 0 {
+		c.out, est.Output = EstimateTokens(s.textBytes), true
+	}
+	return c.usage(Messages), est
+}
+
+// Stripped is how many usage-only chunks the scanner removed.
+func (s *StreamScanner) Stripped() int { return s.stripped }
