@@ -1,6 +1,9 @@
 package runtime
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Kind says why a write was refused, so the management API can answer with
 // the right status.
@@ -30,4 +33,13 @@ func (e *Error) Error() string { return "runtime: " + e.Op + ": " + e.Reason }
 
 func refuse(k Kind, op, format string, args ...any) *Error {
 	return &Error{Kind: k, Op: op, Reason: fmt.Sprintf(format, args...)}
+}
+
+// asRefusal returns err as an *Error, wrapping any other error as Invalid.
+func asRefusal(op string, err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return refuse(Invalid, op, "%v", err)
 }

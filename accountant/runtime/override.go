@@ -41,7 +41,7 @@ func (db *DB) PutOverride(p Plan, o govern.Override, s Stamp) (Override, error) 
 	}
 	out := Override{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount, SetBy: s.Who, SetAt: s.At.UTC()}
 	err := db.write(func(tx *sql.Tx) (audit, []group, error) {
-		if err := checkInstance(tx, op, p, l, o.Node); err != nil {
+		if err := checkInstance(op, l, o.Node, func(n string) (bool, error) { return treeNode(tx, p, n) }); err != nil {
 			return audit{}, nil, err
 		}
 		var before any
@@ -141,7 +141,8 @@ func checkOverrideRule(op string, l *govern.Limit, o govern.Override) error {
 
 // checkInstance refuses a node the limit has no instance at: a pinned
 // limit has one node; a template has every tree node at its level.
-func checkInstance(tx *sql.Tx, op string, p Plan, l *govern.Limit, node string) error {
+// inTree says whether a node is in the tree.
+func checkInstance(op string, l *govern.Limit, node string, inTree func(string) (bool, error)) error {
 	if l.Node != "" {
 		if node != l.Node {
 			return refuse(Invalid, op, "limit %q is pinned to node %q and has no instance at node %q", l.ID, l.Node, node)
@@ -154,12 +155,34 @@ func checkInstance(tx *sql.Tx, op string, p Plan, l *govern.Limit, node string) 
 	if kind, _ := level(node); kind != l.Level {
 		return refuse(Invalid, op, "limit %q is a template at level %q and has no instance at the %s node %q; name a %s node", l.ID, l.Level, kind, node, l.Level)
 	}
-	ok, err := treeNode(tx, p, node)
+	ok, err := inTree(node)
 	if err != nil {
 		return fmt.Errorf("runtime: %s: %w", op, err)
 	}
 	if !ok {
 		return refuse(Invalid, op, "node %q is not a node of the tenancy tree; declare it in the config's tenants or create it with POST /tt/api/v1/nodes first", node)
+	}
+	return nil
+}
+
+// CheckOverride checks a stored override against a plan with the rules
+// PutOverride applies, tree membership read from the plan alone. It tells
+// the management API why the armed plan does not hold an override written
+// under an earlier config; nil when the plan accepts it.
+func CheckOverride(p Plan, o govern.Override) *Error {
+	const op = "check override"
+	if err := checkOverrideNode(op, o.Node); err != nil {
+		return asRefusal(op, err)
+	}
+	l := p.Limit(o.LimitID)
+	if l == nil {
+		return refuse(NotFound, op, "limit %q is not in the armed plan; delete the override, or restore the limit in the config", o.LimitID)
+	}
+	if err := checkOverrideRule(op, l, o); err != nil {
+		return asRefusal(op, err)
+	}
+	if err := checkInstance(op, l, o.Node, func(n string) (bool, error) { return p.TreeNode(n), nil }); err != nil {
+		return asRefusal(op, err)
 	}
 	return nil
 }
