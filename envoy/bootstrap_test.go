@@ -1,0 +1,314 @@
+package envoy_test
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	wasmfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	"sigs.k8s.io/yaml"
+
+	// Every typed_config the configs name must resolve, so each extension
+	// they use is imported for its registration with the proto registry.
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+)
+
+// What every tokentriage Envoy config must agree on with the filter and the
+// README.
+const (
+	wasmFilterName = "envoy.filters.http.wasm"
+	routerName     = "envoy.filters.http.router"
+	wasmRuntime    = "envoy.wasm.runtime.v8"
+	wasmFile       = "/etc/tokentriage/filter.wasm"
+	wasmVMID       = "tokentriage"
+)
+
+// envoyConfig is one decoded, validated Envoy bootstrap and what the checks
+// found in it.
+type envoyConfig struct {
+	bootstrap *bootstrapv3.Bootstrap
+	hcms      []located[*hcmv3.HttpConnectionManager]
+	wasm      []located[*wasmfilterv3.Wasm]
+}
+
+// located is a message found inside a typed_config, with the path to it.
+type located[M any] struct {
+	path string
+	msg  M
+}
+
+// loadEnvoyConfig decodes an Envoy bootstrap written in YAML as Envoy
+// reads it, but strictly: YAML → JSON → protojson into Bootstrap with
+// unknown fields rejected and every Any resolved against the registry; then
+// the generated validators run on the bootstrap and on every message held
+// in an Any, which the bootstrap's own ValidateAll does not descend into.
+// Errors name the YAML line where they can.
+func loadEnvoyConfig(src []byte) (*envoyConfig, error) {
+	js, err := yaml.YAMLToJSONStrict(src)
+	if err != nil {
+		return nil, fmt.Errorf("reading YAML: %w", err)
+	}
+	var b bootstrapv3.Bootstrap
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, &b); err != nil {
+		hint := ""
+		if strings.Contains(err.Error(), "unable to resolve") {
+			hint = " (a misspelt @type, or an extension this test does not import: add its go-control-plane package to the imports of bootstrap_test.go)"
+		}
+		return nil, fmt.Errorf("%sdecoding bootstrap: %w%s", yamlLine(src, err), err, hint)
+	}
+	if err := b.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("validating bootstrap: %w", err)
+	}
+	cfg := &envoyConfig{bootstrap: &b}
+	var visit func(path string, a *anypb.Any) error
+	visit = func(path string, a *anypb.Any) error {
+		inner, err := a.UnmarshalNew()
+		if err != nil {
+			return fmt.Errorf("%s: resolving %s: %w", path, a.GetTypeUrl(), err)
+		}
+		if v, ok := inner.(interface{ ValidateAll() error }); ok {
+			if err := v.ValidateAll(); err != nil {
+				return fmt.Errorf("%s: validating %s: %w", path, inner.ProtoReflect().Descriptor().FullName(), err)
+			}
+		}
+		switch m := inner.(type) {
+		case *hcmv3.HttpConnectionManager:
+			cfg.hcms = append(cfg.hcms, located[*hcmv3.HttpConnectionManager]{path, m})
+		case *wasmfilterv3.Wasm:
+			cfg.wasm = append(cfg.wasm, located[*wasmfilterv3.Wasm]{path, m})
+		}
+		return eachAny(inner.ProtoReflect(), path, visit)
+	}
+	if err := eachAny(b.ProtoReflect(), "", visit); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+var unknownField = regexp.MustCompile(`unknown field "([^"]+)"`)
+
+// yamlLine turns protojson's position in the intermediate JSON, which no
+// one wrote, into the YAML line of an unknown field when the field's name
+// occurs once in the source.
+func yamlLine(src []byte, err error) string {
+	m := unknownField.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	key := regexp.MustCompile(`(^|[\s{,-])"?` + regexp.QuoteMeta(m[1]) + `"?\s*:`)
+	var lines []int
+	for i, line := range strings.Split(string(src), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") && key.MatchString(line) {
+			lines = append(lines, i+1)
+		}
+	}
+	if len(lines) != 1 {
+		return ""
+	}
+	return fmt.Sprintf("line %d: ", lines[0])
+}
+
+// eachAny calls fn for every Any reachable from m without passing through
+// another Any, in field-number order, with its path in proto field names.
+func eachAny(m protoreflect.Message, path string, fn func(path string, a *anypb.Any) error) error {
+	return walk(m, path, fn)
+}
+
+func walk(m protoreflect.Message, path string, fn func(string, *anypb.Any) error) error {
+	if a, ok := m.Interface().(*anypb.Any); ok {
+		return fn(path, a)
+	}
+	var fields []protoreflect.FieldDescriptor
+	m.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		fields = append(fields, fd)
+		return true
+	})
+	sort.Slice(fields, func(i, j int) bool { return fields[i].Number() < fields[j].Number() })
+	for _, fd := range fields {
+		v := m.Get(fd)
+		p := string(fd.Name())
+		if path != "" {
+			p = path + "." + p
+		}
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				if err := walk(l.Get(i).Message(), fmt.Sprintf("%s[%d]", p, i), fn); err != nil {
+					return err
+				}
+			}
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			var keys []protoreflect.MapKey
+			v.Map().Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
+				keys = append(keys, k)
+				return true
+			})
+			sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+			for _, k := range keys {
+				if err := walk(v.Map().Get(k).Message(), fmt.Sprintf("%s[%q]", p, k.String()), fn); err != nil {
+					return err
+				}
+			}
+		case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
+			if err := walk(v.Message(), p, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pluginConfiguration returns the bytes Envoy hands the filter in
+// proxy_on_configure: StringValue and BytesValue unwrapped, Struct as JSON.
+func pluginConfiguration(w *wasmfilterv3.Wasm) ([]byte, error) {
+	c := w.GetConfig().GetConfiguration()
+	if c == nil {
+		return nil, errors.New("config.configuration: missing; the filter needs its plugin configuration (a StringValue holding JSON)")
+	}
+	inner, err := c.UnmarshalNew()
+	if err != nil {
+		return nil, fmt.Errorf("config.configuration: %w", err)
+	}
+	switch v := inner.(type) {
+	case *wrapperspb.StringValue:
+		return []byte(v.GetValue()), nil
+	case *wrapperspb.BytesValue:
+		return v.GetValue(), nil
+	case *structpb.Struct:
+		return protojson.Marshal(v)
+	}
+	return nil, fmt.Errorf("config.configuration: type %s is not one the filter reads; use google.protobuf.StringValue holding JSON", c.GetTypeUrl())
+}
+
+// checkTokentriage checks what the proto validators cannot: that the
+// filter is wired the way the filter and the README expect, and that its
+// plugin configuration passes the filter's own decode and compile and
+// names clusters and routes that exist.
+func checkTokentriage(cfg *envoyConfig) error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	clusters := map[string]bool{}
+	for _, c := range cfg.bootstrap.GetStaticResources().GetClusters() {
+		clusters[c.GetName()] = true
+	}
+	if len(cfg.wasm) == 0 {
+		fail("no %s filter: the config does not load tokentriage", wasmFilterName)
+	}
+	for _, h := range cfg.hcms {
+		errs = append(errs, checkFilterChain(h.path, h.msg)...)
+	}
+	for _, w := range cfg.wasm {
+		pc := w.msg.GetConfig()
+		vm := pc.GetVmConfig()
+		if got := vm.GetRuntime(); got != wasmRuntime {
+			fail("%s.config.vm_config.runtime: %q, want %q (the runtime of Envoy's official build)", w.path, got, wasmRuntime)
+		}
+		if got := vm.GetCode().GetLocal().GetFilename(); got != wasmFile {
+			fail("%s.config.vm_config.code.local.filename: %q, want %q (where the README mounts build/filter.wasm)", w.path, got, wasmFile)
+		}
+		if got := vm.GetVmId(); got != wasmVMID {
+			fail("%s.config.vm_config.vm_id: %q, want %q (the shared-data namespace every worker VM shares)", w.path, got, wasmVMID)
+		}
+		if pc.GetFailOpen() || pc.GetFailurePolicy() == wasmv3.FailurePolicy_FAIL_OPEN {
+			fail("%s.config: fails open: a crashed filter would let every request through ungoverned; use fail_open: false or failure_policy FAIL_CLOSED or FAIL_RELOAD", w.path)
+		}
+		raw, err := pluginConfiguration(w.msg)
+		if err != nil {
+			fail("%s.%w", w.path, err)
+			continue
+		}
+		conf, err := decodePluginConfig(raw)
+		if err != nil {
+			fail("%s.config.configuration: the filter would reject its plugin configuration: %w", w.path, err)
+			continue
+		}
+		if a := conf.Accountant; a != nil && !clusters[a.Cluster] {
+			fail("%s.config.configuration: accountant.cluster %q is not a cluster of this config (the filter's callouts would fail with BAD_ARGUMENT); clusters: %s",
+				w.path, a.Cluster, strings.Join(sortedKeys(clusters), ", "))
+		}
+		routes := routeNames(cfg.hcms)
+		for i, p := range conf.Providers {
+			if p.Route != "" && !routes[p.Route] {
+				fail("%s.config.configuration: providers[%d].route %q names no route of this config, so it never matches; routes: %s",
+					w.path, i, p.Route, strings.Join(sortedKeys(routes), ", "))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkFilterChain checks one HTTP connection manager: the wasm filter
+// comes before the router, the router is last, and every route to an
+// upstream lets a streamed response run (Envoy's default 15 s route timeout
+// would cut a long completion off mid-stream).
+func checkFilterChain(path string, h *hcmv3.HttpConnectionManager) []error {
+	var errs []error
+	wasmAt, routerAt := -1, -1
+	for i, f := range h.GetHttpFilters() {
+		switch f.GetName() {
+		case wasmFilterName:
+			wasmAt = i
+		case routerName:
+			routerAt = i
+		}
+	}
+	n := len(h.GetHttpFilters())
+	switch {
+	case routerAt != n-1:
+		errs = append(errs, fmt.Errorf("%s.http_filters: the last filter must be %s", path, routerName))
+	case wasmAt >= 0 && wasmAt > routerAt:
+		errs = append(errs, fmt.Errorf("%s.http_filters: %s must come before %s", path, wasmFilterName, routerName))
+	}
+	for _, vh := range h.GetRouteConfig().GetVirtualHosts() {
+		for i, r := range vh.GetRoutes() {
+			ra, ok := r.GetAction().(*routev3.Route_Route)
+			if !ok {
+				continue
+			}
+			if t := ra.Route.GetTimeout(); t == nil || (t.AsDuration() != 0 && t.AsDuration().Minutes() < 10) {
+				errs = append(errs, fmt.Errorf("%s.route_config.virtual_hosts[%s].routes[%d] (%s): route.timeout must be 0s (none) or at least 10m for streamed LLM responses",
+					path, vh.GetName(), i, r.GetName()))
+			}
+		}
+	}
+	return errs
+}
+
+func routeNames(hcms []located[*hcmv3.HttpConnectionManager]) map[string]bool {
+	names := map[string]bool{}
+	for _, h := range hcms {
+		for _, vh := range h.msg.GetRouteConfig().GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				if r.GetName() != "" {
+					names[r.GetName()] = true
+				}
+			}
+		}
+	}
+	return names
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

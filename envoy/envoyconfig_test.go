@@ -1,0 +1,220 @@
+package envoy_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// envoyConfigFiles is every Envoy bootstrap this folder ships: each *.yaml
+// at its top level.
+func envoyConfigFiles(t *testing.T) []string {
+	t.Helper()
+	names, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) < 2 {
+		t.Fatalf("found Envoy configs %v; want at least envoy.yaml and envoy-embedded-plan.yaml", names)
+	}
+	return names
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestEnvoyConfigs decodes every Envoy config in the folder strictly with
+// Envoy's own protos, runs the generated validators, and checks the
+// filter's wiring and plugin configuration.
+func TestEnvoyConfigs(t *testing.T) {
+	for _, name := range envoyConfigFiles(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := loadEnvoyConfig(readFile(t, name))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if err := checkTokentriage(cfg); err != nil {
+				t.Fatalf("%s:\n%v", name, err)
+			}
+			if len(cfg.wasm) != 1 {
+				t.Errorf("%s: %d tokentriage filters, want 1", name, len(cfg.wasm))
+			}
+		})
+	}
+}
+
+// TestEnvoyConfigPorts keeps the configs and the README in step: the
+// gateway listens on 0.0.0.0:10000 and the admin on 127.0.0.1:9901.
+func TestEnvoyConfigPorts(t *testing.T) {
+	for _, name := range envoyConfigFiles(t) {
+		cfg, err := loadEnvoyConfig(readFile(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b := cfg.bootstrap
+		admin := b.GetAdmin().GetAddress().GetSocketAddress()
+		if admin.GetAddress() != "127.0.0.1" || admin.GetPortValue() != 9901 {
+			t.Errorf("%s: admin on %s:%d, want 127.0.0.1:9901", name, admin.GetAddress(), admin.GetPortValue())
+		}
+		ls := b.GetStaticResources().GetListeners()
+		if len(ls) != 1 {
+			t.Fatalf("%s: %d listeners, want 1", name, len(ls))
+		}
+		sa := ls[0].GetAddress().GetSocketAddress()
+		if sa.GetAddress() != "0.0.0.0" || sa.GetPortValue() != 10000 {
+			t.Errorf("%s: listener on %s:%d, want 0.0.0.0:10000", name, sa.GetAddress(), sa.GetPortValue())
+		}
+	}
+}
+
+// TestEnvoyConfigMisspeltField loads testdata/envoy-misspelt-field.yaml, a
+// copy of envoy.yaml with stat_prefix written stat_prefx inside the HTTP
+// connection manager's typed_config: strict decoding must refuse it and
+// name the field and its line.
+func TestEnvoyConfigMisspeltField(t *testing.T) {
+	_, err := loadEnvoyConfig(readFile(t, filepath.Join("testdata", "envoy-misspelt-field.yaml")))
+	if err == nil {
+		t.Fatal("a misspelt field was accepted")
+	}
+	for _, want := range []string{`unknown field "stat_prefx"`, "line 42: "} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+// TestEnvoyConfigRejects breaks envoy.yaml in one place at a time and
+// checks that the failure names what is wrong.
+func TestEnvoyConfigRejects(t *testing.T) {
+	src := string(readFile(t, "envoy.yaml"))
+	for _, tc := range []struct {
+		name     string
+		old, new string
+		want     []string
+	}{
+		{
+			name: "misspelt field inside the wasm typed_config",
+			old:  "vm_config:\n", new: "vm_confg:\n",
+			want: []string{`unknown field "vm_confg"`},
+		},
+		{
+			name: "misspelt field at the top level",
+			old:  "static_resources:", new: "static_resource:",
+			want: []string{`unknown field "static_resource"`, "line 31: "},
+		},
+		{
+			name: "typed_config type that does not exist",
+			old:  "filters.http.wasm.v3.Wasm", new: "filters.http.wasm.v3.WasmFilter",
+			want: []string{"envoy.extensions.filters.http.wasm.v3.WasmFilter"},
+		},
+		{
+			name: "port out of range, caught by the bootstrap's validators",
+			old:  "port_value: 8791", new: "port_value: 87910",
+			want: []string{"PortValue", "65535"},
+		},
+		{
+			name: "empty stat_prefix, caught by the validators of a message inside an Any",
+			old:  "stat_prefix: llm_gateway", new: `stat_prefix: ""`,
+			want: []string{"static_resources.listeners[0].filter_chains[0].filters[0].typed_config", "StatPrefix"},
+		},
+		{
+			name: "misspelt field in the plugin configuration",
+			old:  `"sync_interval": "1s"`, new: `"sync_intervl": "1s"`,
+			want: []string{"the filter would reject its plugin configuration", "sync_intervl"},
+		},
+		{
+			name: "accountant cluster the config does not define",
+			old:  `"cluster": "tokentriage_accountant"`, new: `"cluster": "tokentriage_acountant"`,
+			want: []string{`accountant.cluster "tokentriage_acountant" is not a cluster of this config`},
+		},
+		{
+			name: "provider mapped to a route that does not exist",
+			old:  `"route": "anthropic"`, new: `"route": "claude"`,
+			want: []string{`providers[0].route "claude" names no route`},
+		},
+		{
+			name: "filter that fails open",
+			old:  "fail_open: false", new: "fail_open: true",
+			want: []string{"fails open"},
+		},
+		{
+			name: "wrong wasm file",
+			old:  "/etc/tokentriage/filter.wasm }", new: "/etc/envoy/filter.wasm }",
+			want: []string{`code.local.filename: "/etc/envoy/filter.wasm"`},
+		},
+		{
+			name: "route timeout that would cut a stream",
+			old:  "cluster: openai\n                            auto_host_rewrite: true\n                            timeout: 0s",
+			new:  "cluster: openai\n                            auto_host_rewrite: true\n                            timeout: 60s",
+			want: []string{"routes[1] (openai): route.timeout must be 0s"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := strings.Count(src, tc.old); n != 1 {
+				t.Fatalf("envoy.yaml holds %q %d times; the case needs it exactly once", tc.old, n)
+			}
+			broken := strings.Replace(src, tc.old, tc.new, 1)
+			cfg, err := loadEnvoyConfig([]byte(broken))
+			if err == nil {
+				err = checkTokentriage(cfg)
+			}
+			if err == nil {
+				t.Fatal("the broken config was accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not contain %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// The demo key envoy-embedded-plan.yaml publishes in its header comment.
+const embeddedDemoKey = "tt-vk_EnvoyDemoKey-LocalDemoOnlyNotASecret000000001"
+
+// TestEmbeddedDemoKey keeps the demo key in envoy-embedded-plan.yaml's
+// comment and README in step with the static key table: same kid, same
+// hash, the owner the example tree declares.
+func TestEmbeddedDemoKey(t *testing.T) {
+	src := readFile(t, "envoy-embedded-plan.yaml")
+	if !strings.Contains(string(src), embeddedDemoKey) {
+		t.Fatalf("envoy-embedded-plan.yaml no longer documents the demo key %s", embeddedDemoKey)
+	}
+	if !strings.Contains(string(readFile(t, "README.md")), embeddedDemoKey) {
+		t.Errorf("README.md no longer shows the demo key %s", embeddedDemoKey)
+	}
+	cfg, err := loadEnvoyConfig(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := pluginConfiguration(cfg.wasm[0].msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := decodePluginConfig(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid, err := vkey.KID(embeddedDemoKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conf.Keys) != 1 {
+		t.Fatalf("%d static keys, want the demo key alone", len(conf.Keys))
+	}
+	k := conf.Keys[0]
+	if k.KID != kid || !vkey.Verify(embeddedDemoKey, k.SHA256) || k.Owner != demoOwner {
+		t.Errorf("static key {kid %s, owner %s} does not match the demo key %s (kid %s, sha256 %s, owner %s)",
+			k.KID, k.Owner, embeddedDemoKey, kid, vkey.Hash(embeddedDemoKey), demoOwner)
+	}
+}
