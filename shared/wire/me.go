@@ -1,0 +1,157 @@
+package wire
+
+import (
+	"strconv"
+	"time"
+)
+
+// Me is the GET /tt/v1/me document (seed 004): the caller's key, its chain
+// and scopes, and every limit instance it resolves with live numbers.
+//
+// The document is pretty-printed the way the seed shows it: one top-level
+// member per line, two-space indent, each limit on its own line and compact
+// inside, chain and scopes compact, a newline after the closing brace.
+type Me struct {
+	KID   string
+	Node  string
+	Chain []string
+	// Scopes are the key's scopes; a nil list (unrestricted) is null.
+	Scopes Scopes
+	Limits []MeLimit
+}
+
+// Scopes are a key's scopes as /tt/v1/me shows them.
+type Scopes struct {
+	Models           []string
+	Providers        []string
+	Endpoints        []string
+	AllowPassthrough bool
+}
+
+// MeLimit is one resolved limit instance. A budget_usd instance is shown in
+// the spend shape (limit_usd, observed_usd, remaining_usd, each a USD
+// object); every other type in the count shape (amount, observed,
+// remaining). Spend and quota types carry resets_at.
+type MeLimit struct {
+	LimitID string
+	Type    LimitType
+	Node    string
+	// Period is day/week/month, a window ("1m0s"), or "" for concurrency.
+	Period    string
+	ResetsAt  time.Time
+	Suspended bool
+	Posture   Posture
+	// Spend shape (budget_usd).
+	LimitUSD, ObservedUSD, RemainingUSD USD
+	// Count shape: the cap, what is in use or counted, and what is left.
+	// For rpm and tpm, observed is Limit − Remaining of a rate.Peek.
+	Amount, Observed, Remaining int64
+}
+
+// USD is a dollar figure with its provenance: Estimated when some of it
+// rests on estimated usage, Unpriced when some usage had no price.
+type USD struct {
+	Nanos     int64
+	Estimated bool
+	Unpriced  bool
+}
+
+func (u USD) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"usd":`...)
+	dst = AppendUSD(dst, u.Nanos)
+	dst = append(dst, `,"estimated":`...)
+	dst = appendBool(dst, u.Estimated)
+	dst = append(dst, `,"unpriced":`...)
+	dst = appendBool(dst, u.Unpriced)
+	return append(dst, '}')
+}
+
+// AppendJSON appends the document.
+func (m *Me) AppendJSON(dst []byte) []byte {
+	dst = append(dst, "{\n  \"kid\": "...)
+	dst = appendString(dst, m.KID)
+	dst = append(dst, ",\n  \"node\": "...)
+	dst = appendString(dst, m.Node)
+	dst = append(dst, ",\n  \"chain\": "...)
+	dst = appendStrings(dst, nonNil(m.Chain))
+	dst = append(dst, ",\n  \"scopes\": "...)
+	dst = m.Scopes.appendJSON(dst)
+	dst = append(dst, ",\n  \"limits\": "...)
+	dst = appendLines(dst, len(m.Limits), func(dst []byte, i int) []byte { return m.Limits[i].appendJSON(dst) })
+	return append(dst, "\n}\n"...)
+}
+
+func (s Scopes) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"models":`...)
+	dst = appendStrings(dst, s.Models)
+	dst = append(dst, `,"providers":`...)
+	dst = appendStrings(dst, s.Providers)
+	dst = append(dst, `,"endpoints":`...)
+	dst = appendStrings(dst, s.Endpoints)
+	dst = append(dst, `,"allow_passthrough":`...)
+	dst = appendBool(dst, s.AllowPassthrough)
+	return append(dst, '}')
+}
+
+func (l *MeLimit) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"limit_id":`...)
+	dst = appendString(dst, l.LimitID)
+	dst = append(dst, `,"type":`...)
+	dst = appendString(dst, string(l.Type))
+	dst = append(dst, `,"class":`...)
+	dst = appendString(dst, l.Type.Class())
+	dst = append(dst, `,"unit":`...)
+	dst = appendString(dst, l.Type.Unit())
+	dst = append(dst, `,"node":`...)
+	dst = appendString(dst, l.Node)
+	dst = append(dst, `,"period":`...)
+	dst = appendString(dst, l.Period)
+	if l.Type.Settled() {
+		dst = append(dst, `,"resets_at":`...)
+		dst = appendSecondTime(dst, l.ResetsAt)
+	}
+	dst = append(dst, `,"suspended":`...)
+	dst = appendBool(dst, l.Suspended)
+	dst = append(dst, `,"posture":`...)
+	dst = l.Posture.appendJSON(dst)
+	if l.Type == BudgetUSD {
+		dst = append(dst, `,"limit_usd":`...)
+		dst = l.LimitUSD.appendJSON(dst)
+		dst = append(dst, `,"observed_usd":`...)
+		dst = l.ObservedUSD.appendJSON(dst)
+		dst = append(dst, `,"remaining_usd":`...)
+		dst = l.RemainingUSD.appendJSON(dst)
+	} else {
+		dst = append(dst, `,"amount":`...)
+		dst = strconv.AppendInt(dst, l.Amount, 10)
+		dst = append(dst, `,"observed":`...)
+		dst = strconv.AppendInt(dst, l.Observed, 10)
+		dst = append(dst, `,"remaining":`...)
+		dst = strconv.AppendInt(dst, l.Remaining, 10)
+	}
+	return append(dst, '}')
+}
+
+// appendLines appends an array of n objects, one per line at a four-space
+// indent, closed at a two-space indent; [] when empty.
+func appendLines(dst []byte, n int, item func([]byte, int) []byte) []byte {
+	if n == 0 {
+		return append(dst, "[]"...)
+	}
+	dst = append(dst, '[')
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, "\n    "...)
+		dst = item(dst, i)
+	}
+	return append(dst, "\n  ]"...)
+}
+
+func nonNil(ss []string) []string {
+	if ss == nil {
+		return []string{}
+	}
+	return ss
+}

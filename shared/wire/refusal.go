@@ -1,0 +1,197 @@
+package wire
+
+import (
+	"strconv"
+	"time"
+)
+
+// Refusal is a limit breach, answered with 429 Too Many Requests. The caller
+// fills in what it knows; which fields reach the wire depends on the limit
+// type's class (seed 000):
+//
+//	LedgerSettled (budget_usd, quota_tokens, quota_requests):
+//	  refused_by {limit_id, limit_type, unit, node, period, resets_at,
+//	  retry_after_s, observed, limit}; enforcement {posture, approximate:
+//	  true, bound {tee_lag_rows, dropped_rows}, note}
+//	rpm, tpm: refused_by {limit_id, limit_type, unit, node, period,
+//	  retry_after_s}; enforcement {posture, approximate} (tpm approximate)
+//	concurrency: refused_by {limit_id, limit_type, unit, node, observed,
+//	  limit}; enforcement {posture, approximate: false}
+//	Unfittable (a tpm reserve above the burst): error.type
+//	  quota_cost_unfittable; refused_by {limit_id, limit_type, unit, node,
+//	  period, cost, burst}; enforcement {posture, approximate}
+//
+// Headers, in this order: Content-Type, Ratelimit, Retry-After,
+// X-Tt-Refusal-Type, X-Tt-Refused-By, X-Tt-Request-Id. Ratelimit says r=0
+// (nothing this request could use is available now; the live remaining of a
+// cell is disclosed on served responses and by /tt/v1/me) and t=
+// retry_after_s. A concurrency refusal carries neither Ratelimit nor
+// Retry-After: a slot frees when a request in flight finishes, not on a
+// clock, and a Ratelimit t would invite a retry loop on a guess. An
+// unfittable refusal carries neither either: no wait makes the request fit.
+// X-Tt-Request-Id is omitted only when RequestID is empty.
+type Refusal struct {
+	RequestID string
+	LimitID   string
+	LimitType LimitType
+	Node      string
+	// Period is day, week or month for LedgerSettled limits, and the
+	// window as Go prints it ("1m0s") for rpm and tpm.
+	Period string
+	// ResetsAt is when a LedgerSettled limit's calendar period ends
+	// (calendar.End); rendered in UTC to the second.
+	ResetsAt time.Time
+	// RetryAfter is the wait in whole seconds (Seconds): until ResetsAt
+	// for LedgerSettled, the algorithm's RetryAfter for rpm and tpm.
+	RetryAfter int64
+	// Observed and Limit are nanodollars for budget_usd, counts for the
+	// quota types, and for concurrency the live gauge and the cap this
+	// replica enforces.
+	Observed int64
+	Limit    int64
+	// Bound is the LedgerSettled lag disclosure.
+	Bound Bound
+	// Unfittable marks a cost that can never fit (a tpm reserve above the
+	// burst): Cost is that reserve, Burst the cell's capacity.
+	Unfittable bool
+	Cost       int64
+	Burst      int64
+}
+
+// Bound is what a LedgerSettled number may be missing: rows not yet
+// acknowledged by the accountant, and rows dropped when the 4,096-row buffer
+// overflowed.
+type Bound struct {
+	TeeLagRows  int64
+	DroppedRows int64
+}
+
+// Posture label of every 429: only a limit that is on and hard refuses.
+const postureEnforcing = "enforcing"
+
+// Notes on LedgerSettled refusals: what the number may not yet include.
+const (
+	NoteSpend = "spend from in-flight and streaming requests admitted before this refusal may not yet be reflected"
+	NoteUsage = "usage from in-flight and streaming requests admitted before this refusal may not yet be reflected"
+)
+
+// Status is 429.
+func (r *Refusal) Status() int { return 429 }
+
+// ErrorType is the body's error.type and the X-Tt-Refusal-Type header.
+func (r *Refusal) ErrorType() string {
+	if r.Unfittable {
+		return TypeCostUnfittable
+	}
+	return r.LimitType.ErrorType()
+}
+
+// AppendBody appends the JSON body.
+func (r *Refusal) AppendBody(dst []byte) []byte {
+	dst = append(dst, `{"error":{"type":`...)
+	dst = appendString(dst, r.ErrorType())
+	dst = append(dst, `,"message":`...)
+	dst = r.appendMessage(dst)
+	dst = append(dst, `,"refused_by":{"limit_id":`...)
+	dst = appendString(dst, r.LimitID)
+	dst = append(dst, `,"limit_type":`...)
+	dst = appendString(dst, string(r.LimitType))
+	dst = append(dst, `,"unit":`...)
+	dst = appendString(dst, r.LimitType.Unit())
+	dst = append(dst, `,"node":`...)
+	dst = appendString(dst, r.Node)
+	switch {
+	case r.Unfittable:
+		dst = r.appendPeriod(dst)
+		dst = append(dst, `,"cost":`...)
+		dst = strconv.AppendInt(dst, r.Cost, 10)
+		dst = append(dst, `,"burst":`...)
+		dst = strconv.AppendInt(dst, r.Burst, 10)
+	case r.LimitType.Settled():
+		dst = r.appendPeriod(dst)
+		dst = append(dst, `,"resets_at":`...)
+		dst = appendSecondTime(dst, r.ResetsAt)
+		dst = r.appendRetry(dst)
+		dst = append(dst, `,"observed":`...)
+		dst = r.appendAmount(dst, r.Observed)
+		dst = append(dst, `,"limit":`...)
+		dst = r.appendAmount(dst, r.Limit)
+	case r.LimitType == Concurrency:
+		dst = append(dst, `,"observed":`...)
+		dst = strconv.AppendInt(dst, r.Observed, 10)
+		dst = append(dst, `,"limit":`...)
+		dst = strconv.AppendInt(dst, r.Limit, 10)
+	default: // rpm, tpm
+		dst = r.appendPeriod(dst)
+		dst = r.appendRetry(dst)
+	}
+	dst = append(dst, `},"enforcement":{"posture":"`+postureEnforcing+`","approximate":`...)
+	dst = appendBool(dst, r.LimitType.Approximate())
+	if r.LimitType.Settled() && !r.Unfittable {
+		dst = append(dst, `,"bound":{"tee_lag_rows":`...)
+		dst = strconv.AppendInt(dst, r.Bound.TeeLagRows, 10)
+		dst = append(dst, `,"dropped_rows":`...)
+		dst = strconv.AppendInt(dst, r.Bound.DroppedRows, 10)
+		dst = append(dst, `},"note":`...)
+		if r.LimitType == BudgetUSD {
+			dst = appendString(dst, NoteSpend)
+		} else {
+			dst = appendString(dst, NoteUsage)
+		}
+	}
+	return append(dst, "}}}"...)
+}
+
+func (r *Refusal) appendMessage(dst []byte) []byte {
+	if !r.Unfittable {
+		dst = append(dst, `"request refused by limit `...)
+		dst = appendEscaped(dst, r.LimitID)
+		return append(dst, '"')
+	}
+	unit := r.LimitType.Unit()
+	msg := "request refused by limit " + r.LimitID + ": it needs " + strconv.FormatInt(r.Cost, 10) + " " + unit +
+		" at once and the limit's burst is " + strconv.FormatInt(r.Burst, 10) + ", so it can never fit"
+	if r.LimitType == TPM {
+		msg += "; lower max_tokens or shorten the prompt (the reserve is prompt bytes/4 plus max_tokens, at most 16384)"
+	}
+	return appendString(dst, msg)
+}
+
+func (r *Refusal) appendPeriod(dst []byte) []byte {
+	dst = append(dst, `,"period":`...)
+	return appendString(dst, r.Period)
+}
+
+func (r *Refusal) appendRetry(dst []byte) []byte {
+	dst = append(dst, `,"retry_after_s":`...)
+	return strconv.AppendInt(dst, r.RetryAfter, 10)
+}
+
+func (r *Refusal) appendAmount(dst []byte, v int64) []byte {
+	if r.LimitType == BudgetUSD {
+		return AppendUSD(dst, v)
+	}
+	return strconv.AppendInt(dst, v, 10)
+}
+
+// AppendHeaders appends the response headers in the seeds' order.
+func (r *Refusal) AppendHeaders(dst [][2]string) [][2]string {
+	dst = append(dst, [2]string{HeaderContentType, contentTypeJSON})
+	if !r.Unfittable && r.LimitType != Concurrency {
+		var buf [96]byte // both values share one string
+		b := ratelimitItem(buf[:0], r.LimitID, 'r', 0, 't', r.RetryAfter)
+		cut := len(b)
+		v := string(strconv.AppendInt(b, r.RetryAfter, 10))
+		dst = append(dst, [2]string{HeaderRatelimit, v[:cut]}, [2]string{HeaderRetryAfter, v[cut:]})
+	}
+	dst = append(dst,
+		[2]string{HeaderRefusalType, r.ErrorType()},
+		[2]string{HeaderRefusedBy, r.LimitID})
+	if r.RequestID != "" {
+		dst = append(dst, [2]string{HeaderRequestID, r.RequestID})
+	}
+	return dst
+}
+
+// Headers returns AppendHeaders(nil).
+func (r *Refusal) Headers() [][2]string { return r.AppendHeaders(make([][2]string, 0, 6)) }

@@ -1,0 +1,182 @@
+package wire
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rejection is a refusal that is not a limit breach: a missing or unknown
+// key, a scope the key lacks, a body the gate cannot read or will not
+// buffer, a limit that cannot be checked under fail: closed, an unknown
+// /tt/ path. Its body has the same {"error":{"type":…,"message":…}} shape as
+// a 429, without refused_by or enforcement; the message says what was wrong
+// and what to do.
+//
+// Headers, in order: Content-Type, then Allow (405) or WWW-Authenticate
+// (401) when the status calls for one, X-Tt-Refusal-Type, X-Tt-Refused-By
+// (503 only: the limit that could not be checked), X-Tt-Request-Id (omitted
+// when RequestID is empty).
+type Rejection struct {
+	Status    int
+	Type      string
+	Message   string
+	RequestID string
+	// LimitID names the uncheckable limit of a 503.
+	LimitID string
+	// Allow lists the methods of a 405.
+	Allow string
+}
+
+// error.type values of rejections.
+const (
+	TypeUnauthorized     = "unauthorized"
+	TypeScopeDenied      = "scope_denied"
+	TypeInvalidRequest   = "invalid_request"
+	TypeRequestTooLarge  = "request_too_large"
+	TypeLimitUnavailable = "limit_unavailable"
+	TypeNotFound         = "not_found"
+	TypeMethodNotAllowed = "method_not_allowed"
+)
+
+// AppendBody appends the JSON body.
+func (r *Rejection) AppendBody(dst []byte) []byte {
+	dst = append(dst, `{"error":{"type":`...)
+	dst = appendString(dst, r.Type)
+	dst = append(dst, `,"message":`...)
+	dst = appendString(dst, r.Message)
+	return append(dst, "}}"...)
+}
+
+// AppendHeaders appends the response headers.
+func (r *Rejection) AppendHeaders(dst [][2]string) [][2]string {
+	dst = append(dst, [2]string{HeaderContentType, contentTypeJSON})
+	switch {
+	case r.Status == 401:
+		dst = append(dst, [2]string{HeaderAuthenticate, `Bearer realm="tokentriage"`})
+	case r.Status == 405 && r.Allow != "":
+		dst = append(dst, [2]string{HeaderAllow, r.Allow})
+	}
+	dst = append(dst, [2]string{HeaderRefusalType, r.Type})
+	if r.LimitID != "" {
+		dst = append(dst, [2]string{HeaderRefusedBy, r.LimitID})
+	}
+	if r.RequestID != "" {
+		dst = append(dst, [2]string{HeaderRequestID, r.RequestID})
+	}
+	return dst
+}
+
+// Headers returns AppendHeaders(nil).
+func (r *Rejection) Headers() [][2]string { return r.AppendHeaders(make([][2]string, 0, 5)) }
+
+// MissingKey is the 401 for a request without a virtual key while
+// require_key is on.
+func MissingKey(requestID string) Rejection {
+	return Rejection{Status: 401, Type: TypeUnauthorized, RequestID: requestID,
+		Message: "missing virtual key: this gateway requires one; send it as Authorization: Bearer tt-vk_…"}
+}
+
+// UnknownKey is the 401 for a bearer token that is not a known virtual key.
+// kid is the key id derived from the token, or "" when the token does not
+// have a virtual key's shape.
+func UnknownKey(requestID, kid string) Rejection {
+	msg := "unknown virtual key: the bearer token is not a tokentriage virtual key (tt-vk_<12>-<32>); send the key you were given"
+	if kid != "" {
+		msg = "unknown virtual key " + kid + ": no key with this id and secret is known to this gateway; check the key, or mint one with tokentriage keys mint"
+	}
+	return Rejection{Status: 401, Type: TypeUnauthorized, RequestID: requestID, Message: msg}
+}
+
+// RevokedKey is the 401 for a revoked virtual key.
+func RevokedKey(requestID, kid string) Rejection {
+	return Rejection{Status: 401, Type: TypeUnauthorized, RequestID: requestID,
+		Message: "virtual key " + kid + " has been revoked; ask for a new key (tokentriage keys mint)"}
+}
+
+// Scope names one of a key's scopes.
+type Scope string
+
+// The key scopes a 403 can name.
+const (
+	ScopeModels           Scope = "models"
+	ScopeProviders        Scope = "providers"
+	ScopeEndpoints        Scope = "endpoints"
+	ScopeAllowPassthrough Scope = "allow_passthrough"
+)
+
+// ScopeDenied is the 403 for a request outside one of the key's scopes:
+// value is what the request asked for (the model, the provider, the path),
+// allowed the scope's list (unused for allow_passthrough).
+func ScopeDenied(requestID, kid string, scope Scope, value string, allowed []string) Rejection {
+	var b strings.Builder
+	b.WriteString("key ")
+	b.WriteString(kid)
+	switch scope {
+	case ScopeModels:
+		b.WriteString(" may not use model ")
+	case ScopeProviders:
+		b.WriteString(" may not use provider ")
+	case ScopeEndpoints:
+		b.WriteString(" may not call endpoint ")
+	default:
+		b.WriteString(" may not call ")
+		b.Write(appendString(nil, value))
+		b.WriteString(": it is not a governed provider endpoint and the key's allow_passthrough scope is false; call a governed endpoint or use a key that allows passthrough")
+		return Rejection{Status: 403, Type: TypeScopeDenied, RequestID: requestID, Message: b.String()}
+	}
+	b.Write(appendString(nil, value))
+	b.WriteString(": outside the key's ")
+	b.WriteString(string(scope))
+	b.WriteString(" scope ")
+	b.Write(appendStrings(nil, allowed))
+	b.WriteString("; use one it allows, or a key whose scope includes it")
+	return Rejection{Status: 403, Type: TypeScopeDenied, RequestID: requestID, Message: b.String()}
+}
+
+// BadBody is the 400 for a request body the gate cannot read; what says
+// what was wrong ("not valid JSON", `field "model" is missing`).
+func BadBody(requestID, endpoint, what string) Rejection {
+	return Rejection{Status: 400, Type: TypeInvalidRequest, RequestID: requestID,
+		Message: "unreadable request body for " + endpoint + ": " + what + "; send the JSON body the provider's API expects"}
+}
+
+// TooLarge is the 413 for a body over the gate's buffering cap.
+func TooLarge(requestID string, capBytes int64) Rejection {
+	return Rejection{Status: 413, Type: TypeRequestTooLarge, RequestID: requestID,
+		Message: "request body is larger than this gateway's cap of " + strconv.FormatInt(capBytes, 10) +
+			" bytes; shorten the request, or raise the filter's body cap"}
+}
+
+// Uncheckable is the 503 for a limit that cannot be checked while it is
+// fail: closed with enforce: hard; why says why (NoSnapshot,
+// StaleSnapshot(…), or the store's failure).
+func Uncheckable(requestID, limitID string, limitType LimitType, node, why string) Rejection {
+	return Rejection{Status: 503, Type: TypeLimitUnavailable, RequestID: requestID, LimitID: limitID,
+		Message: "limit " + limitID + " (" + string(limitType) + ") at " + node + " cannot be checked: " + why +
+			"; it is fail: closed with enforce: hard, so requests it governs are refused until it can be checked again"}
+}
+
+// NoSnapshot is why a LedgerSettled limit is uncheckable before the first
+// snapshot arrives.
+const NoSnapshot = "no counter snapshot has arrived from the accountant yet"
+
+// StaleSnapshot is why a LedgerSettled limit is uncheckable when the
+// snapshot is older than the gate trusts.
+func StaleSnapshot(age, trusted time.Duration) string {
+	return "the accountant's snapshot is " + strconv.FormatInt(int64(age/time.Second), 10) +
+		"s old, older than the " + strconv.FormatInt(int64(trusted/time.Second), 10) + "s the gate trusts"
+}
+
+// NotFound is the 404 for an unknown path under /tt/.
+func NotFound(requestID, path string) Rejection {
+	return Rejection{Status: 404, Type: TypeNotFound, RequestID: requestID,
+		Message: "no tokentriage endpoint at " + path + "; the gateway answers GET /tt/v1/me"}
+}
+
+// MethodNotAllowed is the 405 for a known /tt/ path called with the wrong
+// method; allow lists the methods it answers ("GET").
+func MethodNotAllowed(requestID, method, path, allow string) Rejection {
+	return Rejection{Status: 405, Type: TypeMethodNotAllowed, RequestID: requestID, Allow: allow,
+		Message: method + " " + path + " is not supported; use " + allow}
+}
