@@ -56,6 +56,7 @@ type parsed struct {
 // on disk. The int is the HTTP status to answer with when err is set.
 func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestAck, int, error) {
 	var ack syncwire.IngestAck
+	size := len(body)
 	if err := s.ledger.Err(); err != nil {
 		return ack, http.StatusServiceUnavailable, err
 	}
@@ -87,6 +88,9 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 
 	now := s.now()
 	buf := getBuf() // back to the pool only once the ledger wrote it
+	if need := size + size/4 + 64*len(rows); cap(*buf) < need {
+		*buf = make([]byte, 0, need) // a row grows by its cost when encoded
+	}
 	s.mu.Lock()
 	tag := s.ledger.Next()
 	res := s.core.Ingest(now, rows, tag)
@@ -152,7 +156,7 @@ func getBuf() *[]byte { b := bufPool.Get().(*[]byte); *b = (*b)[:0]; return b }
 
 // putBuf returns a buffer once the ledger has written it (after Wait).
 func putBuf(b *[]byte) {
-	if cap(*b) <= 4<<20 {
+	if cap(*b) <= 8<<20 {
 		bufPool.Put(b)
 	}
 }

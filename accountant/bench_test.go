@@ -1,0 +1,54 @@
+package accountant
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
+)
+
+// BenchmarkIngest measures ingest + price + fold + durable group commit
+// through IngestLines (the ingest endpoint without the HTTP transport):
+// several concurrent batches of 512 rows, each batch acknowledged only after
+// its fsync. Reports rows/s.
+//
+//	go test ./accountant -run '^$' -bench Ingest -benchtime 200x
+func BenchmarkIngest(b *testing.B) {
+	const rowsPerBatch = 512
+	f := newFixture(b, testConfig)
+	nodes := []string{"org:acme/team:ml/user:dev1", "org:acme/team:ml/user:dev2", "org:acme/team:search", "org:acme/team:ml"}
+	models := []string{"gpt-4o-mini", "gpt-4o", "claude-3-5-haiku-latest", "mystery"}
+	var next atomic.Int64
+	mk := func() []byte {
+		rows := make([]ledger.Row, rowsPerBatch)
+		for i := range rows {
+			n := int(next.Add(1))
+			rows[i] = row(reqID(n), t0.Add(-time.Duration(n%3600)*time.Second), nodes[n%len(nodes)], models[n%len(models)], int64(n%500), 20)
+		}
+		return batch(rows...)
+	}
+	// Batches are encoded before the clock starts: the filter encodes them.
+	batches := make([][]byte, b.N)
+	for i := range batches {
+		batches[i] = mk()
+	}
+	var idx atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			body := batches[idx.Add(1)-1]
+			ack, _, err := f.s.IngestLines(context.Background(), body)
+			if err != nil || ack.Accepted != rowsPerBatch {
+				b.Errorf("ingest: %+v %v", ack, err)
+				return
+			}
+		}
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*rowsPerBatch)/elapsed.Seconds(), "rows/s")
+}
