@@ -1,6 +1,7 @@
 package envoy_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -61,24 +62,15 @@ type istioObject struct {
 	APIVersion string            `json:"apiVersion"`
 	Kind       string            `json:"kind"`
 	Metadata   metav1.ObjectMeta `json:"metadata"`
-	Spec       rawJSON           `json:"spec"`
-}
-
-// rawJSON keeps a field's JSON for a second, typed decode.
-type rawJSON []byte
-
-func (r *rawJSON) UnmarshalJSON(b []byte) error {
-	*r = append((*r)[:0], b...)
-	return nil
+	Spec       json.RawMessage   `json:"spec"`
 }
 
 // manifest is one decoded YAML document.
 type manifest struct {
-	where     string // file#index
-	kind      string // "apiVersion Kind"
-	meta      metav1.ObjectMeta
-	obj       any // the k8s.io/api object, or the istio.io/api spec
-	objectRaw []byte
+	where string // file#index
+	kind  string // "apiVersion Kind"
+	meta  metav1.ObjectMeta
+	obj   any // the k8s.io/api object, or the istio.io/api spec
 }
 
 // loadManifests decodes every document of every file strictly: case-
@@ -138,7 +130,7 @@ func decodeManifest(doc []byte) (*manifest, error) {
 		if err := strictJSON(js, obj); err != nil {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
-		return &manifest{kind: kind, meta: *objectMeta(obj), obj: obj, objectRaw: js}, nil
+		return &manifest{kind: kind, meta: *objectMeta(obj), obj: obj}, nil
 	}
 	if newSpec, ok := istioKinds[kind]; ok {
 		var env istioObject
@@ -149,7 +141,7 @@ func decodeManifest(doc []byte) (*manifest, error) {
 		if err := (protojson.UnmarshalOptions{}).Unmarshal(env.Spec, spec); err != nil {
 			return nil, fmt.Errorf("%s %s: spec: %w", kind, env.Metadata.Name, err)
 		}
-		return &manifest{kind: kind, meta: env.Metadata, obj: spec, objectRaw: js}, nil
+		return &manifest{kind: kind, meta: env.Metadata, obj: spec}, nil
 	}
 	return nil, fmt.Errorf("no decoder for %q; add its type to istioKinds or kubeKinds in istio_test.go", kind)
 }
