@@ -1,0 +1,122 @@
+// Package api owns the management API of the accountant, served under
+// /tt/api/v1/: the governance/limits document of seed 002, the runtime
+// nodes, per-node overrides, virtual keys, delegated admins, the audit log
+// and config reload. It authenticates every request with the admin bearer
+// token or a delegated admin token scoped to a subtree, writes through
+// accountant/runtime, and reports each successful write so the accountant
+// re-arms and the filters pick the change up at their next sync.
+//
+// Node ids never travel in the URL path (they contain "/"), only in query
+// parameters and JSON bodies, so no router cleans "org:acme/../org:evil"
+// into something else before govern.ValidNodeID refuses it.
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/shared/govern"
+)
+
+// Prefix is the path every route of the management API lives under.
+const Prefix = "/tt/api/v1/"
+
+// Deps is what the handler needs from the accountant.
+type Deps struct {
+	// DB is the open governance.db.
+	DB *runtime.DB
+	// Armed returns the plan armed now, or nil when none is (the config
+	// failed to compile). Writes checked against the plan then answer 503.
+	Armed func() *govern.Armed
+	// Reload re-reads the config file and re-arms; its error, when the new
+	// config does not compile, is shown to the caller.
+	Reload func() error
+	// Changed is called after every successful write, so the accountant
+	// re-arms with the new runtime plane and bumps the sync versions.
+	Changed func()
+	// AdminToken is the admin bearer token. Empty disables admin access
+	// (every admin request answers 401 saying so).
+	AdminToken string
+	// Now is the clock writes are stamped with.
+	Now func() time.Time
+	// Logger receives one line per write and per internal error.
+	Logger *slog.Logger
+}
+
+// handler serves the management API.
+type handler struct {
+	Deps
+	mux   *http.ServeMux
+	admin [32]byte // SHA-256 of Deps.AdminToken
+}
+
+// New returns the handler of the management API. Mount it at Prefix:
+//
+//	mux.Handle(api.Prefix, api.New(deps))
+//
+// A nil Armed, Changed, Reload, Now or Logger is replaced by "no plan", a
+// no-op, an error, the system clock and a discarding logger.
+func New(d Deps) http.Handler {
+	if d.Changed == nil {
+		d.Changed = func() {}
+	}
+	if d.Reload == nil {
+		d.Reload = func() error { return errNoReload }
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Armed == nil {
+		d.Armed = func() *govern.Armed { return nil }
+	}
+	h := &handler{Deps: d, mux: http.NewServeMux(), admin: digest(d.AdminToken)}
+	h.routes()
+	return h
+}
+
+func (h *handler) routes() {
+	route := func(pattern string, need access, fn func(w http.ResponseWriter, r *http.Request, p principal)) {
+		h.mux.HandleFunc(pattern, h.authed(need, fn))
+	}
+	route("GET "+Prefix+"governance/limits", delegated, h.getLimits)
+
+	route("GET "+Prefix+"nodes", delegated, h.listNodes)
+	route("POST "+Prefix+"nodes", delegated, h.createNode)
+	route("DELETE "+Prefix+"nodes", delegated, h.deleteNode)
+
+	route("GET "+Prefix+"overrides", delegated, h.listOverrides)
+	route("PUT "+Prefix+"overrides", delegated, h.putOverride)
+	route("DELETE "+Prefix+"overrides", delegated, h.deleteOverride)
+
+	route("POST "+Prefix+"keys", delegated, h.mintKey)
+	route("GET "+Prefix+"keys", delegated, h.listKeys)
+	route("GET "+Prefix+"keys/{kid}", delegated, h.getKey)
+	route("POST "+Prefix+"keys/{kid}/revoke", delegated, h.revokeKey)
+
+	route("POST "+Prefix+"admins", adminOnly, h.createAdmin)
+	route("GET "+Prefix+"admins", adminOnly, h.listAdmins)
+	route("POST "+Prefix+"admins/{id}/revoke", adminOnly, h.revokeAdmin)
+
+	route("GET "+Prefix+"audit", delegated, h.listAudit)
+	route("POST "+Prefix+"reload", adminOnly, h.reload)
+
+	h.mux.HandleFunc("/", h.noRoute)
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+var _ http.Handler = (*handler)(nil)
+
+// routeList is what a request for an unknown route is told.
+const routeList = "GET governance/limits; GET, POST, DELETE nodes; GET, PUT, DELETE overrides; " +
+	"POST, GET keys; GET keys/{kid}; POST keys/{kid}/revoke; POST, GET admins; POST admins/{id}/revoke; GET audit; POST reload"
+
+func (h *handler) noRoute(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, "not_found",
+		"no route %s %s; the management API serves, under %s: %s", r.Method, r.URL.Path, Prefix, routeList)
+}

@@ -1,0 +1,119 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// MintRequest is the body of POST keys. Owner is the node the key belongs
+// to; nil scope lists leave the key unrestricted on that dimension.
+type MintRequest struct {
+	Owner  string      `json:"owner"`
+	Scopes vkey.Scopes `json:"scopes"`
+}
+
+// MintedKey answers POST keys: the key itself, shown this once, and its
+// details. Only the key's SHA-256 is stored.
+type MintedKey struct {
+	Key       string      `json:"key"`
+	KID       string      `json:"kid"`
+	Owner     string      `json:"owner"`
+	Scopes    vkey.Scopes `json:"scopes"`
+	CreatedAt time.Time   `json:"created_at"`
+	CreatedBy string      `json:"created_by"`
+	Note      string      `json:"note"`
+}
+
+// MintNote is the note every MintedKey carries.
+const MintNote = "the key is shown once, now; only its SHA-256 is stored, so save it where it will be used"
+
+// KeyList answers GET keys.
+type KeyList struct {
+	Keys []runtime.Key `json:"keys"`
+}
+
+func (h *handler) mintKey(w http.ResponseWriter, r *http.Request, p principal) {
+	var req MintRequest
+	if !decodeBody(w, r, &req) || !nodeParam(w, "owner", req.Owner, false) {
+		return
+	}
+	if !p.owns(req.Owner) {
+		forbidNode(w, p, "owner", req.Owner, false)
+		return
+	}
+	plan, ok := h.armed(w)
+	if !ok {
+		return
+	}
+	key, k, err := h.DB.MintKey(plan, req.Owner, req.Scopes, runtime.Stamp{Who: p.who, At: h.Now()})
+	if err != nil {
+		h.writeRefusal(w, r, err)
+		return
+	}
+	h.wrote(p, runtime.ActionKeyMint, k.KID)
+	writeJSON(w, http.StatusCreated, MintedKey{Key: key, KID: k.KID, Owner: k.Owner, Scopes: k.Scopes,
+		CreatedAt: k.CreatedAt, CreatedBy: k.CreatedBy, Note: MintNote})
+}
+
+// listKeys lists the keys owned by the owner query parameter or below it
+// (the caller's whole subtree when absent).
+func (h *handler) listKeys(w http.ResponseWriter, r *http.Request, p principal) {
+	root := p.scope
+	if owner := r.URL.Query().Get("owner"); owner != "" {
+		if !nodeParam(w, "owner", owner, false) {
+			return
+		}
+		if !p.owns(owner) {
+			forbidNode(w, p, "owner", owner, false)
+			return
+		}
+		root = owner
+	}
+	keys, err := h.DB.ListKeys(root)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if keys == nil {
+		keys = []runtime.Key{}
+	}
+	writeJSON(w, http.StatusOK, KeyList{Keys: keys})
+}
+
+// ownedKey fetches the key named in the path and checks the caller owns it.
+func (h *handler) ownedKey(w http.ResponseWriter, r *http.Request, p principal) (runtime.Key, bool) {
+	k, err := h.DB.Key(r.PathValue("kid"))
+	if err != nil {
+		h.writeRefusal(w, r, err)
+		return runtime.Key{}, false
+	}
+	if !p.owns(k.Owner) {
+		writeError(w, http.StatusForbidden, "forbidden",
+			"key %s is owned by %q, outside the subtree of delegated admin %s (scope %s); ask an admin", k.KID, k.Owner, p.who, p.scope)
+		return runtime.Key{}, false
+	}
+	return k, true
+}
+
+func (h *handler) getKey(w http.ResponseWriter, r *http.Request, p principal) {
+	if k, ok := h.ownedKey(w, r, p); ok {
+		writeJSON(w, http.StatusOK, k)
+	}
+}
+
+func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request, p principal) {
+	k, ok := h.ownedKey(w, r, p)
+	if !ok {
+		return
+	}
+	k, err := h.DB.RevokeKey(k.KID, runtime.Stamp{Who: p.who, At: h.Now()})
+	if err != nil {
+		h.writeRefusal(w, r, err)
+		return
+	}
+	h.wrote(p, runtime.ActionKeyRevoke, k.KID)
+	writeJSON(w, http.StatusOK, k)
+}

@@ -1,0 +1,97 @@
+package api
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// TestMintShowsTheKeyOnce: the key is in the mint answer and nowhere else,
+// not in lists, gets, the audit log or the sync key table (which has its
+// hash).
+func TestMintShowsTheKeyOnce(t *testing.T) {
+	f := newFixture(t, seed002)
+	sc := vkey.Scopes{Models: []string{"gpt-4o*"}, Endpoints: []string{"/v1/chat/completions"}}
+	var k MintedKey
+	raw := f.must(http.StatusCreated, "POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme/team:ml/user:dev1", Scopes: sc}, &k)
+	kid, err := vkey.KID(k.Key)
+	if err != nil || kid != k.KID {
+		t.Fatalf("minted %q kid %q: KID() = %q, %v", k.Key, k.KID, kid, err)
+	}
+	want := `{"key":"` + k.Key + `","kid":"` + k.KID + `","owner":"org:acme/team:ml/user:dev1",` +
+		`"scopes":{"models":["gpt-4o*"],"providers":null,"endpoints":["/v1/chat/completions"],"allow_passthrough":false},` +
+		`"created_at":"2026-08-14T09:00:00Z","created_by":"admin","note":"` + MintNote + `"}` + "\n"
+	if string(raw) != want {
+		t.Fatalf("mint answer\n%s\nwant\n%s", raw, want)
+	}
+	if f.changed.Load() != 1 {
+		t.Fatalf("Changed called %d times after one mint", f.changed.Load())
+	}
+
+	secret := k.Key[strings.LastIndexByte(k.Key, '-')+1:]
+	for _, path := range []string{Prefix + "keys", Prefix + "keys/" + k.KID, Prefix + "keys?owner=org:acme", Prefix + "audit"} {
+		b := f.must(http.StatusOK, "GET", path, adminToken, nil, nil)
+		if bytes.Contains(b, []byte(secret)) || bytes.Contains(b, []byte(vkey.Hash(k.Key))) {
+			t.Errorf("GET %s shows the key or its hash: %s", path, b)
+		}
+		if !bytes.Contains(b, []byte(k.KID)) {
+			t.Errorf("GET %s does not name the kid: %s", path, b)
+		}
+	}
+	_, keys, err := f.db.Keys()
+	if err != nil || len(keys) != 1 || keys[0].SHA256 != vkey.Hash(k.Key) {
+		t.Fatalf("sync key table %+v, %v", keys, err)
+	}
+	if f.changed.Load() != 1 {
+		t.Fatalf("reads called Changed: %d", f.changed.Load())
+	}
+}
+
+func TestMintRefusals(t *testing.T) {
+	f := newFixture(t, seed002)
+	f.wantError("POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme/team:ml/user:nobody"}, http.StatusBadRequest, "invalid_request",
+		`owner "org:acme/team:ml/user:nobody" is not a node of the tenancy tree; declare it in the config's tenants or create it with POST /tt/api/v1/nodes first`)
+	f.wantError("POST", Prefix+"keys", adminToken, `{"owner":"org:acme","scope":{}}`, http.StatusBadRequest, "invalid_request",
+		`the request body is not the JSON object this route takes: json: unknown field "scope"`)
+	f.wantError("POST", Prefix+"keys", adminToken, `{"owner":"org:acme"} {}`, http.StatusBadRequest, "invalid_request",
+		"the request body has data after its JSON object; send one object")
+	f.wantError("POST", Prefix+"keys", adminToken, `{"owner":"org:acme","scopes":{"models":["gpt-["]}}`, http.StatusBadRequest, "invalid_request",
+		`scopes.models pattern "gpt-[" is not a valid path.Match pattern: syntax error in pattern`)
+	f.wantError("POST", Prefix+"keys", adminToken, MintRequest{}, http.StatusBadRequest, "invalid_request",
+		"owner: "+nodeIDError(""))
+	if f.changed.Load() != 0 {
+		t.Fatalf("refused writes called Changed %d times", f.changed.Load())
+	}
+}
+
+func TestRevokeKey(t *testing.T) {
+	f := newFixture(t, seed002)
+	var k MintedKey
+	f.must(http.StatusCreated, "POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme"}, &k)
+	f.now = t0.Add(90 * 60e9)
+	var got struct {
+		KID       string  `json:"kid"`
+		RevokedAt *string `json:"revoked_at"`
+		RevokedBy string  `json:"revoked_by"`
+	}
+	f.must(http.StatusOK, "POST", Prefix+"keys/"+k.KID+"/revoke", adminToken, nil, &got)
+	if got.KID != k.KID || got.RevokedAt == nil || *got.RevokedAt != "2026-08-14T10:30:00Z" || got.RevokedBy != "admin" {
+		t.Fatalf("revoke answer %+v", got)
+	}
+	_, keys, _ := f.db.Keys()
+	if len(keys) != 1 || !keys[0].Revoked {
+		t.Fatalf("sync key table after revoke: %+v", keys)
+	}
+	f.wantError("POST", Prefix+"keys/"+k.KID+"/revoke", adminToken, nil, http.StatusConflict, "conflict",
+		"key "+k.KID+" was already revoked at 2026-08-14T10:30:00Z by admin")
+	f.wantError("POST", Prefix+"keys/vk_000000000000/revoke", adminToken, nil, http.StatusNotFound, "not_found",
+		"no key vk_000000000000; keys list shows the minted kids")
+	f.wantError("GET", Prefix+"keys/nope", adminToken, nil, http.StatusBadRequest, "invalid_request",
+		`"nope" is not a kid (expected vk_ followed by 12 letters and digits)`)
+	if f.changed.Load() != 2 {
+		t.Fatalf("Changed called %d times; want 2 (mint, revoke)", f.changed.Load())
+	}
+}

@@ -1,0 +1,71 @@
+package api
+
+import (
+	"bytes"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentriage/tokentriage/shared/wire"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s:\n%s", name, path, got)
+	}
+}
+
+// TestLimitsSeedCapture reproduces seed 002's captured document: each
+// definition line is the seed's, byte for byte; overrides are empty and the
+// note is this project's.
+func TestLimitsSeedCapture(t *testing.T) {
+	f := newFixture(t, "testdata/seed002_sandbox.yaml")
+	got := f.must(http.StatusOK, "GET", Prefix+"governance/limits", adminToken, nil, nil)
+	seed := []string{
+		`{"limit_id":"org_monthly_budget","limit_type":"budget_usd","class":"spend","unit":"usd","period":"month","posture":"enforcing","attach":"template","level":"org","amount":{"usd":1000,"estimated":false,"unpriced":false},"override_allowed":true,"override_max":{"usd":5000,"estimated":false,"unpriced":false}}`,
+		`{"limit_id":"team_rpm","limit_type":"rpm","class":"count","unit":"requests","period":"1m0s","posture":"alert_only","attach":"template","level":"team","amount_count":2,"override_allowed":false}`,
+		`{"limit_id":"team_tpm","limit_type":"tpm","class":"count","unit":"tokens","period":"1m0s","posture":"enforcing","attach":"template","level":"team","amount_count":20000,"override_allowed":false}`,
+		`{"limit_id":"user_concurrency","limit_type":"concurrency","class":"count","unit":"concurrent-requests","posture":"enforcing","attach":"template","level":"user","amount_count":10,"override_allowed":false}`,
+	}
+	want := "{\n  \"definitions\": [\n    " + strings.Join(seed, ",\n    ") + "\n  ],\n  \"overrides\": [],\n  \"note\": " + jsonString(wire.LimitsNote) + "\n}\n"
+	if string(got) != want {
+		t.Fatalf("GET governance/limits\n%s\nwant\n%s", got, want)
+	}
+	if !strings.Contains(wire.LimitsNote, "next sync") || strings.Contains(wire.LimitsNote, "NEXT governance reload") {
+		t.Fatalf("the note does not say overrides apply at the next sync: %q", wire.LimitsNote)
+	}
+	golden(t, "limits_seed_capture", got)
+}
+
+// TestLimitsGolden: the six limits of seed 002 with overrides written
+// through the API, as the admin and as a delegated admin (overrides of its
+// subtree only) see the document.
+func TestLimitsGolden(t *testing.T) {
+	f := newFixture(t, overridesConfig)
+	f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "acme_month", Node: "org:acme", AmountUSD: usdPtr("2500")}, nil)
+	f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "team_daily_requests", Node: "org:acme/team:search", Amount: ptr(int64(30000))}, nil)
+	f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "team_daily_requests", Node: "org:acme/team:ml", Amount: ptr(int64(25000))}, nil)
+	golden(t, "limits_overrides", f.must(http.StatusOK, "GET", Prefix+"governance/limits", adminToken, nil, nil))
+	ml, _ := f.delegate("org:acme/team:ml")
+	golden(t, "limits_delegated", f.must(http.StatusOK, "GET", Prefix+"governance/limits", ml, nil, nil))
+
+	s := newFixture(t, seed002)
+	golden(t, "limits_six_types", s.must(http.StatusOK, "GET", Prefix+"governance/limits", adminToken, nil, nil))
+}
