@@ -1,0 +1,210 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tokentriage/tokentriage/accountant/api"
+	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// defaultAccountant is where keys commands find the accountant.
+const defaultAccountant = "http://127.0.0.1:8791"
+
+const keysAuthHelp = `
+The accountant is reached at --accountant (default ` + defaultAccountant + `).
+The admin token comes from --admin-token-file when given, else from the
+TT_ADMIN_TOKEN environment variable. Exit status: 0 done, 1 the accountant
+refused or could not be reached, 2 usage error.`
+
+var keysMintCmd = &command{
+	name:    "keys mint",
+	usage:   "--owner NODE [--models a,b] [...]",
+	summary: "mint a virtual key; the key alone on stdout, its details on stderr",
+	help: `
+Mints a virtual key owned by NODE, a node of the tenancy tree (declared in
+the config's tenants or created through the management API). The key is
+printed alone on the first line of stdout and never shown again; its kid,
+owner and scopes go to stderr, so a script can keep the key:
+
+  KEY=$(tokentriage keys mint --owner org:acme/team:ml/user:dev1)
+
+Scopes restrict what the key may call; a scope left out is unrestricted.
+--models takes path.Match patterns (gpt-4o*), --providers and --endpoints
+exact values.` + keysAuthHelp,
+	setup: func(fs *pflag.FlagSet) func(*env) int {
+		c := accountantFlags(fs)
+		owner := fs.String("owner", "", "node the key belongs to, e.g. org:acme/team:ml/user:dev1 (required)")
+		models := fs.StringSlice("models", nil, "model patterns the key may request (comma-separated; default any)")
+		providers := fs.StringSlice("providers", nil, "providers the key may reach (comma-separated; default any)")
+		endpoints := fs.StringSlice("endpoints", nil, "endpoints the key may call, e.g. /v1/chat/completions (comma-separated; default any)")
+		pass := fs.Bool("allow-passthrough", false, "let the key call paths that are not a governed provider endpoint")
+		return func(e *env) int {
+			if *owner == "" {
+				return e.failf(2, "--owner NODE is required")
+			}
+			if len(e.args) > 0 {
+				return e.failf(2, "unexpected argument %q", e.args[0])
+			}
+			sc := vkey.Scopes{AllowPassthrough: *pass}
+			for _, l := range []struct {
+				flag string
+				in   []string
+				out  *[]string
+			}{{"models", *models, &sc.Models}, {"providers", *providers, &sc.Providers}, {"endpoints", *endpoints, &sc.Endpoints}} {
+				if fs.Changed(l.flag) && len(l.in) == 0 {
+					return e.failf(2, "--%s needs at least one value; leave it out to allow any", l.flag)
+				}
+				*l.out = l.in
+			}
+			client, code := c.client(e)
+			if client == nil {
+				return code
+			}
+			k, err := client.MintKey(e.ctx, *owner, sc)
+			if err != nil {
+				return c.fail(e, err)
+			}
+			fmt.Fprintln(e.stdout, k.Key)
+			fmt.Fprintf(e.stderr, "minted %s for %s\n  scopes: %s\n  %s\n", k.KID, k.Owner, scopesText(k.Scopes), k.Note)
+			return 0
+		}
+	},
+}
+
+var keysListCmd = &command{
+	name:    "keys list",
+	usage:   "[--owner NODE]",
+	summary: "list minted keys (kids, owners, scopes; never the keys)",
+	help: `
+Lists the keys owned by NODE or a node below it (every key when --owner is
+left out), one a line: kid, owner, state, when it was created and by whom,
+and its scopes.` + keysAuthHelp,
+	setup: func(fs *pflag.FlagSet) func(*env) int {
+		c := accountantFlags(fs)
+		owner := fs.String("owner", "", "list the keys of this node and the nodes below it")
+		return func(e *env) int {
+			if len(e.args) > 0 {
+				return e.failf(2, "unexpected argument %q", e.args[0])
+			}
+			client, code := c.client(e)
+			if client == nil {
+				return code
+			}
+			keys, err := client.ListKeys(e.ctx, *owner)
+			if err != nil {
+				return c.fail(e, err)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KID\tOWNER\tSTATE\tCREATED\tBY\tSCOPES")
+			for _, k := range keys {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.KID, k.Owner, keyState(k), k.CreatedAt.UTC().Format(time.RFC3339), k.CreatedBy, scopesText(k.Scopes))
+			}
+			tw.Flush()
+			return 0
+		}
+	},
+}
+
+var keysRevokeCmd = &command{
+	name:    "keys revoke",
+	usage:   "KID",
+	summary: "revoke a virtual key by its kid",
+	help: `
+Revokes the key KID (vk_ followed by 12 letters and digits, as keys list
+shows it). Filters refuse it from their next sync on.` + keysAuthHelp,
+	setup: func(fs *pflag.FlagSet) func(*env) int {
+		c := accountantFlags(fs)
+		return func(e *env) int {
+			if len(e.args) != 1 {
+				return e.failf(2, "one KID is required (keys list shows them)")
+			}
+			client, code := c.client(e)
+			if client == nil {
+				return code
+			}
+			k, err := client.RevokeKey(e.ctx, e.args[0])
+			if err != nil {
+				return c.fail(e, err)
+			}
+			fmt.Fprintf(e.stdout, "revoked %s (owner %s) at %s\n", k.KID, k.Owner, k.RevokedAt.UTC().Format(time.RFC3339))
+			return 0
+		}
+	},
+}
+
+// accountantConn holds the flags every keys command shares.
+type accountantConn struct {
+	url       *string
+	tokenFile *string
+}
+
+func accountantFlags(fs *pflag.FlagSet) *accountantConn {
+	return &accountantConn{
+		url:       fs.String("accountant", defaultAccountant, "the accountant's address"),
+		tokenFile: fs.String("admin-token-file", "", "file holding the admin token (default: the TT_ADMIN_TOKEN environment variable)"),
+	}
+}
+
+// client returns a management API client, or nil and the exit status after
+// saying why there is none.
+func (c *accountantConn) client(e *env) (*api.Client, int) {
+	token := os.Getenv("TT_ADMIN_TOKEN")
+	if *c.tokenFile != "" {
+		b, err := os.ReadFile(*c.tokenFile)
+		if err != nil {
+			return nil, e.failf(2, "cannot read the admin token: %v", err)
+		}
+		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return nil, e.failf(2, "the admin token file %s is empty", *c.tokenFile)
+		}
+	}
+	if token == "" {
+		return nil, e.failf(2, "no admin token: set TT_ADMIN_TOKEN, or pass --admin-token-file FILE")
+	}
+	return &api.Client{BaseURL: *c.url, Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}, 0
+}
+
+// fail reports an error from the accountant and returns exit status 1.
+func (c *accountantConn) fail(e *env, err error) int {
+	var ae *api.Error
+	switch {
+	case api.IsUnauthorized(err):
+		errors.As(err, &ae)
+		return e.failf(1, "the accountant at %s refused the token: %s", *c.url, ae.Message)
+	case errors.As(err, &ae):
+		return e.failf(1, "%s (HTTP %d %s)", ae.Message, ae.Status, ae.Type)
+	}
+	return e.failf(1, "%v", err)
+}
+
+func keyState(k runtime.Key) string {
+	if k.RevokedAt != nil {
+		return "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
+	}
+	return "live"
+}
+
+// scopesText renders scopes on one line: "models gpt-4o*; providers any; …".
+func scopesText(s vkey.Scopes) string {
+	list := func(v []string) string {
+		if v == nil {
+			return "any"
+		}
+		return strings.Join(v, ",")
+	}
+	pass := "no"
+	if s.AllowPassthrough {
+		pass = "yes"
+	}
+	return fmt.Sprintf("models %s; providers %s; endpoints %s; passthrough %s", list(s.Models), list(s.Providers), list(s.Endpoints), pass)
+}

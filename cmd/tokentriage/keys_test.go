@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/api"
+	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/internal/configfile"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+const keysTestToken = "keys-test-admin-token"
+
+// accountantServer runs the management API over a fresh governance.db and
+// the seed 004 config, as the accountant mounts it.
+func accountantServer(t *testing.T) string {
+	t.Helper()
+	db, err := runtime.Open(filepath.Join(t.TempDir(), "governance.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	b, err := os.ReadFile("testdata/seed004.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := configfile.Parse("seed004.yaml", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := govern.Compile(f.Governance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed, _ := plan.Arm(govern.Runtime{})
+	srv := httptest.NewServer(api.New(api.Deps{
+		DB:         db,
+		Armed:      func() *govern.Armed { return armed },
+		AdminToken: keysTestToken,
+		Now:        func() time.Time { return time.Date(2026, 8, 14, 9, 0, 0, 0, time.UTC) },
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func runKeys(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestKeysMintListRevoke(t *testing.T) {
+	url := accountantServer(t)
+	t.Setenv("TT_ADMIN_TOKEN", keysTestToken)
+
+	code, stdout, stderr := runKeys("keys", "mint", "--owner", "org:acme/team:ml/user:dev1", "--accountant", url, "--models", "gpt-4o*,gpt-4.1", "--endpoints", "/v1/chat/completions")
+	if code != 0 {
+		t.Fatalf("keys mint: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// The key alone on the first line of stdout, and nothing else there.
+	key, rest, _ := strings.Cut(stdout, "\n")
+	kid, err := vkey.KID(key)
+	if err != nil || rest != "" {
+		t.Fatalf("stdout %q: want the key alone on one line (%v)", stdout, err)
+	}
+	wantErr := "minted " + kid + " for org:acme/team:ml/user:dev1\n" +
+		"  scopes: models gpt-4o*,gpt-4.1; providers any; endpoints /v1/chat/completions; passthrough no\n" +
+		"  " + api.MintNote + "\n"
+	if stderr != wantErr {
+		t.Fatalf("stderr\n%s\nwant\n%s", stderr, wantErr)
+	}
+
+	code, stdout, stderr = runKeys("keys", "list", "--accountant", url)
+	want := "KID              OWNER                       STATE  CREATED               BY     SCOPES\n" +
+		kid + "  org:acme/team:ml/user:dev1  live   2026-08-14T09:00:00Z  admin  models gpt-4o*,gpt-4.1; providers any; endpoints /v1/chat/completions; passthrough no\n"
+	if code != 0 || stdout != want || stderr != "" {
+		t.Fatalf("keys list: exit %d\n%s\nwant\n%s\nstderr %s", code, stdout, want, stderr)
+	}
+	if strings.Contains(stdout, key[len(key)-32:]) {
+		t.Fatal("keys list shows the key")
+	}
+	if code, stdout, _ = runKeys("keys", "list", "--accountant", url, "--owner", "org:acme/team:search"); code != 0 || strings.Contains(stdout, kid) {
+		t.Fatalf("keys list --owner org:acme/team:search: exit %d\n%s", code, stdout)
+	}
+
+	code, stdout, stderr = runKeys("keys", "revoke", kid, "--accountant", url)
+	if code != 0 || stdout != "revoked "+kid+" (owner org:acme/team:ml/user:dev1) at 2026-08-14T09:00:00Z\n" {
+		t.Fatalf("keys revoke: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, _, stderr = runKeys("keys", "revoke", kid, "--accountant", url)
+	if code != 1 || stderr != "tokentriage keys revoke: key "+kid+" was already revoked at 2026-08-14T09:00:00Z by admin (HTTP 409 conflict)\n" {
+		t.Fatalf("second revoke: exit %d %q", code, stderr)
+	}
+	if _, stdout, _ = runKeys("keys", "list", "--accountant", url); !strings.Contains(stdout, "revoked 2026-08-14T09:00:00Z") {
+		t.Fatalf("keys list after revoke:\n%s", stdout)
+	}
+}
+
+func TestKeysTokenFile(t *testing.T) {
+	url := accountantServer(t)
+	t.Setenv("TT_ADMIN_TOKEN", "not-the-token")
+	file := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(file, []byte(keysTestToken+"\n"), 0o600)
+	code, stdout, stderr := runKeys("keys", "mint", "--owner", "org:acme", "--accountant", url, "--admin-token-file", file)
+	if code != 0 || !strings.HasPrefix(stdout, "tt-vk_") {
+		t.Fatalf("mint with --admin-token-file: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+func TestKeysErrors(t *testing.T) {
+	url := accountantServer(t)
+	gone := httptest.NewServer(nil)
+	goneURL := gone.URL
+	gone.Close()
+
+	t.Setenv("TT_ADMIN_TOKEN", "wrong-token")
+	code, stdout, stderr := runKeys("keys", "mint", "--owner", "org:acme", "--accountant", url)
+	if code != 1 || stdout != "" || stderr != "tokentriage keys mint: the accountant at "+url+" refused the token: the bearer token is neither the admin token nor a live delegated admin token; check TT_ADMIN_TOKEN, or ask an admin for a new delegated token\n" {
+		t.Fatalf("wrong token: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+
+	t.Setenv("TT_ADMIN_TOKEN", keysTestToken)
+	code, stdout, stderr = runKeys("keys", "list", "--accountant", goneURL)
+	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "tokentriage keys list: cannot reach the accountant at "+goneURL+": ") ||
+		!strings.HasSuffix(stderr, "is it running (tokentriage accountant -c FILE --listen ADDR --data DIR), and is --accountant its address?\n") {
+		t.Fatalf("unreachable: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+
+	for i, c := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"keys", "mint", "--owner", "org:acme/team:ml/user:nobody", "--accountant", url}, 1,
+			`tokentriage keys mint: owner "org:acme/team:ml/user:nobody" is not a node of the tenancy tree; declare it in the config's tenants or create it with POST /tt/api/v1/nodes first (HTTP 400 invalid_request)` + "\n"},
+		{[]string{"keys", "mint", "--owner", "org:acme/../org:evil", "--accountant", url}, 1,
+			"tokentriage keys mint: owner: " + govern.ValidNodeID("org:acme/../org:evil").Error() + " (HTTP 400 invalid_request)\n"},
+		{[]string{"keys", "mint", "--accountant", url}, 2, "tokentriage keys mint: --owner NODE is required\n"},
+		{[]string{"keys", "mint", "--owner", "org:acme", "--models", "", "--accountant", url}, 2, "tokentriage keys mint: --models needs at least one value; leave it out to allow any\n"},
+		{[]string{"keys", "revoke", "--accountant", url}, 2, "tokentriage keys revoke: one KID is required (keys list shows them)\n"},
+		{[]string{"keys", "revoke", "vk_nope", "--accountant", url}, 1, `tokentriage keys revoke: "vk_nope" is not a kid (expected vk_ followed by 12 letters and digits) (HTTP 400 invalid_request)` + "\n"},
+		{[]string{"keys", "list", "--accountant", "127.0.0.1:8791"}, 1, `tokentriage keys list: accountant address "127.0.0.1:8791" is not a URL like http://127.0.0.1:8791` + "\n"},
+	} {
+		code, stdout, stderr := runKeys(c.args...)
+		if code != c.code || stdout != "" || stderr != c.stderr {
+			t.Errorf("step %d: %v: exit %d stdout %q\nstderr %q\nwant %d %q", i, c.args, code, stdout, stderr, c.code, c.stderr)
+		}
+	}
+
+	t.Setenv("TT_ADMIN_TOKEN", "")
+	code, _, stderr = runKeys("keys", "list", "--accountant", url)
+	if code != 2 || stderr != "tokentriage keys list: no admin token: set TT_ADMIN_TOKEN, or pass --admin-token-file FILE\n" {
+		t.Fatalf("no token: exit %d %q", code, stderr)
+	}
+}
