@@ -4,4 +4,5 @@ package main
 // them. Adding a command is a new file that defines it and one line here.
 var commands = []*command{
 	validateCmd,
+	keysMintCmd, keysListCmd, keysRevokeCmd,
 }
