@@ -1,0 +1,350 @@
+package wasmtest
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// Config describes one plugin in one host: Envoy's PluginConfig and
+// VmConfig, the clusters the plugin may call, and the upstream it guards.
+type Config struct {
+	// Module is the built .wasm (a Go wasip1 reactor, -buildmode=c-shared).
+	Module []byte
+	// PluginConfig is PLUGIN_CONFIGURATION (Envoy's config.configuration).
+	PluginConfig []byte
+	// VMConfig is VM_CONFIGURATION (vm_config.configuration).
+	VMConfig []byte
+	// VMID is vm_config.vm_id: the shared-data namespace.
+	VMID string
+	// PluginName and RootID are config.name and config.root_id.
+	PluginName string
+	RootID     string
+	// Workers is the number of worker VMs (Envoy's --concurrency); 0 means 1.
+	Workers int
+	// FailOpen is config.fail_open: after a trap, streams pass through
+	// unfiltered instead of being answered 503.
+	FailOpen bool
+	// ReloadOnFailure replaces a failed worker VM with a fresh one at the
+	// next request, like failure_policy FAIL_RELOAD (without backoff). The
+	// stream that hit the trap still fails as FailOpen says.
+	ReloadOnFailure bool
+	// Clock is the time the filter sees; nil is RealClock().
+	Clock Clock
+	// Clusters are the names proxy_http_call may target.
+	Clusters map[string]Cluster
+	// Upstream is where requests go. Unset, every request the filter lets
+	// through is answered 404 (route_not_found), as an Envoy route table
+	// without a match would.
+	Upstream Cluster
+	// Env is vm_config.environment_variables: the WASI environment.
+	Env map[string]string
+	// Properties are extra property values keyed by their dotted path, for
+	// example "xds.cluster_name" or "xds.node.id"; values are the bytes the
+	// filter reads (strings raw, integers 8-byte little-endian).
+	Properties map[string][]byte
+	// Log receives a copy of every captured log line; nil keeps them only
+	// in memory (Logs).
+	Log io.Writer
+	// LogLevel is the wasm logger's level: lines below it are dropped and
+	// proxy_get_log_level returns it. The zero value, LogTrace, keeps all.
+	LogLevel LogLevel
+	// MaxLogs bounds the lines kept in memory; 0 means 4096.
+	MaxLogs int
+	// BufferLimit is the most a filter may buffer per direction (Envoy's
+	// per_connection_buffer_limit_bytes); 0 means 1 MiB.
+	BufferLimit int
+	// Rand feeds WASI random_get; nil is crypto/rand.
+	Rand io.Reader
+}
+
+// Host is an Envoy-like proxy-wasm host running one plugin in several
+// worker VMs. It is an http.Handler: the embedded reverse proxy.
+type Host struct {
+	cfg         Config
+	rt          wazero.Runtime
+	compiled    wazero.CompiledModule
+	abi         string
+	clock       Clock
+	logs        *logStore
+	environ     []string
+	randMu      sync.Mutex
+	bufferLimit int
+	upstream    *target
+	clusters    map[string]*target
+	shared      *sharedStore
+	metrics     *metricStore
+	queues      *queueStore
+	workers     []*worker
+	rr          atomic.Uint64
+	closing     chan struct{}
+	closeOnce   sync.Once
+	callouts    calloutTracker
+	failures    atomic.Int64
+	transport   *http.Transport
+	retired     []*vm
+	retiredMu   sync.Mutex
+	props       map[string][]byte
+}
+
+var _ http.Handler = (*Host)(nil)
+
+// worker is one worker slot; its VM may be replaced after a failure.
+type worker struct {
+	mu      sync.Mutex
+	v       atomic.Pointer[vm]
+	index   int
+	reloads int
+}
+
+// compilationCache is shared by every Host in the process: a module is
+// compiled to machine code once, however many hosts load it.
+var compilationCache = wazero.NewCompilationCache()
+
+func runtimeConfig() wazero.RuntimeConfig {
+	// 16384 pages is V8's 1 GiB cap in Envoy (shared/proxy-wasm.md 3.1).
+	return wazero.NewRuntimeConfig().WithCompilationCache(compilationCache).WithMemoryLimitPages(16384)
+}
+
+// New compiles the module, starts a canary VM that is configured and then
+// discarded (Envoy validates a plugin this way), and starts the worker VMs.
+// A plugin that refuses its configuration fails New.
+func New(ctx context.Context, cfg Config) (*Host, error) {
+	if len(cfg.Module) == 0 {
+		return nil, errors.New("wasmtest: Config.Module is empty: pass the bytes of the built .wasm (internal/testwasm.Filter)")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	h := &Host{
+		cfg:         cfg,
+		clock:       cfg.Clock,
+		bufferLimit: cfg.BufferLimit,
+		closing:     make(chan struct{}),
+		shared:      newSharedStore(),
+		metrics:     newMetricStore(),
+		queues:      newQueueStore(),
+		clusters:    map[string]*target{},
+		transport:   newProxyTransport(),
+		props:       configProps(cfg.Properties),
+	}
+	if h.clock == nil {
+		h.clock = RealClock()
+	}
+	if h.bufferLimit <= 0 {
+		h.bufferLimit = 1 << 20
+	}
+	maxLogs := cfg.MaxLogs
+	if maxLogs <= 0 {
+		maxLogs = 4096
+	}
+	h.logs = &logStore{level: cfg.LogLevel, clock: h.clock, w: cfg.Log, max: maxLogs}
+	keys := make([]string, 0, len(cfg.Env))
+	for k := range cfg.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		h.environ = append(h.environ, k+"="+cfg.Env[k])
+	}
+	if cfg.Upstream.Handler != nil || cfg.Upstream.URL != "" {
+		t, err := newTarget(cfg.Upstream, "upstream", h.transport)
+		if err != nil {
+			return nil, err
+		}
+		h.upstream = t
+	}
+	for name, c := range cfg.Clusters {
+		t, err := newTarget(c, name, h.transport)
+		if err != nil {
+			return nil, err
+		}
+		h.clusters[name] = t
+	}
+
+	h.rt = wazero.NewRuntimeWithConfig(ctx, runtimeConfig())
+	ok := false
+	defer func() {
+		if !ok {
+			h.rt.Close(context.Background())
+		}
+	}()
+	cm, err := h.rt.CompileModule(ctx, cfg.Module)
+	if err != nil {
+		return nil, fmt.Errorf("wasmtest: compiling the module: %w", err)
+	}
+	h.compiled = cm
+	if h.abi, err = abiOf(cm); err != nil {
+		return nil, err
+	}
+	var imps []Import
+	for _, d := range cm.ImportedFunctions() {
+		m, n, _ := d.Import()
+		imps = append(imps, Import{Module: m, Name: n, Params: d.ParamTypes(), Results: d.ResultTypes()})
+	}
+	if err := missingImports(imps, h.abi == abi021); err != nil {
+		return nil, err
+	}
+	if err := registerHostModules(ctx, h.rt, h.abi == abi021); err != nil {
+		return nil, err
+	}
+
+	canary, err := h.newVM(0, "canary")
+	if err != nil {
+		return nil, err
+	}
+	if err := canary.start(); err != nil {
+		canary.discard()
+		return nil, err
+	}
+	canary.discard()
+
+	for i := 1; i <= cfg.Workers; i++ {
+		v, err := h.newVM(i, fmt.Sprintf("worker %d", i))
+		if err == nil {
+			err = v.start()
+			if err != nil {
+				v.discard()
+			}
+		}
+		if err != nil {
+			for _, w := range h.workers {
+				w.v.Load().discard()
+			}
+			return nil, err
+		}
+		w := &worker{index: i}
+		w.v.Store(v)
+		h.workers = append(h.workers, w)
+	}
+	ok = true
+	return h, nil
+}
+
+// pickVM returns the VM of worker n (1-based), or the next worker in turn
+// when n is 0. A failed VM is replaced first when ReloadOnFailure is set.
+func (h *Host) pickVM(n int) *vm {
+	if n <= 0 || n > len(h.workers) {
+		n = int(h.rr.Add(1)-1)%len(h.workers) + 1
+	}
+	w := h.workers[n-1]
+	v := w.v.Load()
+	if v.failed.Load() && h.cfg.ReloadOnFailure {
+		v = h.reload(w)
+	}
+	return v
+}
+
+func (h *Host) reload(w *worker) *vm {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old := w.v.Load()
+	if !old.failed.Load() {
+		return old
+	}
+	select {
+	case <-h.closing:
+		return old
+	default:
+	}
+	nv, err := h.newVM(w.index, fmt.Sprintf("worker %d (reload %d)", w.index, w.reloads+1))
+	if err == nil {
+		if err = nv.start(); err != nil {
+			nv.discard()
+		}
+	}
+	if err != nil {
+		h.logs.add(w.index, old.name, LogError, "reloading the failed vm: "+err.Error())
+		return old
+	}
+	w.reloads++
+	w.v.Store(nv)
+	h.retiredMu.Lock()
+	h.retired = append(h.retired, old)
+	h.retiredMu.Unlock()
+	return nv
+}
+
+// vmFailed is told of every VM failure (with that VM locked).
+func (h *Host) vmFailed(v *vm) { h.failures.Add(1) }
+
+// Close shuts the host down: in-flight streams are reset, every root
+// context gets proxy_on_done (and proxy_on_delete), pending callouts and
+// timers are cancelled, and the VMs are freed.
+func (h *Host) Close() error {
+	h.closeOnce.Do(func() {
+		close(h.closing)
+		for _, w := range h.workers {
+			w.mu.Lock()
+			w.v.Load().shutdown()
+			w.mu.Unlock()
+		}
+		h.retiredMu.Lock()
+		for _, v := range h.retired {
+			v.discard()
+		}
+		h.retiredMu.Unlock()
+		h.callouts.wait(context.Background())
+		h.rt.Close(context.Background())
+		h.transport.CloseIdleConnections()
+	})
+	return nil
+}
+
+func (h *Host) fillRandom(b []byte) error {
+	if h.cfg.Rand == nil {
+		_, err := crand.Read(b)
+		return err
+	}
+	h.randMu.Lock()
+	defer h.randMu.Unlock()
+	_, err := io.ReadFull(h.cfg.Rand, b)
+	return err
+}
+
+// Workers reports how many worker VMs the host runs.
+func (h *Host) Workers() int { return len(h.workers) }
+
+// Failed reports whether worker n's current VM (1-based) has failed, and why.
+func (h *Host) Failed(n int) (bool, string) {
+	if n <= 0 || n > len(h.workers) {
+		return false, ""
+	}
+	v := h.workers[n-1].v.Load()
+	if !v.failed.Load() {
+		return false, ""
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return true, v.failure
+}
+
+// Logs returns the captured log lines, oldest first.
+func (h *Host) Logs() []LogEntry { return h.logs.snapshot() }
+
+// Clock returns the host's clock.
+func (h *Host) Clock() Clock { return h.clock }
+
+// WaitCallouts waits until no HTTP callout is in flight: every call made so
+// far has been delivered, cancelled or failed.
+func (h *Host) WaitCallouts(ctx context.Context) error { return h.callouts.wait(ctx) }
+
+// MemoryPages reports the linear memory size of worker n (1-based), in
+// 64 KiB pages.
+func (h *Host) MemoryPages(n int) uint32 {
+	if n <= 0 || n > len(h.workers) {
+		return 0
+	}
+	v := h.workers[n-1].v.Load()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.mem.Size() / 65536
+}

@@ -1,0 +1,299 @@
+package wasmtest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+)
+
+// ServeHTTP proxies r through the filter to the upstream, as Envoy would:
+// the request goes to one worker VM, its body reaches the filter chunk by
+// chunk as it arrives and the upstream only as the filter lets it, and the
+// response streams back the same way. A stream the filter or the upstream
+// resets drops the client's connection.
+func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	res := h.serve(w, r, 0)
+	if res.reset && !res.clientGone {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+type serveResult struct {
+	reset, clientGone bool
+	counts            Counts
+}
+
+// serve runs one stream on the driver goroutine.
+func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResult {
+	v := h.pickVM(pick)
+	s := &stream{h: h, v: v}
+	s.req.resp = false
+	s.resp.resp = true
+	px := &s.px
+	px.w, px.r = w, r
+	px.done = make(chan struct{})
+	px.wake = make(chan struct{}, 1)
+	px.reqCh = make(chan reqEvent, 1)
+	px.reqMore = make(chan struct{}, 1)
+	px.upCh = make(chan upEvent, 1)
+	px.upMore = make(chan struct{}, 1)
+	px.promise = -1
+	hdr, eos := s.requestMap(r)
+
+	v.mu.Lock()
+	s.begin(hdr, eos)
+	s.settle()
+	v.afterCall(s)
+	v.mu.Unlock()
+	s.flush()
+
+	clientDone := r.Context().Done()
+	for !px.ending && !px.clientEnded {
+		s.askForData()
+		select {
+		case ev := <-px.reqCh:
+			px.reqPending = false
+			s.locked(func() { s.onRequestEvent(ev) })
+		case ev := <-px.upCh:
+			px.respPending = false
+			s.locked(func() { s.onUpstreamEvent(ev) })
+		case <-px.wake:
+			s.locked(func() {})
+		case <-clientDone:
+			px.ending, px.reset, px.clientGone = true, true, true
+		case <-h.closing:
+			px.ending, px.reset = true, true
+		}
+	}
+
+	v.mu.Lock()
+	if px.ending {
+		s.cancelUpstream()
+		if px.clientGone && s.details == "" {
+			s.details = "downstream_remote_disconnect"
+		}
+	}
+	s.finish()
+	v.afterCall(s)
+	v.mu.Unlock()
+	close(px.done)
+	if px.upCancel != nil && (px.ending || !px.clientEnded) {
+		px.upCancel()
+	}
+	if px.upBody != nil {
+		px.upBody.fail(errStreamCancelled)
+	}
+	return serveResult{reset: px.reset, clientGone: px.clientGone, counts: s.counts}
+}
+
+// locked runs f and the deferred actions with the VM locked, then performs
+// the effects.
+func (s *stream) locked(f func()) {
+	v := s.v
+	v.mu.Lock()
+	if !s.px.ending {
+		f()
+		s.settle()
+	}
+	v.afterCall(s)
+	v.mu.Unlock()
+	s.flush()
+}
+
+// askForData lets the readers deliver their next chunk when the filter can
+// take it: not past the buffer limit while it holds data, and not while the
+// upstream has not drained what it was given.
+func (s *stream) askForData() {
+	px := &s.px
+	d := &s.req
+	if !px.reqPending && !d.gotEOS && px.r.Body != nil && px.r.Body != http.NoBody {
+		want := false
+		switch d.state {
+		case dsIterating, dsBuffer:
+			want = true
+		case dsStopAll:
+			want = len(d.body) < s.h.bufferLimit
+		}
+		if want && px.upBody != nil && px.upBody.full(s.h.bufferLimit) {
+			want = false
+		}
+		if want {
+			if !px.reqReader {
+				px.reqReader = true
+				go s.readRequest()
+			}
+			px.reqPending = true
+			px.reqMore <- struct{}{}
+		}
+	}
+	d = &s.resp
+	if !px.respPending && px.respReading && !d.gotEOS {
+		want := false
+		switch d.state {
+		case dsIterating, dsBuffer:
+			want = true
+		case dsStopAll:
+			want = len(d.body) < s.h.bufferLimit
+		}
+		if want {
+			px.respPending = true
+			px.upMore <- struct{}{}
+		}
+	}
+}
+
+func (s *stream) readRequest() {
+	r := s.px.r
+	readBody(r.Body, r.ContentLength, r.Trailer, s.px.reqMore, s.px.done, func(data []byte, eos bool, trl hmap, err error) bool {
+		select {
+		case s.px.reqCh <- reqEvent{data: data, eos: eos, trl: trl, err: err}:
+			return true
+		case <-s.px.done:
+			return false
+		}
+	})
+}
+
+// onRequestEvent feeds the client's body into the filter (VM locked).
+func (s *stream) onRequestEvent(ev reqEvent) {
+	d := &s.req
+	if d.state == dsDone || d.gotEOS {
+		return
+	}
+	switch {
+	case ev.err != nil:
+		s.details = "downstream_remote_disconnect"
+		s.resetStream()
+	case ev.trl != nil:
+		s.trailers(d, ev.trl)
+	default:
+		s.data(d, ev.data, ev.eos)
+	}
+}
+
+// onUpstreamEvent feeds the upstream's response into the filter (VM locked).
+func (s *stream) onUpstreamEvent(ev upEvent) {
+	px := &s.px
+	if ev.gen != px.upGen || px.upBlocked {
+		if ev.resp != nil {
+			ev.resp.Body.Close()
+		}
+		return
+	}
+	d := &s.resp
+	switch {
+	case ev.resp != nil:
+		resp := ev.resp
+		if s.respBegun {
+			resp.Body.Close()
+			return
+		}
+		s.respBegun = true
+		s.status = resp.StatusCode
+		hdr := make(hmap, 0, len(resp.Header)+1)
+		hdr = append(hdr, hpair{":status", strconv.Itoa(resp.StatusCode)})
+		hdr = appendHeader(hdr, resp.Header)
+		eos := resp.Body == http.NoBody || s.method == http.MethodHead
+		px.respReading = !eos
+		px.respTrlDecl = len(resp.Trailer) > 0
+		d.hdr = hdr
+		d.headersEOS = eos
+		if eos {
+			d.gotEOS = true
+		}
+		s.headers(d, eos)
+	case ev.err != nil:
+		s.upstreamError(ev.err)
+	case ev.trl != nil:
+		s.trailers(d, ev.trl)
+	default:
+		s.data(d, ev.data, ev.eos)
+	}
+}
+
+// requestMap is the request header map the filter sees: Envoy's
+// pseudo-headers, then the client's headers with lower-case names; an
+// x-request-id is added when the client sent none, as Envoy does.
+func (s *stream) requestMap(r *http.Request) (hmap, bool) {
+	path := r.RequestURI
+	if path == "" || path[0] != '/' && path != "*" {
+		path = r.URL.RequestURI()
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	m := make(hmap, 0, len(r.Header)+6)
+	m = append(m, hpair{":authority", r.Host}, hpair{":path", path}, hpair{":method", r.Method}, hpair{":scheme", scheme})
+	m = appendHeader(m, r.Header)
+	if r.ContentLength > 0 {
+		if _, ok := m.get("content-length"); !ok {
+			m = append(m, hpair{"content-length", strconv.FormatInt(r.ContentLength, 10)})
+		}
+	}
+	id, ok := m.get("x-request-id")
+	if !ok {
+		id = newRequestID()
+		m = append(m, hpair{"x-request-id", id})
+	}
+	s.method, s.path, s.authority, s.scheme, s.reqID = r.Method, path, r.Host, scheme, id
+	s.proto = r.Proto
+	s.start = s.h.clock.Now()
+	s.remoteAddr = r.RemoteAddr
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(interface{ String() string }); ok {
+		s.localAddr = a.String()
+	}
+	s.reqHeaderBytes = m.byteSize()
+	eos := r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody
+	return m, eos
+}
+
+// newRequestID is a random UUID v4, Envoy's x-request-id.
+func newRequestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:])
+	return string(out[:])
+}
+
+// finish ends the stream's life in the VM: proxy_on_log, then proxy_on_done,
+// then proxy_on_delete (Envoy's order, shared/proxy-wasm.md 3.3).
+func (s *stream) finish() {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	v := s.v
+	if s.created && !v.failed.Load() {
+		s.inLog = true
+		v.enterStream(s)
+		v.call(v.fn.log, "proxy_on_log", uint64(s.id))
+		s.inLog = false
+		if !v.failed.Load() {
+			v.enterStream(s)
+			v.callDefault(v.fn.done, 1, "proxy_on_done", uint64(s.id))
+		}
+		if !v.failed.Load() {
+			v.enterStream(s)
+			v.call(v.fn.delete, "proxy_on_delete", uint64(s.id))
+		}
+	}
+	if s.created {
+		delete(v.streams, s.id)
+	}
+	s.actions = nil
+	v.total.Streams++
+	v.enterRoot()
+}
