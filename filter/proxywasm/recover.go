@@ -1,6 +1,7 @@
 package proxywasm
 
 import (
+	"bytes"
 	"runtime"
 	"strconv"
 
@@ -22,7 +23,7 @@ type Panic struct {
 	Callback  string // the export, like "proxy_on_request_headers"
 	ContextID uint32
 	Value     any    // what was passed to panic
-	Stack     string // the first 2 KiB of the goroutine's stack
+	Stack     string // up to 2 KiB of the stack, from the panicking frame
 }
 
 // PanicHandler chooses the local reply sent to the client of an HTTP stream
@@ -50,9 +51,9 @@ func DefaultPanicReply(p Panic) (status uint32, headers [][2]string, body []byte
 
 func (s *vmState) reportPanic(cb callback, id uint32, r any) Panic {
 	panics.Add(1)
-	var buf [2048]byte
+	var buf [4096]byte
 	n := runtime.Stack(buf[:], false)
-	p := Panic{Callback: cb.String(), ContextID: id, Value: r, Stack: string(buf[:n])}
+	p := Panic{Callback: cb.String(), ContextID: id, Value: r, Stack: shortStack(buf[:n])}
 	hLog(abi.LogError, "proxywasm: recovered panic in "+p.Callback+" (context "+
 		strconv.FormatUint(uint64(id), 10)+"): "+describe(r)+"\n"+p.Stack)
 	return p
@@ -149,6 +150,25 @@ func streamOf(cb callback) uint32 {
 		return abi.StreamResponse
 	}
 	return abi.StreamRequest
+}
+
+// shortStack drops the recovery frames (everything up to the runtime's
+// panic frame) and keeps at most 2 KiB of what follows.
+func shortStack(st []byte) string {
+	if i := bytes.Index(st, []byte("\npanic(")); i >= 0 {
+		rest := st[i+1:]
+		// Skip the panic( line and its file line.
+		for range 2 {
+			if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+				rest = rest[j+1:]
+			}
+		}
+		st = rest
+	}
+	if len(st) > 2048 {
+		st = st[:2048]
+	}
+	return string(st)
 }
 
 // describe renders a panic value without fmt.

@@ -326,7 +326,6 @@ func (e *Emulator) CompleteHttpContext(id uint32) {
 
 func (e *Emulator) complete(s *stream) {
 	h := e.h
-	s.finished = true
 	prev := h.effective
 	h.effective = s.id
 	s.inLog = true
@@ -334,6 +333,7 @@ func (e *Emulator) complete(s *stream) {
 	s.inLog = false
 	e.guest().OnDone(s.id)
 	e.guest().OnDelete(s.id)
+	s.finished = true
 	h.effective = prev
 	delete(h.streams, s.id)
 }
