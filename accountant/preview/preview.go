@@ -1,0 +1,343 @@
+// Package preview owns `tokentriage govern preview`: it replays a recorded
+// ledger against a proposed plan and reports, per limit instance, what the
+// plan would have counted, under three labels (seed 000):
+//
+//   - EXACT, for LedgerSettled limits (budget_usd, quota_tokens,
+//     quota_requests): the fold the accountant runs, recomputed from the
+//     rows of the calendar periods containing the --at instant, so every
+//     figure can be checked by hand against the ledger.
+//   - APPROXIMATE, for rpm and tpm (label rate_windows_approximated): the
+//     rows' arrivals (start times) replayed through the limit's rate
+//     algorithm (shared/rate), reporting the peak use of any window and how
+//     many arrivals the limit would have refused. tpm is charged the row's
+//     reported total at arrival, where the live gate reserves an estimate
+//     and settles it later, hence approximate.
+//   - ESTIMATED, for concurrency (label concurrency_from_flights): ledger
+//     rows carry start and end times, so flights are reconstructed and
+//     overlapped: the peak number in flight, and how many would have been
+//     refused at the cap.
+//
+// Everything here is pure over its inputs: the rows, the plan and the
+// instant come in; the report comes out.
+package preview
+
+import (
+	"sort"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/pricing"
+	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/rate"
+)
+
+// Replay accumulates rows against an armed plan. Feed it with Add, then
+// call Report.
+type Replay struct {
+	armed   *govern.Armed
+	at      time.Time
+	pricing *pricing.Catalog
+	starts  [calendar.Month + 1]int64
+
+	settled map[string]*settled
+	rates   map[string]*rated
+	flights map[string]*inflight
+	stats   Stats
+	buf     []govern.Instance
+	chain   []string
+}
+
+// Stats describe the rows replayed.
+type Stats struct {
+	Rows, Forwarded, Refused, Unpriced, Unreadable int
+	First, Last                                    time.Time // earliest start, latest end
+}
+
+type instance struct {
+	limit  *govern.Limit
+	node   string
+	id     string
+	amount int64
+	dims   govern.Dims // the row's values of the dims the limit constrains
+}
+
+type settled struct {
+	instance
+	value int64
+	rows  int
+}
+
+type arrival struct {
+	at   int64 // Unix nanoseconds
+	cost int64
+}
+
+type rated struct {
+	instance
+	arrivals []arrival
+}
+
+type flight struct{ start, end int64 }
+
+type inflight struct {
+	instance
+	flights []flight
+}
+
+// New returns a replay of armed at instant at (the calendar periods that
+// contain it are the ones EXACT recomputes). Rows without a cost are priced
+// with catalog (nil: the built-in catalog); a row that carries its cost
+// keeps it, as the accountant does.
+func New(armed *govern.Armed, at time.Time, catalog *pricing.Catalog) *Replay {
+	if catalog == nil {
+		catalog = pricing.Default()
+	}
+	r := &Replay{armed: armed, at: at, pricing: catalog,
+		settled: map[string]*settled{}, rates: map[string]*rated{}, flights: map[string]*inflight{}}
+	for _, u := range []calendar.Unit{calendar.Day, calendar.Week, calendar.Month} {
+		r.starts[u] = calendar.Start(u, at).Unix()
+	}
+	return r
+}
+
+// Unreadable counts a line that is not a ledger row.
+func (r *Replay) Unreadable() { r.stats.Unreadable++ }
+
+// Add replays one row.
+func (r *Replay) Add(row *ledger.Row) {
+	st := &r.stats
+	st.Rows++
+	if !row.Start.IsZero() && (st.First.IsZero() || row.Start.Before(st.First)) {
+		st.First = row.Start
+	}
+	if row.End.After(st.Last) {
+		st.Last = row.End
+	}
+	forwarded := row.Decision != ledger.Refused
+	if forwarded {
+		st.Forwarded++
+	} else {
+		st.Refused++
+	}
+	cost := row.Cost
+	if cost == nil {
+		p := r.pricing.PriceRow(row)
+		cost = &ledger.Cost{Nanos: p.Nanos, Unpriced: p.Unpriced}
+	}
+	if cost.Unpriced {
+		st.Unpriced++
+	}
+	if r.armed == nil {
+		return
+	}
+	r.chain = govern.AppendChain(r.chain[:0], row.Node, row.KID)
+	start := row.Start
+	if start.IsZero() {
+		start = row.End
+	}
+
+	// Gate 1: rpm arrivals (every row reached the gate) and concurrency
+	// flights (forwarded rows held a lease from start to end).
+	d1 := govern.Dims{Endpoint: row.Endpoint}
+	r.buf = r.armed.Resolve(r.chain, d1, govern.Gate1, r.buf[:0])
+	for _, in := range r.buf {
+		switch in.Limit.Type {
+		case govern.RPM:
+			x := r.rate(in, d1)
+			x.arrivals = append(x.arrivals, arrival{at: start.UnixNano(), cost: 1})
+		case govern.Concurrency:
+			if forwarded {
+				x := r.flight(in, d1)
+				x.flights = append(x.flights, flight{start: start.UnixNano(), end: row.End.UnixNano()})
+			}
+		}
+	}
+
+	// Gate 2: LedgerSettled folds and tpm usage, forwarded rows only.
+	if !forwarded {
+		return
+	}
+	d2 := govern.Dims{Model: row.Model, Provider: row.Provider, Endpoint: row.Endpoint}
+	r.buf = r.armed.Resolve(r.chain, d2, govern.Gate2, r.buf[:0])
+	for _, in := range r.buf {
+		l := in.Limit
+		switch {
+		case l.Type == govern.TPM:
+			total := row.Usage.Total
+			if total <= 0 {
+				total = max(row.Usage.Input, 0) + max(row.Usage.Output, 0)
+			}
+			x := r.rate(in, d2)
+			x.arrivals = append(x.arrivals, arrival{at: start.UnixNano(), cost: total})
+		case l.Type.Class() == govern.LedgerSettled && l.Period.Calendar != 0:
+			if calendar.Start(l.Period.Calendar, row.End).Unix() != r.starts[l.Period.Calendar] {
+				continue
+			}
+			x := r.settled[in.ID]
+			if x == nil {
+				x = &settled{instance: newInstance(in, d2)}
+				r.settled[in.ID] = x
+			}
+			x.rows++
+			switch l.Type {
+			case govern.BudgetUSD:
+				if !cost.Unpriced {
+					x.value += cost.Nanos
+				}
+			case govern.QuotaTokens:
+				x.value += max(row.Usage.Input, 0) + max(row.Usage.Output, 0)
+			case govern.QuotaRequests:
+				x.value++
+			}
+		}
+	}
+}
+
+func newInstance(in govern.Instance, d govern.Dims) instance {
+	l := in.Limit
+	var dims govern.Dims
+	if l.Match.Model != "" {
+		dims.Model = d.Model
+	}
+	if l.Match.Provider != "" {
+		dims.Provider = d.Provider
+	}
+	if l.Match.Endpoint != "" {
+		dims.Endpoint = d.Endpoint
+	}
+	return instance{limit: l, node: in.Node, id: in.ID, amount: in.Amount, dims: dims}
+}
+
+func (r *Replay) rate(in govern.Instance, d govern.Dims) *rated {
+	x := r.rates[in.ID]
+	if x == nil {
+		x = &rated{instance: newInstance(in, d)}
+		r.rates[in.ID] = x
+	}
+	return x
+}
+
+func (r *Replay) flight(in govern.Instance, d govern.Dims) *inflight {
+	x := r.flights[in.ID]
+	if x == nil {
+		x = &inflight{instance: newInstance(in, d)}
+		r.flights[in.ID] = x
+	}
+	return x
+}
+
+// rateResult is the replay of one rate instance.
+type rateResult struct {
+	peak     int64 // most units inside any window
+	refused  int   // arrivals the algorithm would refuse
+	arrivals int
+}
+
+// replayRate sorts the arrivals and runs them through the algorithm and a
+// sliding window count.
+func replayRate(x *rated) rateResult {
+	a := x.arrivals
+	sort.Slice(a, func(i, j int) bool { return a[i].at < a[j].at })
+	l := x.limit
+	p := rate.Params{Amount: x.amount, Period: l.Period.Window, Burst: l.Burst}
+	alg := l.Algorithm
+	if alg == 0 {
+		alg = rate.GCRA
+	}
+	var st rate.State
+	res := rateResult{arrivals: len(a)}
+	var inWindow int64
+	lo := 0
+	for _, ar := range a {
+		r, next := rate.Take(alg, st, time.Unix(0, ar.at), ar.cost, p)
+		if r.Allowed {
+			st = next
+		} else {
+			res.refused++
+		}
+		inWindow += ar.cost
+		for a[lo].at <= ar.at-int64(l.Period.Window) {
+			inWindow -= a[lo].cost
+			lo++
+		}
+		res.peak = max(res.peak, inWindow)
+	}
+	return res
+}
+
+// flightResult is the replay of one concurrency instance.
+type flightResult struct {
+	peak    int // most flights overlapping at one instant
+	refused int // flights that would have found the cap full
+	flights int
+}
+
+// replayFlights overlaps the flights: peak is the most in flight at once
+// (a flight ending at the instant another starts does not overlap it), and
+// refused counts the flights that would have met amount admitted flights
+// already in flight (a refused flight holds no slot).
+func replayFlights(x *inflight) flightResult {
+	f := x.flights
+	sort.Slice(f, func(i, j int) bool {
+		if f[i].start != f[j].start {
+			return f[i].start < f[j].start
+		}
+		return f[i].end < f[j].end
+	})
+	res := flightResult{flights: len(f)}
+	var all, admitted endHeap
+	for _, fl := range f {
+		all.popUntil(fl.start)
+		admitted.popUntil(fl.start)
+		all.push(fl.end)
+		res.peak = max(res.peak, len(all))
+		if int64(len(admitted)) >= x.amount {
+			res.refused++
+			continue
+		}
+		admitted.push(fl.end)
+	}
+	return res
+}
+
+// endHeap is a min-heap of flight end times.
+type endHeap []int64
+
+func (h *endHeap) push(v int64) {
+	*h = append(*h, v)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p] <= s[i] {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+// popUntil removes every end at or before t.
+func (h *endHeap) popUntil(t int64) {
+	for len(*h) > 0 && (*h)[0] <= t {
+		s := *h
+		n := len(s) - 1
+		s[0] = s[n]
+		s = s[:n]
+		for i := 0; ; {
+			c := 2*i + 1
+			if c >= len(s) {
+				break
+			}
+			if c+1 < len(s) && s[c+1] < s[c] {
+				c++
+			}
+			if s[i] <= s[c] {
+				break
+			}
+			s[i], s[c] = s[c], s[i]
+			i = c
+		}
+		*h = s
+	}
+}

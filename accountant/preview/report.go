@@ -1,0 +1,237 @@
+package preview
+
+import (
+	"fmt"
+	"io"
+	"math/big"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
+)
+
+// Header lines of the three blocks. The first two are seed 000's labels.
+const (
+	ExactHeader       = "EXACT — LedgerSettled recomputation (hand-count-verifiable, exact):"
+	ApproximateHeader = "APPROXIMATE — rate-class (label: rate_windows_approximated):"
+	FlightsHeader     = "ESTIMATED — concurrency from overlapping flights (label: concurrency_from_flights):"
+)
+
+// Source describes what was replayed, for the report's heading.
+type Source struct {
+	Config string   // config file
+	Plan   string   // plan hash
+	Files  []string // ledger files
+}
+
+// Stats returns what has been replayed so far.
+func (r *Replay) Stats() Stats { return r.stats }
+
+// Write prints the report: a heading, then the EXACT, APPROXIMATE and
+// ESTIMATED blocks with one line per instance (a limit whose instances saw
+// no row gets one line naming where it attaches).
+func (r *Replay) Write(w io.Writer, src Source) error {
+	var b strings.Builder
+	st := r.stats
+	fmt.Fprintf(&b, "govern preview: config %s (plan %s)\n", src.Config, short(src.Plan))
+	fmt.Fprintf(&b, "ledger: %d file(s), %d rows (%d forwarded, %d refused, %d unpriced, %d unreadable)",
+		len(src.Files), st.Rows, st.Forwarded, st.Refused, st.Unpriced, st.Unreadable)
+	if st.Rows > 0 {
+		fmt.Fprintf(&b, ", %s .. %s", stamp(st.First), stamp(st.Last))
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "at: %s (EXACT counts the calendar periods containing this instant)\n", stamp(r.at))
+	if r.armed == nil || !r.armed.Plan.Enabled {
+		b.WriteString("note: governance.enabled is not true in this config; the figures show what it would count once enabled\n")
+	}
+	var limits []*govern.Limit
+	if r.armed != nil {
+		limits = r.armed.Plan.Limits
+	}
+
+	b.WriteString("\n" + ExactHeader + "\n")
+	for _, l := range limits {
+		if l.Type.Class() != govern.LedgerSettled {
+			continue
+		}
+		xs := sortedSettled(r.settled, l)
+		if len(xs) == 0 {
+			b.WriteString(settledLine(&settled{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}))
+			continue
+		}
+		for _, x := range xs {
+			b.WriteString(settledLine(x))
+		}
+	}
+
+	b.WriteString("\n" + ApproximateHeader + "\n")
+	for _, l := range limits {
+		if l.Type != govern.RPM && l.Type != govern.TPM {
+			continue
+		}
+		xs := sortedRated(r.rates, l)
+		if len(xs) == 0 {
+			b.WriteString(rateLine(&rated{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}))
+			continue
+		}
+		for _, x := range xs {
+			b.WriteString(rateLine(x))
+		}
+	}
+
+	b.WriteString("\n" + FlightsHeader + "\n")
+	for _, l := range limits {
+		if l.Type != govern.Concurrency {
+			continue
+		}
+		xs := sortedFlights(r.flights, l)
+		if len(xs) == 0 {
+			b.WriteString(flightLine(&inflight{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}))
+			continue
+		}
+		for _, x := range xs {
+			b.WriteString(flightLine(x))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// settledLine is seed 002's line:
+//
+//	[quota_tokens] team_monthly_tokens @ org:acme/team:ml  observed 60 / ceiling 50000000  (frac 0.0000, rows 1)
+func settledLine(x *settled) string {
+	l := x.limit
+	line := fmt.Sprintf("  [%s] %s @ %s%s  observed %s / ceiling %s  (frac %s, rows %d)",
+		l.Type, l.ID, x.node, dimsSuffix(x.dims), amountString(l.Type, x.value), amountString(l.Type, x.amount), frac(x.value, x.amount), x.rows)
+	if x.amount > 0 && x.value >= x.amount {
+		line += "  OVER"
+	}
+	return line + posture(l) + "\n"
+}
+
+func rateLine(x *rated) string {
+	l := x.limit
+	res := replayRate(x)
+	return fmt.Sprintf("  [%s] %s @ %s%s  peak %d / %d per %s  (would refuse %d of %d arrivals; %s, burst %d)%s\n",
+		l.Type, l.ID, x.node, dimsSuffix(x.dims), res.peak, x.amount, l.Period.Window, res.refused, res.arrivals, algName(l), l.Burst, posture(l))
+}
+
+func flightLine(x *inflight) string {
+	l := x.limit
+	res := replayFlights(x)
+	return fmt.Sprintf("  [%s] %s @ %s%s  peak %d / %d in flight  (would refuse %d of %d flights)%s\n",
+		l.Type, l.ID, x.node, dimsSuffix(x.dims), res.peak, x.amount, res.refused, res.flights, posture(l))
+}
+
+func algName(l *govern.Limit) string {
+	if l.Algorithm == 0 {
+		return "gcra"
+	}
+	return l.Algorithm.String()
+}
+
+// posture marks a limit that would not refuse: shadow records, soft admits,
+// off is inert (compiled, never armed).
+func posture(l *govern.Limit) string {
+	switch {
+	case l.Mode == govern.ModeOff:
+		return "  [mode off: inert]"
+	case l.Mode == govern.ModeShadow:
+		return "  [shadow: records, never refuses]"
+	case l.Enforce == govern.EnforceSoft:
+		return "  [soft: admits over the cap]"
+	}
+	return ""
+}
+
+func attachName(l *govern.Limit) string {
+	if l.Node != "" {
+		return l.Node
+	}
+	return "level:" + l.Level
+}
+
+func dimsSuffix(d govern.Dims) string {
+	var s string
+	if d.Model != "" {
+		s += " model=" + d.Model
+	}
+	if d.Provider != "" {
+		s += " provider=" + d.Provider
+	}
+	if d.Endpoint != "" {
+		s += " endpoint=" + d.Endpoint
+	}
+	return s
+}
+
+// amountString renders nanodollars as a plain decimal of dollars
+// (0.0000126, 1000) and counts as integers.
+func amountString(t govern.Type, v int64) string {
+	if t == govern.BudgetUSD {
+		return config.USD{Nanos: v}.String()
+	}
+	return fmt.Sprint(v)
+}
+
+// frac is observed ÷ ceiling to four decimals, rounded half up, exactly.
+func frac(v, ceiling int64) string {
+	if ceiling <= 0 {
+		return "-"
+	}
+	n := new(big.Int).Mul(big.NewInt(v), big.NewInt(20000))
+	n.Add(n, big.NewInt(ceiling))
+	n.Quo(n, big.NewInt(2*ceiling)) // round(v/ceiling × 10000)
+	q, m := new(big.Int).QuoRem(n, big.NewInt(10000), new(big.Int))
+	return fmt.Sprintf("%s.%04d", q, m.Int64())
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func sortedSettled(m map[string]*settled, l *govern.Limit) []*settled {
+	var out []*settled
+	for _, x := range m {
+		if x.limit == l {
+			out = append(out, x)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func sortedRated(m map[string]*rated, l *govern.Limit) []*rated {
+	var out []*rated
+	for _, x := range m {
+		if x.limit == l {
+			out = append(out, x)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func sortedFlights(m map[string]*inflight, l *govern.Limit) []*inflight {
+	var out []*inflight
+	for _, x := range m {
+		if x.limit == l {
+			out = append(out, x)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}

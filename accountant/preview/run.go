@@ -1,0 +1,116 @@
+package preview
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/accountant/pricing"
+	"github.com/tokentriage/tokentriage/internal/configfile"
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
+)
+
+// Options are the inputs of a preview run.
+type Options struct {
+	// ConfigPath is the proposed config (YAML or JSON).
+	ConfigPath string
+	// LogPath names the ledger: decisions.jsonl (with its rotated
+	// siblings), a data directory, or any one ledger file.
+	LogPath string
+	// At picks the calendar periods EXACT recomputes.
+	At time.Time
+	// Pricing prices rows recorded without a cost. Nil: built-in catalog.
+	Pricing *pricing.Catalog
+	// Runtime is the runtime plane to arm with (nodes, overrides).
+	Runtime govern.Runtime
+	// Progress, when set, is told the bytes read so far out of the total.
+	Progress func(done, total int64)
+}
+
+// ConfigError is a proposed config that does not load or compile; Problems
+// lists every problem with its config path.
+type ConfigError struct {
+	Path     string
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s: %d problem(s)", e.Path, len(e.Problems))
+}
+
+// Run compiles the config, replays the ledger and writes the report to w.
+func Run(w io.Writer, o Options) error {
+	plan, err := compile(o.ConfigPath)
+	if err != nil {
+		return err
+	}
+	armed, probs := plan.Arm(o.Runtime)
+	if len(probs) > 0 {
+		ce := &ConfigError{Path: o.ConfigPath}
+		for _, p := range probs {
+			ce.Problems = append(ce.Problems, p.String())
+		}
+		return ce
+	}
+	files, err := ledgerlog.FilesFor(o.LogPath)
+	if err != nil {
+		return err
+	}
+	r := New(armed, o.At, o.Pricing)
+	total := ledgerlog.Size(files)
+	var done, next int64
+	for _, f := range files {
+		err := ledgerlog.ScanFile(f, func(line []byte) error {
+			done += int64(len(line)) + 1
+			if o.Progress != nil && done >= next {
+				o.Progress(done, total)
+				next = done + 1<<20
+			}
+			row, err := ledgerlog.ParseRow(line)
+			if err != nil {
+				r.Unreadable()
+				return nil
+			}
+			r.Add(&row)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if o.Progress != nil {
+		o.Progress(total, total)
+	}
+	return r.Write(w, Source{Config: o.ConfigPath, Plan: plan.Hash, Files: files})
+}
+
+func compile(path string) (*govern.Plan, error) {
+	f, err := configfile.Load(path)
+	if err != nil {
+		var ps config.Problems
+		if errors.As(err, &ps) {
+			ce := &ConfigError{Path: path}
+			for _, p := range govern.FromConfig(ps) {
+				ce.Problems = append(ce.Problems, p.String())
+			}
+			return nil, ce
+		}
+		return nil, err
+	}
+	p, err := govern.Compile(f.Governance)
+	if err != nil {
+		var ps govern.Problems
+		if errors.As(err, &ps) {
+			ce := &ConfigError{Path: path}
+			for _, p := range ps {
+				ce.Problems = append(ce.Problems, p.String())
+			}
+			return nil, ce
+		}
+		return nil, err
+	}
+	return p, nil
+}
