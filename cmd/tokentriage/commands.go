@@ -5,4 +5,6 @@ package main
 var commands = []*command{
 	validateCmd,
 	keysMintCmd, keysListCmd, keysRevokeCmd,
+	accountantCmd,
+	previewCmd,
 }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tokentriage/tokentriage/accountant"
+)
+
+var accountantCmd = &command{
+	name:    "accountant",
+	usage:   "-c FILE --listen ADDR --data DIR",
+	summary: "run the accountant: ingest, pricing, durable ledger, sync, management API, metrics",
+	help: `
+Runs the accountant sidecar. It compiles the config (refusing to start on
+any problem), replays decisions.jsonl under --data for the current day, ISO
+week and month so counters survive restarts, and serves:
+
+  POST /tt/internal/v1/ingest   ledger rows from the filters (acknowledged once on disk)
+  GET  /tt/internal/v1/sync     plan, keys, runtime plane and spend snapshot
+  /tt/api/v1/...                the management API (admin bearer token)
+  GET  /healthz, GET /metrics   health and Prometheus metrics
+
+The admin token is read from TT_ADMIN_TOKEN or --admin-token-file; the
+accountant refuses to start without one unless --insecure-no-admin is given.
+SIGHUP reloads the config (a config that does not compile is rejected and the
+plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
+	setup: func(fs *pflag.FlagSet) func(*env) int {
+		var o sidecarFlags
+		fs.StringVarP(&o.config, "config", "c", "", "configuration file (YAML or JSON)")
+		fs.StringVar(&o.listen, "listen", "127.0.0.1:8791", "address to listen on")
+		fs.StringVar(&o.data, "data", "", "data directory: decisions.jsonl and governance.db")
+		fs.StringVar(&o.pricing, "pricing", "", "pricing file (YAML or JSON) extending or overriding the built-in catalog")
+		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a JSON POST per threshold alert")
+		fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token (default: $TT_ADMIN_TOKEN)")
+		fs.BoolVar(&o.insecure, "insecure-no-admin", false, "start without an admin token: the management API refuses every admin request")
+		return func(e *env) int { return runAccountant(e, o) }
+	},
+}
+
+type sidecarFlags struct {
+	config, listen, data, pricing, webhook, tokenFile string
+	insecure                                          bool
+}
+
+func runAccountant(e *env, o sidecarFlags) int {
+	switch {
+	case o.config == "":
+		return e.failf(2, "-c FILE is required")
+	case o.data == "":
+		return e.failf(2, "--data DIR is required (decisions.jsonl and governance.db live there)")
+	case len(e.args) > 0:
+		return e.failf(2, "unexpected argument %q", e.args[0])
+	}
+	token := os.Getenv("TT_ADMIN_TOKEN")
+	if o.tokenFile != "" {
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return e.failf(2, "cannot read the admin token: %v", err)
+		}
+		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return e.failf(2, "the admin token file %s is empty", o.tokenFile)
+		}
+	}
+	if token == "" && !o.insecure {
+		return e.failf(2, "no admin token: set TT_ADMIN_TOKEN or pass --admin-token-file FILE (or --insecure-no-admin to run with admin access to the management API disabled)")
+	}
+	if token != "" && o.insecure {
+		return e.failf(2, "--insecure-no-admin was given together with an admin token; drop one of them")
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	s, err := accountant.New(accountant.Options{
+		ConfigPath: o.config, DataDir: o.data, Listen: o.listen, AdminToken: token,
+		PricingFile: o.pricing, AlertWebhook: o.webhook, Logger: log,
+	})
+	if err != nil {
+		return e.failf(1, "%v", err)
+	}
+	if o.insecure {
+		log.Warn("started with --insecure-no-admin: the management API refuses every admin request")
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the config")
+				s.Reload() // a rejected config is logged with every problem
+			}
+		}
+	}()
+	if err := s.Run(ctx); err != nil {
+		return e.failf(1, "%v", err)
+	}
+	log.Info("accountant stopped; ledger flushed")
+	return 0
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/pflag"
+
+	"github.com/tokentriage/tokentriage/accountant/preview"
+	"github.com/tokentriage/tokentriage/accountant/pricing"
+)
+
+var previewCmd = &command{
+	name:    "govern preview",
+	usage:   "-c FILE --log LEDGER",
+	summary: "replay the recorded ledger against a proposed config",
+	help: `
+Replays a ledger against the config and prints one line per limit instance
+under three labels:
+
+  EXACT        budget_usd, quota_tokens, quota_requests: the accountant's fold,
+               recomputed from the rows of the calendar periods containing --at
+  APPROXIMATE  rpm and tpm: arrivals replayed through the limit's rate algorithm
+               (peak window use, arrivals it would refuse)
+  ESTIMATED    concurrency: flights rebuilt from the rows' start and end times
+               (peak in flight, flights it would refuse)
+
+--log takes decisions.jsonl (its rotated decisions-*.jsonl siblings are read
+too), a data directory, or one ledger file. A progress line is shown on
+stderr when it is a terminal and the ledger is larger than 64 MiB.`,
+	setup: func(fs *pflag.FlagSet) func(*env) int {
+		cfg := fs.StringP("config", "c", "", "proposed configuration file (YAML or JSON)")
+		log := fs.String("log", "", "ledger: decisions.jsonl, a data directory, or a ledger file")
+		at := fs.String("at", "", "instant whose calendar periods EXACT recomputes (RFC 3339; default now)")
+		pricingFile := fs.String("pricing", "", "pricing file for rows recorded without a cost")
+		return func(e *env) int { return runPreview(e, *cfg, *log, *at, *pricingFile) }
+	},
+}
+
+func runPreview(e *env, cfg, log, at, pricingFile string) int {
+	switch {
+	case cfg == "":
+		return e.failf(2, "-c FILE is required")
+	case log == "":
+		return e.failf(2, "--log decisions.jsonl is required")
+	case len(e.args) > 0:
+		return e.failf(2, "unexpected argument %q", e.args[0])
+	}
+	when := time.Now().UTC()
+	if at != "" {
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return e.failf(2, "--at %q is not an RFC 3339 time (like 2026-08-10T12:00:00Z)", at)
+		}
+		when = t.UTC()
+	}
+	o := preview.Options{ConfigPath: cfg, LogPath: log, At: when}
+	if pricingFile != "" {
+		c, err := pricing.LoadFile(pricingFile)
+		if err != nil {
+			return e.failf(2, "%v", err)
+		}
+		o.Pricing = c
+	}
+	if f, ok := e.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		o.Progress = progressLine(f)
+	}
+	err := preview.Run(e.stdout, o)
+	var ce *preview.ConfigError
+	switch {
+	case errors.As(err, &ce):
+		for _, p := range ce.Problems {
+			fmt.Fprintf(e.stdout, "%s: %s\n", ce.Path, p)
+		}
+		return e.failf(1, "%s does not compile; nothing was replayed", ce.Path)
+	case err != nil:
+		return e.failf(2, "%v", err)
+	}
+	return 0
+}
+
+// progressLine returns a progress reporter that redraws one line on a
+// terminal, for ledgers larger than 64 MiB. RATIONALE.md#why-a-progress-line-of-our-own
+func progressLine(f *os.File) func(done, total int64) {
+	const min = 64 << 20
+	start := time.Now()
+	return func(done, total int64) {
+		if total < min {
+			return
+		}
+		pct := float64(done) / float64(total)
+		width := 30
+		bar := strings.Repeat("=", int(pct*float64(width)))
+		fmt.Fprintf(f, "\rreplaying ledger [%-*s] %3.0f%%  %d/%d MiB  %s", width, bar, pct*100, done>>20, total>>20, time.Since(start).Round(time.Second))
+		if done >= total {
+			fmt.Fprintln(f)
+		}
+	}
+}
