@@ -157,10 +157,16 @@ func (st *stream) requestProperty(v *vm, seg [][]byte, rp, rs uint32) status {
 }
 
 func (st *stream) responseProperty(v *vm, seg [][]byte, rp, rs uint32) status {
+	name := string(seg[0])
+	if name == "code_details" && len(seg) == 1 {
+		if st.details == "" {
+			return statusNotFound
+		}
+		return v.outString(st.details, rp, rs)
+	}
 	if !st.respBegun {
 		return statusNotFound
 	}
-	name := string(seg[0])
 	switch name {
 	case "headers", "trailers":
 		m := st.resp.hdr
@@ -185,11 +191,6 @@ func (st *stream) responseProperty(v *vm, seg [][]byte, rp, rs uint32) status {
 			return statusNotFound
 		}
 		return v.outU64(uint64(code), rp, rs)
-	case "code_details":
-		if st.details == "" {
-			return statusNotFound
-		}
-		return v.outString(st.details, rp, rs)
 	case "flags":
 		return v.outU64(0, rp, rs)
 	case "size":

@@ -191,6 +191,7 @@ func (s *stream) onUpstreamEvent(ev upEvent) {
 		}
 		s.respBegun = true
 		s.status = resp.StatusCode
+		s.details = "via_upstream"
 		hdr := make(hmap, 0, len(resp.Header)+1)
 		hdr = append(hdr, hpair{":status", strconv.Itoa(resp.StatusCode)})
 		hdr = appendHeader(hdr, resp.Header)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -143,6 +144,9 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	in.RemoteAddr = "127.0.0.1:0"
 	if in.ContentLength == 0 && in.Body != http.NoBody {
 		in.ContentLength = -1
+	}
+	if in.ContentLength > 0 {
+		in.Header.Set("Content-Length", strconv.FormatInt(in.ContentLength, 10))
 	}
 	w := newPipeWriter(req)
 	go w.serve(t.h, in)
