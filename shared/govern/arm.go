@@ -2,6 +2,7 @@ package govern
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,21 +19,30 @@ import (
 type Armed struct {
 	Plan *Plan
 
-	tree      map[string]uint8 // config and runtime nodes -> level code
-	nodes     []string         // lexical order
-	limits    []armedLimit     // parallel to Plan.Limits
-	gate      [3][]int32       // Gate1, Gate2 -> armed limits, ascending id
-	all       []int32          // every armed limit, ascending id
-	overrides []Override       // the overrides kept, in runtime order
+	tree      map[string]nodeInfo // config and runtime nodes
+	nodes     []string            // lexical order
+	byLevel   [lvOther][]string   // org, team, user nodes, lexical order
+	limits    []armedLimit        // parallel to Plan.Limits
+	gate      [3][]int32          // Gate1, Gate2 -> armed limits, ascending id
+	all       []int32             // every armed limit, ascending id
+	overrides []Override          // the overrides kept, in runtime order
+}
+
+// nodeInfo is what resolution needs of a tree node, found with one map
+// probe per chain entry.
+type nodeInfo struct {
+	idx   int32  // position among the nodes of its level (byLevel)
+	depth uint16 // NodeDepth
+	level uint8  // level code; lvNone for a node not in the tree
 }
 
 // armedLimit is one limit with what resolution needs precomputed.
 type armedLimit struct {
 	l     *Limit
-	level uint8             // template level code; lvNone when pinned
-	ids   map[string]string // instance node -> identity (no glob model)
-	over  map[string]int64  // instance node -> override amount
-	cache *modelCache       // glob model: (node, model) -> identity
+	level uint8            // template level code; lvNone when pinned
+	ids   []string         // identities by instance: byLevel index, or [0] when pinned
+	over  map[string]int64 // instance node -> override amount
+	cache *modelCache      // glob model: identities per instance and model
 }
 
 // Arm folds the runtime plane into the plan. Runtime nodes are checked
@@ -44,10 +54,11 @@ type armedLimit struct {
 // rest are kept. Mode-off limits are compiled but never armed: they resolve
 // to nothing.
 func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
-	a := &Armed{Plan: p, tree: make(map[string]uint8, len(p.tree)+len(rt.Nodes))}
+	a := &Armed{Plan: p}
 	var probs []Problem
+	levels := make(map[string]uint8, len(p.tree)+len(rt.Nodes))
 	for n, lv := range p.tree {
-		a.tree[n] = lv
+		levels[n] = lv
 	}
 	runtime := map[string]bool{}
 	for i, n := range rt.Nodes {
@@ -66,8 +77,8 @@ func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
 		runtime[n] = true
 		for end := len(n); end > 0; {
 			prefix := n[:end]
-			if a.tree[prefix] == lvNone {
-				a.tree[prefix] = levelCode(NodeLevel(prefix))
+			if levels[prefix] == lvNone {
+				levels[prefix] = levelCode(NodeLevel(prefix))
 			}
 			end = strings.LastIndexByte(prefix, '/')
 			if end < 0 {
@@ -75,7 +86,17 @@ func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
 			}
 		}
 	}
-	a.nodes = sortedNodes(a.tree)
+	a.nodes = sortedNodes(levels)
+	a.tree = make(map[string]nodeInfo, len(a.nodes))
+	for _, n := range a.nodes {
+		lv := levels[n]
+		info := nodeInfo{idx: -1, depth: uint16(min(NodeDepth(n), math.MaxUint16)), level: lv}
+		if lv < lvOther {
+			info.idx = int32(len(a.byLevel[lv]))
+			a.byLevel[lv] = append(a.byLevel[lv], n)
+		}
+		a.tree[n] = info
+	}
 
 	a.limits = make([]armedLimit, len(p.Limits))
 	for i, l := range p.Limits {
@@ -87,14 +108,14 @@ func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
 		if l.Mode == ModeOff {
 			continue
 		}
+		nodes := a.Instances(l)
 		if l.glob {
-			al.cache = &modelCache{m: map[modelKey]string{}}
+			al.cache = &modelCache{m: make([]map[string]string, len(nodes))}
 		} else {
-			nodes := nodesAt(l, a.nodes, a.tree)
-			al.ids = make(map[string]string, len(nodes))
+			al.ids = make([]string, len(nodes))
 			d := Dims{Model: l.Match.Model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint}
-			for _, n := range nodes {
-				al.ids[n] = Identity(l, n, d)
+			for k, n := range nodes {
+				al.ids[k] = Identity(l, n, d)
 			}
 		}
 		g := l.Type.Gate()
@@ -173,7 +194,7 @@ func (a *Armed) instantiates(l *Limit, node string) bool {
 	if l.Node != "" {
 		return node == l.Node
 	}
-	return a.tree[node] == levelCode(l.Level)
+	return a.tree[node].level == levelCode(l.Level)
 }
 
 // Nodes lists every node of the merged tree (config and runtime), in
@@ -181,10 +202,16 @@ func (a *Armed) instantiates(l *Limit, node string) bool {
 func (a *Armed) Nodes() []string { return a.nodes }
 
 // HasNode reports whether node is in the merged tree.
-func (a *Armed) HasNode(node string) bool { return a.tree[node] != lvNone }
+func (a *Armed) HasNode(node string) bool { return a.tree[node].level != lvNone }
 
 // Instances lists the nodes l instantiates at over the merged tree.
-func (a *Armed) Instances(l *Limit) []string { return nodesAt(l, a.nodes, a.tree) }
+// The slice is shared: do not modify it.
+func (a *Armed) Instances(l *Limit) []string {
+	if l.Node != "" {
+		return []string{l.Node}
+	}
+	return a.byLevel[levelCode(l.Level)]
+}
 
 // Overrides lists the overrides that were kept, in runtime order.
 func (a *Armed) Overrides() []Override { return a.overrides }
@@ -206,23 +233,27 @@ func (a *Armed) Override(limitID, node string) (int64, bool) {
 // built per call.
 type modelCache struct {
 	mu sync.Mutex
-	m  map[modelKey]string
+	n  int
+	m  []map[string]string // by instance index: requested model -> identity
 }
-
-type modelKey struct{ node, model string }
 
 const modelCacheMax = 4096
 
-func (c *modelCache) identity(l *Limit, node string, d Dims) string {
+func (c *modelCache) identity(l *Limit, idx int32, node string, d Dims) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if id, ok := c.m[modelKey{node, d.Model}]; ok {
+	mm := c.m[idx]
+	if id, ok := mm[d.Model]; ok {
 		return id
 	}
 	id := Identity(l, node, Dims{Model: d.Model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint})
-	if len(c.m) < modelCacheMax {
-		// Clone: the model may be a slice of a request body.
-		c.m[modelKey{strings.Clone(node), strings.Clone(d.Model)}] = id
+	if c.n < modelCacheMax {
+		if mm == nil {
+			mm = map[string]string{}
+			c.m[idx] = mm
+		}
+		mm[strings.Clone(d.Model)] = id // the model may be a slice of a request body
+		c.n++
 	}
 	return id
 }

@@ -61,16 +61,14 @@ func (a *Armed) ResolveAll(chain []string, d Dims, buf []Instance) []Instance {
 }
 
 func (a *Armed) resolve(chain []string, d Dims, limits []int32, all bool, buf []Instance) []Instance {
-	// The tree level and depth of each chain entry, looked up once.
-	var lvSmall [8]uint8
-	var depthSmall [8]int
-	levels, depths := lvSmall[:0], depthSmall[:0]
-	if len(chain) > len(lvSmall) {
-		levels, depths = make([]uint8, 0, len(chain)), make([]int, 0, len(chain))
+	// What the tree knows of each chain entry, looked up once.
+	var small [8]nodeInfo
+	infos := small[:0]
+	if len(chain) > len(small) {
+		infos = make([]nodeInfo, 0, len(chain))
 	}
 	for _, n := range chain {
-		levels = append(levels, a.tree[n])
-		depths = append(depths, NodeDepth(n))
+		infos = append(infos, a.tree[n])
 	}
 
 	for _, li := range limits {
@@ -81,18 +79,18 @@ func (a *Armed) resolve(chain []string, d Dims, limits []int32, all bool, buf []
 		}
 		switch {
 		case l.Node == Global:
-			buf = al.instance(buf, Global, 0, d, all)
+			buf = al.instance(buf, Global, 0, 0, d, all)
 		case l.Node != "":
 			for i, n := range chain {
 				if n == l.Node {
-					buf = al.instance(buf, n, depths[i], d, all)
+					buf = al.instance(buf, n, int(infos[i].depth), 0, d, all)
 					break
 				}
 			}
 		default:
 			for i, n := range chain {
-				if levels[i] == al.level {
-					buf = al.instance(buf, n, depths[i], d, all)
+				if infos[i].level == al.level {
+					buf = al.instance(buf, n, int(infos[i].depth), infos[i].idx, d, all)
 				}
 			}
 		}
@@ -101,7 +99,9 @@ func (a *Armed) resolve(chain []string, d Dims, limits []int32, all bool, buf []
 	return buf
 }
 
-func (al *armedLimit) instance(buf []Instance, node string, depth int, d Dims, all bool) []Instance {
+// instance appends the instance of al at node; idx is the node's position
+// among the limit's instances.
+func (al *armedLimit) instance(buf []Instance, node string, depth int, idx int32, d Dims, all bool) []Instance {
 	l := al.l
 	inst := Instance{Limit: l, Node: node, Amount: l.Amount, Depth: depth}
 	if al.over != nil {
@@ -111,11 +111,11 @@ func (al *armedLimit) instance(buf []Instance, node string, depth int, d Dims, a
 	}
 	switch {
 	case !l.glob:
-		inst.ID = al.ids[node]
+		inst.ID = al.ids[idx]
 	case d.Model == "" && all:
 		inst.Unresolved = true
 	default:
-		inst.ID = al.cache.identity(l, node, d)
+		inst.ID = al.cache.identity(l, idx, node, d)
 	}
 	return append(buf, inst)
 }
