@@ -4,10 +4,13 @@ import "unicode/utf8"
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string. It escapes what JSON requires
-// (quote, backslash, control characters), U+2028 and U+2029, and replaces
-// invalid UTF-8 with U+FFFD, as encoding/json does; it does not escape
-// <, > and &, which JSON does not require.
+// AppendJSONString appends s as a JSON string, escaped as every appender in
+// this package escapes: what JSON requires (quote, backslash, control
+// characters), U+2028 and U+2029, and each byte of invalid UTF-8 replaced by
+// U+FFFD, as encoding/json does; not <, > and &, which JSON does not
+// require. The ledger row uses it too.
+func AppendJSONString(dst []byte, s string) []byte { return appendString(dst, s) }
+
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	dst = appendEscaped(dst, s)
