@@ -1,0 +1,214 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/quick"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/wire"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from its golden file:\n got: %s\nwant: %s", name, got, want)
+	}
+}
+
+var (
+	start = time.Date(2026, 8, 9, 20, 44, 50, 123456789, time.UTC)
+	end   = start.Add(1500*time.Millisecond + 7)
+)
+
+func fullRow() Row {
+	return Row{
+		RequestID: "tt_i3f2naenug5aanctu6pcjrofcy",
+		Start:     start.In(time.FixedZone("JST", 9*3600)), // written in UTC whatever the zone
+		End:       end,
+		KID:       "vk_FEKZdMs2UQRi",
+		Node:      "org:acme/team:ml/user:dev1",
+		Endpoint:  "/v1/chat/completions",
+		Provider:  "openai",
+		Model:     "gpt-4o-mini",
+		Served:    "gpt-4o-mini-2024-07-18",
+		Stream:    true,
+		Usage:     Usage{Input: 14, Output: 20, CachedInput: 4, Reasoning: 2, Total: 34},
+		Status:    429,
+		Decision:  Refused,
+		ErrorType: "budget_exceeded",
+		RefusedBy: &Ref{LimitID: "org_monthly_budget", LimitType: "budget_usd", Node: "org:acme"},
+		Shadow:    []Ref{{LimitID: "team_rpm", LimitType: "rpm", Node: "org:acme/team:ml"}},
+		Breached:  []Ref{{LimitID: "team_tpm", LimitType: "tpm", Node: "org:acme/team:ml"}, {LimitID: "global_rpm", LimitType: "rpm", Node: "__global"}},
+		Suspended: []string{"ml_daily", "team_monthly_tokens"},
+		Estimated: Estimated{Input: true, Output: true},
+		Replica:   "envoy-7f9c\"east\"",
+		Cost:      &Cost{Nanos: 12600, Unpriced: false, Estimated: true},
+	}
+}
+
+func minimalRow() Row {
+	return Row{RequestID: "tt_e6gbpncee32dbu7y5jpsfr4ax4", Start: start, End: start, Status: 200, Decision: Admitted}
+}
+
+func TestRowGoldens(t *testing.T) {
+	full, minimal := fullRow(), minimalRow()
+	checkGolden(t, "row_full", append(full.AppendJSON(nil), '\n'))
+	checkGolden(t, "row_minimal", append(minimal.AppendJSON(nil), '\n'))
+}
+
+// normalize is what a row looks like after a round trip: times in UTC
+// without a monotonic reading, empty lists nil.
+func normalize(r Row) Row {
+	r.Start, r.End = r.Start.UTC().Round(0), r.End.UTC().Round(0)
+	if len(r.Shadow) == 0 {
+		r.Shadow = nil
+	}
+	if len(r.Breached) == 0 {
+		r.Breached = nil
+	}
+	if len(r.Suspended) == 0 {
+		r.Suspended = nil
+	}
+	return r
+}
+
+func TestRowRoundTrip(t *testing.T) {
+	for _, r := range []Row{fullRow(), minimalRow()} {
+		got, err := ParseRow(r.AppendJSON(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := normalize(r); !reflect.DeepEqual(got, want) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
+		}
+	}
+}
+
+// TestAgreesWithEncodingJSON: what AppendJSON writes, encoding/json reads
+// back into the same row through the struct tags, and ParseRow reads what
+// encoding/json writes.
+func TestAgreesWithEncodingJSON(t *testing.T) {
+	for _, r := range []Row{fullRow(), minimalRow()} {
+		var back Row
+		if err := json.Unmarshal(r.AppendJSON(nil), &back); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := normalize(back), normalize(r); !reflect.DeepEqual(got, want) {
+			t.Errorf("encoding/json reads\n %+v\nwant %+v", got, want)
+		}
+		std, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed, err := ParseRow(std)
+		if err != nil {
+			t.Fatalf("ParseRow(encoding/json output): %v", err)
+		}
+		if want := normalize(r); !reflect.DeepEqual(parsed, want) {
+			t.Errorf("ParseRow of encoding/json output:\n got %+v\nwant %+v", parsed, want)
+		}
+	}
+}
+
+func randString(r *rand.Rand) string {
+	const alphabet = "abc:/_-\"\\\n\t\x01é日\u2028 "
+	rs := []rune(alphabet)
+	n := r.Intn(12)
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		b.WriteRune(rs[r.Intn(len(rs))])
+	}
+	return b.String()
+}
+
+func randRefs(r *rand.Rand) []Ref {
+	var out []Ref
+	for i := r.Intn(3); i > 0; i-- {
+		out = append(out, Ref{LimitID: randString(r), LimitType: randString(r), Node: randString(r)})
+	}
+	if out == nil && r.Intn(2) == 0 {
+		out = []Ref{}
+	}
+	return out
+}
+
+func randTime(r *rand.Rand) time.Time {
+	return time.Unix(r.Int63n(253402300799), r.Int63n(1e9)).In(time.FixedZone("Z", (r.Intn(48)-24)*1800))
+}
+
+type randRow struct{ Row }
+
+func (randRow) Generate(r *rand.Rand, _ int) reflect.Value {
+	var id [16]byte
+	r.Read(id[:])
+	row := Row{
+		RequestID: wire.NewRequestID(id),
+		Start:     randTime(r), End: randTime(r),
+		KID: randString(r), Node: randString(r), Endpoint: randString(r), Provider: randString(r),
+		Model: randString(r), Served: randString(r), Stream: r.Intn(2) == 0,
+		Usage:     Usage{r.Int63(), r.Int63n(1000), r.Int63n(10), 0, r.Int63()},
+		Status:    r.Intn(1000),
+		Decision:  []Decision{Admitted, Refused, ShadowRefused, SoftBreach}[r.Intn(4)],
+		ErrorType: randString(r),
+		Shadow:    randRefs(r), Breached: randRefs(r),
+		Estimated: Estimated{r.Intn(2) == 0, r.Intn(2) == 0},
+		Replica:   randString(r),
+	}
+	if r.Intn(2) == 0 {
+		row.RefusedBy = &Ref{LimitID: randString(r), LimitType: randString(r), Node: randString(r)}
+	}
+	for i := r.Intn(3); i > 0; i-- {
+		row.Suspended = append(row.Suspended, randString(r))
+	}
+	if r.Intn(2) == 0 {
+		row.Cost = &Cost{Nanos: r.Int63(), Unpriced: r.Intn(2) == 0, Estimated: r.Intn(2) == 0}
+	}
+	return reflect.ValueOf(randRow{row})
+}
+
+func TestRoundTripProperty(t *testing.T) {
+	f := func(rr randRow) bool {
+		got, err := ParseRow(rr.AppendJSON(nil))
+		if err != nil {
+			t.Logf("%+v: %v", rr.Row, err)
+			return false
+		}
+		if want := normalize(rr.Row); !reflect.DeepEqual(got, want) {
+			t.Logf("round trip:\n got %+v\nwant %+v", got, want)
+			return false
+		}
+		return true
+	}
+	if err := quick.Check(f, &quick.Config{MaxCount: 2000, Rand: rand.New(rand.NewSource(1))}); err != nil {
+		t.Error("a row did not survive AppendJSON then ParseRow (logged above)")
+	}
+}
+
+func TestAppendJSONDoesNotAllocate(t *testing.T) {
+	r := fullRow()
+	buf := make([]byte, 0, 2048)
+	if n := testing.AllocsPerRun(100, func() { buf = r.AppendJSON(buf[:0]) }); n != 0 {
+		t.Errorf("AppendJSON: %v allocations; want 0", n)
+	}
+}
