@@ -65,7 +65,10 @@ func truncate(s string) string {
 // checked and is rejected with its reason, never counted blindly.
 type dedup struct {
 	ids     map[requestKey]seen
-	hours   map[int64][]requestKey // hour of the row's end → ids
+	hours   map[int64]*[]requestKey // hour of the row's end → ids
+	// last caches the list of the hour inserted into last.
+	last     *[]requestKey
+	lastHour int64
 	horizon int64                  // Unix hour; rows ending before it are too old
 	maxIDs  int
 }
@@ -76,7 +79,7 @@ type seen struct {
 }
 
 func newDedup(maxIDs int) *dedup {
-	return &dedup{ids: map[requestKey]seen{}, hours: map[int64][]requestKey{}, maxIDs: maxIDs}
+	return &dedup{ids: map[requestKey]seen{}, hours: map[int64]*[]requestKey{}, maxIDs: maxIDs}
 }
 
 func hourOf(t time.Time) int64 { return floorDiv(t.Unix(), 3600) }
@@ -101,7 +104,15 @@ func (d *dedup) tooOld(end time.Time) bool { return hourOf(end) < d.horizon }
 func (d *dedup) insert(k requestKey, end time.Time, tag uint64) {
 	h := hourOf(end)
 	d.ids[k] = seen{tag: tag, hour: h}
-	d.hours[h] = append(d.hours[h], k)
+	if d.last == nil || d.lastHour != h {
+		l, ok := d.hours[h]
+		if !ok {
+			l = &[]requestKey{}
+			d.hours[h] = l
+		}
+		d.last, d.lastHour = l, h
+	}
+	*d.last = append(*d.last, k)
 }
 
 // prune forgets the hours before horizon (a Unix hour), then, while more
@@ -121,12 +132,15 @@ func (d *dedup) prune(horizon, keep int64) int64 {
 		if h >= d.horizon && (d.maxIDs <= 0 || len(d.ids) <= d.maxIDs || h >= keep) {
 			break
 		}
-		for _, k := range d.hours[h] {
+		for _, k := range *d.hours[h] {
 			if s, ok := d.ids[k]; ok && s.hour == h {
 				delete(d.ids, k)
 			}
 		}
 		delete(d.hours, h)
+		if d.lastHour == h {
+			d.last = nil
+		}
 		if h+1 > d.horizon {
 			d.horizon = h + 1
 		}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"strings"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/store"
@@ -17,6 +18,13 @@ type dims struct {
 
 func rowDims(r *ledger.Row) dims {
 	return dims{node: r.Node, kid: r.KID, model: r.Model, provider: r.Provider, endpoint: r.Endpoint}
+}
+
+// clone copies the strings of d, so a map key never shares memory with an
+// ingest body (rows may alias the request they came in).
+func (d dims) clone() dims {
+	return dims{node: strings.Clone(d.node), kid: strings.Clone(d.kid), model: strings.Clone(d.model),
+		provider: strings.Clone(d.provider), endpoint: strings.Clone(d.endpoint)}
 }
 
 // target is one LedgerSettled instance a row folds into.
@@ -87,7 +95,7 @@ func (c *Core) resolve(d dims) []target {
 		}
 		ts = append(ts, target{limit: l, node: in.Node, id: in.ID, unit: l.Period.Calendar, amount: in.Amount})
 	}
-	c.resolved[d] = ts
+	c.resolved[d.clone()] = ts
 	return ts
 }
 
@@ -102,7 +110,7 @@ func (c *Core) fold(r *ledger.Row) {
 		p := c.aggs[k]
 		if p == nil {
 			p = &agg{}
-			c.aggs[k] = p
+			c.aggs[aggKey{d: d.clone(), day: day}] = p
 		}
 		p.rows += a.rows
 		p.tokens += a.tokens

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -22,11 +23,26 @@ import (
 // ParseRow decodes one line of the ledger (or of an ingest batch). Unknown
 // fields are ignored, as encoding/json does.
 func ParseRow(line []byte) (ledger.Row, error) {
+	return parseRow(string(line))
+}
+
+// ParseRowShared is ParseRow without copying: the row's strings share
+// memory with line, so line must not change while the row is in use (an
+// ingest body, read once and dropped after the batch). Whoever keeps one
+// of the strings past that copies it.
+func ParseRowShared(line []byte) (ledger.Row, error) {
+	if len(line) == 0 {
+		return parseRow("")
+	}
+	return parseRow(unsafe.String(&line[0], len(line)))
+}
+
+func parseRow(line string) (ledger.Row, error) {
 	var r ledger.Row
-	if !gjson.ValidBytes(line) {
+	if !gjson.Valid(line) {
 		return r, errors.New("not a ledger row: the line is not valid JSON")
 	}
-	top := gjson.ParseBytes(line)
+	top := gjson.Parse(line)
 	if !top.IsObject() {
 		return r, errors.New("not a ledger row: the line is not a JSON object")
 	}
