@@ -2,8 +2,8 @@ package accountant
 
 import (
 	"context"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 

@@ -64,13 +64,13 @@ func truncate(s string) string {
 // horizon moves forward. A row that ended before the horizon cannot be
 // checked and is rejected with its reason, never counted blindly.
 type dedup struct {
-	ids     map[requestKey]seen
-	hours   map[int64]*[]requestKey // hour of the row's end → ids
+	ids   map[requestKey]seen
+	hours map[int64]*[]requestKey // hour of the row's end → ids
 	// last caches the list of the hour inserted into last.
 	last     *[]requestKey
 	lastHour int64
-	horizon int64                  // Unix hour; rows ending before it are too old
-	maxIDs  int
+	horizon  int64 // Unix hour; rows ending before it are too old
+	maxIDs   int
 }
 
 type seen struct {
