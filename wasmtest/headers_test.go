@@ -33,10 +33,10 @@ func TestHeaderMapSemantics(t *testing.T) {
 	for _, want := range []string{
 		"headers:n=11,eos=false", // :authority :path :method :scheme, content-length x-mode x-multi×2 x-remove x-replace x-request-id
 		"add=0", "replace=0", "remove=0",
-		"missing=1",      // NOT_FOUND
-		"multi=a",        // the first value of a repeated header
-		"size=0",         // proxy_get_header_map_size works in the headers callback
-		"call-map=2",     // the callout map outside its callback: BAD_ARGUMENT
+		"missing=1",             // NOT_FOUND
+		"multi=a",               // the first value of a repeated header
+		"size=0",                // proxy_get_header_map_size works in the headers callback
+		"call-map=2",            // the callout map outside its callback: BAD_ARGUMENT
 		"req-hdr-in-body=2",     // request headers after Continue: BAD_ARGUMENT
 		"req-hdr-in-resp=2/0:0", // value BAD_ARGUMENT, pairs OK and empty
 	} {
