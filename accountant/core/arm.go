@@ -39,6 +39,9 @@ func (c *Core) rederive(now time.Time, live bool) error {
 		day := time.Unix(k.day*86400, 0).UTC()
 		for _, t := range c.resolve(k.d) {
 			n := amountOf(t.limit.Type, *a)
+			if n == 0 {
+				continue // as the fold: nothing to add, no counter
+			}
 			key := store.Key{ID: t.id, Unit: t.unit, Start: calendar.Start(t.unit, day).Unix()}
 			s := sums[key]
 			if s == nil {
