@@ -44,6 +44,9 @@ func ParseRow(data []byte) (Row, error) {
 			s.fail = true
 		}
 	}
+	if s.deep {
+		return Row{}, &FieldError{Reason: "nested deeper than " + strconv.Itoa(maxDepth) + " levels (at byte " + strconv.Itoa(s.i) + ")"}
+	}
 	if s.fail {
 		return Row{}, &FieldError{Reason: "not valid JSON (at byte " + strconv.Itoa(s.i) + ")"}
 	}

@@ -27,6 +27,7 @@ func TestParseRowErrors(t *testing.T) {
 		{`{"status":"x}`, `ledger: row: not valid JSON (at byte 13)`},
 		{`{"kid":"a"} {}`, `ledger: row: not valid JSON (at byte 12)`},
 		{`{"future":[1,}`, `ledger: row: not valid JSON (at byte 13)`},
+		{`{"future":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`, `ledger: row: nested deeper than 512 levels (at byte 522)`},
 		{`[1,2]`, `ledger: row: want a JSON object, got [1,2]`},
 		{`"row"`, `ledger: row: want a JSON object, got "row"`},
 		{`{}`, `ledger: row field "request_id": missing; every row carries it`},

@@ -1,6 +1,8 @@
 // Package ledger owns the ledger row: the record of one finished request that
 // the filter sends to the accountant and the accountant appends to
-// decisions.jsonl. Its JSON form is a wire contract, golden-tested.
+// decisions.jsonl. Its JSON form is a wire contract, golden-tested:
+// (*Row).AppendJSON writes it without reflection, ParseRow reads it strictly,
+// and AppendJSONL, ParseJSONL and Decoder handle batches of JSON lines.
 package ledger
 
 import "time"

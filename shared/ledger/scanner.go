@@ -13,8 +13,13 @@ import (
 type scanner struct {
 	src  string // the input, copied once
 	i    int
-	fail bool // the input is not valid JSON
+	fail bool // the input is not valid JSON, or nests too deep
+	deep bool // the failure is nesting deeper than maxDepth
 }
+
+// maxDepth bounds the nesting of unknown members, so no input can grow the
+// stack without limit.
+const maxDepth = 512
 
 func (s *scanner) ws() {
 	for s.i < len(s.src) {
@@ -247,8 +252,8 @@ func (s *scanner) literal(word string) bool {
 
 // skip reads and discards any value (an unknown member's), checking it.
 func (s *scanner) skip(depth int) bool {
-	if depth > 64 {
-		s.fail = true
+	if depth >= maxDepth {
+		s.fail, s.deep = true, true
 		return false
 	}
 	switch s.peek() {
