@@ -219,7 +219,8 @@ func onLog(id uint32) {
 }
 
 // streamDone calls OnHttpStreamDone once per stream: from proxy_on_log, or
-// from proxy_on_delete for a host that never sent proxy_on_log.
+// from proxy_on_delete for a host that never sent proxy_on_log (RATIONALE.md,
+// "Why does proxy_on_delete call OnHttpStreamDone?").
 func (s *vmState) streamDone(id uint32, st *streamState) {
 	if st.ctx == nil || st.doneCalled {
 		return

@@ -26,5 +26,6 @@
 // (header values, bodies, shared-data values) is freshly allocated and may
 // be kept.
 //
-// See RATIONALE.md in this folder for why the binding looks the way it does.
+// RATIONALE.md ("Why does the filter carry its own proxy-wasm binding?" and
+// the sections after it) explains the choices.
 package proxywasm

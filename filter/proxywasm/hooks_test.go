@@ -1,6 +1,8 @@
 package proxywasm_test
 
 import (
+	"testing"
+
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tokentriage/tokentriage/filter/proxywasm/proxytest"
@@ -120,7 +122,7 @@ var (
 )
 
 // start returns a started emulator running h.
-func start(t interface{ Fatalf(string, ...any) }, h *hooks, opts proxytest.Options) *proxytest.Emulator {
+func start(t testing.TB, h *hooks, opts proxytest.Options) *proxytest.Emulator {
 	opts.VMContext = hookVM{h: h}
 	e := proxytest.NewEmulator(opts)
 	if st := e.StartPlugin(); st != types.OnPluginStartStatusOK {

@@ -210,7 +210,7 @@ type stubReply struct {
 	headers [][2]string
 }
 
-func (s *stubHost) instantiate(ctx context.Context, t *testing.T, r wazero.Runtime, m wazero.CompiledModule) {
+func (s *stubHost) instantiate(ctx context.Context, t testing.TB, r wazero.Runtime, m wazero.CompiledModule) {
 	b := r.NewHostModuleBuilder("env")
 	for _, f := range m.ImportedFunctions() {
 		mod, name, _ := f.Import()
@@ -248,6 +248,10 @@ func (s *stubHost) instantiate(ctx context.Context, t *testing.T, r wazero.Runti
 // wasmVM instantiates a built filter on wazero with stock WASI and the
 // stub env, running _initialize.
 func wasmVM(t *testing.T, wasm []byte) (context.Context, api.Module, *stubHost) {
+	return wasmVMB(t, wasm)
+}
+
+func wasmVMB(t testing.TB, wasm []byte) (context.Context, api.Module, *stubHost) {
 	ctx := context.Background()
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler())
 	t.Cleanup(func() { r.Close(ctx) })

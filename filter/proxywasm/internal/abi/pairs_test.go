@@ -130,3 +130,27 @@ func FuzzPairsRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+var benchHeaders = [][2]string{
+	{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "api.example"},
+	{":scheme", "https"}, {"content-type", "application/json"}, {"authorization", "Bearer tt-vk_0123456789ab-0123456789abcdef0123456789abcdef"},
+	{"user-agent", "openai-python/1.40.0"}, {"x-request-id", "3f1c1f2e-6a8a-4f3e-9b2f-0c4b5d6e7f80"},
+}
+
+func BenchmarkAppendPairs(b *testing.B) {
+	buf := AppendPairs(nil, benchHeaders)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendPairs(buf[:0], benchHeaders)
+	}
+}
+
+func BenchmarkDecodePairsString(b *testing.B) {
+	s := string(AppendPairs(nil, benchHeaders))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodePairsString(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -9,7 +9,8 @@
 // package variable, as it does in a real wasm instance where it is alone.
 // Shared-data calls release the global lock while the host serves them,
 // so VMs on different goroutines interleave exactly where real workers
-// can race: between a get and the set that follows it.
+// can race: between a get and the set that follows it (RATIONALE.md, "Why
+// does the native stand-in run every emulated VM under one lock?").
 package nativehost
 
 import (
