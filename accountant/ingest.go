@@ -77,7 +77,7 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 			continue
 		}
 		n++
-		row, err := ledgerlog.ParseRowShared(line) // the core copies what it keeps
+		row, err := ledgerlog.ParseRow(line)
 		if err != nil {
 			lineErrs = append(lineErrs, fmt.Sprintf("line %d: %v", n, err))
 			continue

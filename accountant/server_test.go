@@ -120,10 +120,12 @@ func row(id string, end time.Time, node, model string, in, out int64) ledger.Row
 	}
 }
 
-// reqID returns a valid request id numbered n.
+// reqID returns a valid request id numbered n: 128 bits in 26 base32
+// characters, so the last character carries two zero bits.
 func reqID(n int) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
 	b := []byte("tt_aaaaaaaaaaaaaaaaaaaaaaaaaa")
+	n <<= 2
 	for i := len(b) - 1; n > 0 && i >= 3; i-- {
 		b[i] = alphabet[n%32]
 		n /= 32
@@ -240,7 +242,8 @@ func TestIngestRejectsBadLinesAlone(t *testing.T) {
 	if ack.Accepted != 1 || ack.Rejected != 2 || len(ack.Errors) != 2 {
 		t.Fatalf("ack = %+v", ack)
 	}
-	if !strings.HasPrefix(ack.Errors[0], "line 1: not a ledger row") || !strings.HasPrefix(ack.Errors[1], `line 3: request_id "tt_BAD" is not tt_ followed by 26 lowercase base32 characters`) {
+	if ack.Errors[0] != "line 1: ledger: row: not valid JSON (at byte 1)" ||
+		ack.Errors[1] != `line 3: ledger: row field "request_id": "tt_BAD" is not a request id (tt_ and 26 lowercase base32 characters)` {
 		t.Errorf("errors = %q", ack.Errors)
 	}
 	// The same batch again: the good row is a duplicate.

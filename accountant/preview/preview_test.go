@@ -68,7 +68,7 @@ func TestBurstGolden(t *testing.T) {
 		n++
 		const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
 		s := []byte("tt_aaaaaaaaaaaaaaaaaaaaaaaaaa")
-		for i, k := len(s)-1, n; k > 0; i-- {
+		for i, k := len(s)-1, n<<2; k > 0; i-- { // the last character carries two zero bits
 			s[i] = alphabet[k%32]
 			k /= 32
 		}
