@@ -345,3 +345,26 @@ func TestLogsAndLevel(t *testing.T) {
 		t.Errorf("warn logs = %q", w)
 	}
 }
+
+// OnPluginDone false defers the root's deletion until PluginDone.
+func TestPluginDoneLater(t *testing.T) {
+	deleted := false
+	h := &hooks{
+		pluginStart: func(int) bool { return proxywasm.SetTickPeriodMilliSeconds(10) == nil },
+		pluginDone:  func() bool { return false },
+		tick: func() {
+			proxywasm.PluginDone()
+			deleted = true
+		},
+	}
+	e := start(t, h, proxytest.Options{})
+	if e.FinishVM() {
+		t.Fatal("FinishVM = true, want false (the plugin asked to finish later)")
+	}
+	if !e.Tick() || !deleted {
+		t.Fatal("the pending root must still tick")
+	}
+	if e.Tick() {
+		t.Error("the root still ticks after PluginDone deleted it")
+	}
+}

@@ -215,3 +215,21 @@ func TestUnknownContextIDsNeverPanic(t *testing.T) {
 	g.OnDelete(e.h.rootID)
 	g.OnTick(e.h.rootID)
 }
+
+// proxy_close_stream resets the stream after the call; the host then ends
+// it, so the filter's OnHttpStreamDone runs.
+func TestCloseStreamEndsTheStream(t *testing.T) {
+	e, s := newBare(t)
+	e.nv.Enter()
+	if st := e.h.CloseStream(abi.StreamRequest); st != abi.StatusOK {
+		t.Fatalf("CloseStream = %d", st)
+	}
+	e.afterCall()
+	e.nv.Exit()
+	if !e.IsHttpStreamReset(s.id) || e.h.streams[s.id] != nil {
+		t.Fatal("the reset stream must be completed and gone")
+	}
+	if st := e.h.CloseStream(7); st != abi.StatusBadArgument {
+		t.Errorf("CloseStream(7) = %d", st)
+	}
+}
