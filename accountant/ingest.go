@@ -86,23 +86,43 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 		lineOf = append(lineOf, n)
 	}
 
-	now := s.now()
+	// Validate, price and encode outside the lock too; under it only the
+	// dedup, the fold and the append remain.
+	prep := s.core.Prepare(rows, nil)
 	buf := getBuf() // back to the pool only once the ledger wrote it
 	if need := size + size/4 + 64*len(rows); cap(*buf) < need {
 		*buf = make([]byte, 0, need) // a row grows by its cost when encoded
 	}
+	ends := make([]int, len(rows)) // end offset of each row's line in buf
+	for i := range rows {
+		if prep[i].Err() == nil {
+			*buf = ledgerlog.AppendRow(*buf, &rows[i])
+		}
+		ends[i] = len(*buf)
+	}
+
+	now := s.now()
 	s.mu.Lock()
 	tag := s.ledger.Next()
-	res := s.core.Ingest(now, rows, tag)
-	for i, o := range res.Outcomes {
-		if o == core.Accepted {
-			*buf = ledgerlog.AppendRow(*buf, &rows[i])
+	res := s.core.IngestPrepared(now, rows, prep, tag)
+	out := *buf
+	if res.Accepted != len(rows) && res.Accepted > 0 {
+		// Keep only the accepted rows' lines (duplicates are not written).
+		out = out[:0:0]
+		for i, o := range res.Outcomes {
+			if o == core.Accepted {
+				start := 0
+				if i > 0 {
+					start = ends[i-1]
+				}
+				out = append(out, (*buf)[start:ends[i]]...)
+			}
 		}
 	}
 	var seq uint64
 	var appendErr error
-	if len(*buf) > 0 {
-		seq, appendErr = s.ledger.Append(*buf)
+	if res.Accepted > 0 {
+		seq, appendErr = s.ledger.Append(out)
 	}
 	s.mu.Unlock()
 	if appendErr != nil {

@@ -44,9 +44,10 @@ type Result struct {
 // Ingest records a batch at instant now. Each accepted row is priced in
 // place (its Cost set) when it carries no cost, and remembered under tag,
 // the sequence number of the durable commit the caller will write it in.
-// Refused rows are recorded but not folded.
+// Refused rows are recorded but not folded. Ingest is Prepare followed by
+// IngestPrepared.
 func (c *Core) Ingest(now time.Time, rows []ledger.Row, tag uint64) Result {
-	return c.ingest(now, rows, tag, true)
+	return c.ingest(now, rows, c.Prepare(rows, nil), tag, true)
 }
 
 // Restore feeds rows read back from the ledger at start: like Ingest with
@@ -54,16 +55,45 @@ func (c *Core) Ingest(now time.Time, rows []ledger.Row, tag uint64) Result {
 // skipped silently and alerts are marked as raised without being returned
 // (they were raised before the restart).
 func (c *Core) Restore(now time.Time, rows []ledger.Row) Result {
-	return c.ingest(now, rows, 0, false)
+	return c.ingest(now, rows, c.Prepare(rows, nil), 0, false)
 }
 
-func (c *Core) ingest(now time.Time, rows []ledger.Row, tag uint64, live bool) Result {
+// Prepared is what Prepare worked out for one row.
+type Prepared struct {
+	key requestKey
+	err error
+}
+
+// Prepare does the part of ingest that needs no state, so callers can run
+// it outside whatever serialises the Core: it validates each row, packs its
+// request id, and prices the row in place when it carries no cost. It reads
+// only the immutable catalog and is safe to call concurrently with any
+// other method. The result is appended to out.
+func (c *Core) Prepare(rows []ledger.Row, out []Prepared) []Prepared {
+	for i := range rows {
+		r := &rows[i]
+		k, err := validate(r)
+		if err == nil && r.Cost == nil {
+			p := c.opts.Pricing.PriceRow(r)
+			r.Cost = &ledger.Cost{Nanos: p.Nanos, Unpriced: p.Unpriced, Estimated: r.Estimated.Input || r.Estimated.Output}
+		}
+		out = append(out, Prepared{key: k, err: err})
+	}
+	return out
+}
+
+// IngestPrepared is Ingest for rows that went through Prepare.
+func (c *Core) IngestPrepared(now time.Time, rows []ledger.Row, prep []Prepared, tag uint64) Result {
+	return c.ingest(now, rows, prep, tag, true)
+}
+
+func (c *Core) ingest(now time.Time, rows []ledger.Row, prep []Prepared, tag uint64, live bool) Result {
 	c.advance(now)
 	res := Result{Outcomes: make([]Outcome, len(rows))}
 	c.deltas, c.targets, c.values = c.deltas[:0], c.targets[:0], c.values[:0]
 	for i := range rows {
 		r := &rows[i]
-		k, err := validate(r)
+		k, err := prep[i].key, prep[i].err
 		if err == nil && c.dedup.tooOld(r.End) {
 			if !live {
 				res.Outcomes[i] = Rejected
@@ -92,10 +122,6 @@ func (c *Core) ingest(now time.Time, rows []ledger.Row, tag uint64, live bool) R
 		c.dedup.insert(k, r.End, tag)
 		res.Outcomes[i] = Accepted
 		res.Accepted++
-		if r.Cost == nil {
-			p := c.opts.Pricing.PriceRow(r)
-			r.Cost = &ledger.Cost{Nanos: p.Nanos, Unpriced: p.Unpriced, Estimated: r.Estimated.Input || r.Estimated.Output}
-		}
 		if r.Cost.Unpriced {
 			res.Unpriced++
 		}
@@ -151,3 +177,6 @@ func validate(r *ledger.Row) (requestKey, error) {
 	}
 	return k, nil
 }
+
+// Err is the reason Prepare found the row unreadable, or nil.
+func (p Prepared) Err() error { return p.err }
