@@ -10,14 +10,14 @@ import (
 // run it with e.g. --component-log-level wasm:info to see filter logs.
 type LogLevel uint32
 
-// Log levels, lowest first.
+// Log levels, lowest first (the ABI's numbers).
 const (
-	LogLevelTrace    LogLevel = LogLevel(abi.LogTrace)
-	LogLevelDebug    LogLevel = LogLevel(abi.LogDebug)
-	LogLevelInfo     LogLevel = LogLevel(abi.LogInfo)
-	LogLevelWarn     LogLevel = LogLevel(abi.LogWarn)
-	LogLevelError    LogLevel = LogLevel(abi.LogError)
-	LogLevelCritical LogLevel = LogLevel(abi.LogCritical)
+	LogLevelTrace    LogLevel = 0
+	LogLevelDebug    LogLevel = 1
+	LogLevelInfo     LogLevel = 2
+	LogLevelWarn     LogLevel = 3
+	LogLevelError    LogLevel = 4
+	LogLevelCritical LogLevel = 5
 )
 
 var levelNames = [...]string{"trace", "debug", "info", "warn", "error", "critical"}

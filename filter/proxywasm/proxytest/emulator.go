@@ -13,7 +13,9 @@
 //
 // Package-level variables of the filter are shared by every emulated VM of
 // a test binary, where each wasm VM has its own; keep per-VM state in the
-// VM or plugin context.
+// VM or plugin context. The filter must call the proxywasm API on the
+// callback's own goroutine, and must not call Emulator methods from inside
+// a callback (the VM is busy: the call would wait for itself).
 package proxytest
 
 import (
