@@ -1,13 +1,18 @@
 package accountant
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // BenchmarkIngest measures ingest + price + fold + durable group commit
@@ -67,4 +72,53 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkIngestHTTP is BenchmarkIngest through the real endpoint over
+// loopback TCP: request parsing, the handler and the JSON acknowledgement
+// included.
+//
+//	go test ./accountant -run '^$' -bench IngestHTTP -benchtime 400x
+func BenchmarkIngestHTTP(b *testing.B) {
+	const rowsPerBatch = 512
+	f := newFixture(b, testConfig)
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	var next atomic.Int64
+	batches := make([][]byte, b.N)
+	for i := range batches {
+		rows := make([]ledger.Row, rowsPerBatch)
+		for j := range rows {
+			n := int(next.Add(1))
+			rows[j] = row(reqID(n), t0.Add(-time.Duration(n%3600)*time.Second), "org:acme/team:ml", "gpt-4o-mini", int64(n%500), 20)
+		}
+		batches[i] = batch(rows...)
+	}
+	client := srv.Client()
+	var idx atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := client.Post(srv.URL+syncwire.IngestPath, "application/x-ndjson", bytes.NewReader(batches[idx.Add(1)-1]))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
+	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
+	b.StopTimer()
+	rows := float64(b.N * rowsPerBatch)
+	b.ReportMetric(rows/elapsed.Seconds(), "rows/s")
+	b.ReportMetric(rows/cpu.Seconds(), "rows/cpu-s")
 }
