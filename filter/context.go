@@ -1,0 +1,306 @@
+package filter
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/tokentriage/tokentriage/filter/proxywasm"
+	"github.com/tokentriage/tokentriage/shared/pluginconf"
+)
+
+// This file binds the engine to the proxy-wasm ABI: the SDK's context
+// interfaces on one side, the Engine's narrow interfaces on the other.
+
+// NewVMContext is the filter's VM context, registered from cmd/filter's
+// init() with proxywasm.SetVMContext.
+func NewVMContext() types.VMContext { return &vmContext{} }
+
+type vmContext struct{ types.DefaultVMContext }
+
+var _ types.VMContext = (*vmContext)(nil)
+
+func (*vmContext) NewPluginContext(id uint32) types.PluginContext { return &pluginContext{id: id} }
+
+type pluginContext struct {
+	types.DefaultPluginContext
+	id      uint32
+	engine  *Engine
+	counter [metricCount]proxywasm.MetricCounter
+}
+
+var _ types.PluginContext = (*pluginContext)(nil)
+
+// OnPluginStart decodes and checks the plugin configuration; a bad one
+// fails the start (Envoy then refuses the configuration) with every problem
+// logged.
+func (p *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
+	raw, err := proxywasm.GetPluginConfiguration()
+	if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
+		proxywasm.LogCriticalf("tokentriage: reading the plugin configuration: %v", err)
+		return types.OnPluginStartStatusFailed
+	}
+	cfg, err := pluginconf.Decode(raw)
+	if err != nil {
+		proxywasm.LogCriticalf("tokentriage: the plugin configuration is invalid:\n%v", err)
+		return types.OnPluginStartStatusFailed
+	}
+	for i, name := range MetricNames {
+		p.counter[i] = proxywasm.DefineCounterMetric(name)
+	}
+	h := Host{
+		Store:   sharedData{},
+		Now:     time.Now,
+		Metrics: p,
+		Log:     hostLog,
+	}
+	// The runtime's generator is seeded from the host's random source
+	// (WASI random_get); request ids need uniqueness, not secrecy.
+	for i := 0; i < len(h.Seed); i += 8 {
+		binary.LittleEndian.PutUint64(h.Seed[i:], rand.Uint64())
+	}
+	if a := cfg.Accountant; a != nil {
+		h.Caller = &callout{cluster: a.Cluster, authority: a.Authority, token: a.Token}
+	}
+	e, err := NewEngine(cfg, h)
+	if err != nil {
+		proxywasm.LogCriticalf("tokentriage: %v", err)
+		return types.OnPluginStartStatusFailed
+	}
+	p.engine = e
+	if err := proxywasm.SetTickPeriodMilliSeconds(uint32(e.TickPeriod().Milliseconds())); err != nil {
+		proxywasm.LogCriticalf("tokentriage: setting the tick period: %v", err)
+		return types.OnPluginStartStatusFailed
+	}
+	return types.OnPluginStartStatusOK
+}
+
+func (p *pluginContext) OnTick() {
+	if p.engine != nil {
+		p.engine.Tick()
+	}
+}
+
+func (p *pluginContext) Add(m Metric, n uint64) { p.counter[m].Increment(n) }
+
+func (p *pluginContext) NewHttpContext(uint32) types.HttpContext {
+	if p.engine == nil {
+		return nil
+	}
+	return &httpContext{e: p.engine, s: p.engine.NewStream()}
+}
+
+func hostLog(level LogLevel, msg string) {
+	switch level {
+	case LogDebug:
+		proxywasm.LogDebug(msg)
+	case LogInfo:
+		proxywasm.LogInfo(msg)
+	case LogWarn:
+		proxywasm.LogWarn(msg)
+	default:
+		proxywasm.LogError(msg)
+	}
+}
+
+// httpContext carries one request through the engine.
+type httpContext struct {
+	types.DefaultHttpContext
+	e        *Engine
+	s        *Stream
+	wantBody bool
+	head     RequestHead
+}
+
+var _ types.HttpContext = (*httpContext)(nil)
+
+func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
+	hdrs, err := proxywasm.GetHttpRequestHeaders()
+	if err != nil {
+		proxywasm.LogErrorf("tokentriage: reading request headers: %v", err)
+	}
+	c.head = RequestHead{EndOfStream: eos}
+	for _, kv := range hdrs {
+		switch kv[0] {
+		case ":method":
+			c.head.Method = kv[1]
+		case ":path":
+			c.head.Path = kv[1]
+		case ":authority":
+			c.head.Authority = kv[1]
+		case "authorization":
+			c.head.Authorization = kv[1]
+		case "x-api-key":
+			c.head.APIKey = kv[1]
+		}
+	}
+	if c.e.NeedsRoute() {
+		if b, err := proxywasm.GetProperty([]string{"xds", "route_name"}); err == nil {
+			c.head.Route = string(b)
+		}
+	}
+	return c.apply(c.e.RequestHeaders(c.s, &c.head))
+}
+
+func (c *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
+	if !c.s.governs || c.s.replied {
+		return types.ActionContinue
+	}
+	return c.apply(c.e.RequestBody(c.s, size, eos, func() []byte {
+		b, err := proxywasm.GetHttpRequestBody(0, size)
+		if err != nil {
+			proxywasm.LogErrorf("tokentriage: reading the request body: %v", err)
+		}
+		return b
+	}))
+}
+
+// apply carries out a verdict on the request.
+func (c *httpContext) apply(v Verdict) types.Action {
+	for _, h := range v.RemoveHeaders {
+		_ = proxywasm.RemoveHttpRequestHeader(h)
+	}
+	for _, h := range v.SetHeaders {
+		_ = proxywasm.ReplaceHttpRequestHeader(h[0], h[1])
+	}
+	if v.Body != nil {
+		if err := proxywasm.ReplaceHttpRequestBody(v.Body); err != nil {
+			proxywasm.LogErrorf("tokentriage: replacing the request body: %v", err)
+		}
+	}
+	switch v.Action {
+	case ActPause:
+		return types.ActionPause
+	case ActReply:
+		r := v.Reply
+		if err := proxywasm.SendHttpResponse(uint32(r.Status), r.Headers, r.Body, -1); err != nil {
+			proxywasm.LogErrorf("tokentriage: sending the local reply: %v", err)
+		}
+		return types.ActionPause
+	}
+	return types.ActionContinue
+}
+
+func (c *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
+	status, contentType := 0, ""
+	if hdrs, err := proxywasm.GetHttpResponseHeaders(); err == nil {
+		for _, kv := range hdrs {
+			switch kv[0] {
+			case ":status":
+				status, _ = strconv.Atoi(kv[1])
+			case "content-type":
+				contentType = kv[1]
+			}
+		}
+	}
+	rh := c.e.ResponseHeaders(c.s, status, contentType)
+	for _, h := range rh.Add {
+		_ = proxywasm.AddHttpResponseHeader(h[0], h[1])
+	}
+	if rh.RemoveContentLength {
+		_ = proxywasm.RemoveHttpResponseHeader("content-length")
+	}
+	c.wantBody = rh.WantBody
+	if eos {
+		c.s.respDone = true
+	}
+	return types.ActionContinue
+}
+
+func (c *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
+	if !c.wantBody {
+		if eos {
+			c.s.respDone = true
+		}
+		return types.ActionContinue
+	}
+	var chunk []byte
+	if size > 0 {
+		var err error
+		if chunk, err = proxywasm.GetHttpResponseBody(0, size); err != nil {
+			proxywasm.LogErrorf("tokentriage: reading the response body: %v", err)
+		}
+	}
+	if out, changed := c.e.ResponseBody(c.s, chunk, eos); changed {
+		if err := proxywasm.ReplaceHttpResponseBody(out); err != nil {
+			proxywasm.LogErrorf("tokentriage: rewriting the response body: %v", err)
+		}
+	}
+	return types.ActionContinue
+}
+
+func (c *httpContext) OnHttpStreamDone() {
+	c.e.Done(c.s)
+	c.e.Release(c.s)
+	c.s = &Stream{settled: true} // late callbacks, if any, see a settled stream
+}
+
+// sharedData is Store over the host's shared data.
+type sharedData struct{}
+
+var _ Store = sharedData{}
+
+func (sharedData) Get(key string) ([]byte, uint32, bool, error) {
+	v, cas, err := proxywasm.GetSharedData(key)
+	switch {
+	case err == nil:
+		return v, cas, true, nil
+	case errors.Is(err, types.ErrorStatusNotFound):
+		return nil, 0, false, nil
+	}
+	return nil, 0, false, err
+}
+
+func (sharedData) Set(key string, value []byte, cas uint32) (bool, error) {
+	err := proxywasm.SetSharedData(key, value, cas)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, types.ErrorStatusCasMismatch):
+		return false, nil
+	}
+	return false, err
+}
+
+// callout is Caller over proxy_http_call to the accountant cluster.
+type callout struct {
+	cluster, authority, token string
+}
+
+var _ Caller = (*callout)(nil)
+
+func (c *callout) Call(method, path string, headers [][2]string, body []byte, timeout time.Duration, cb func(int, []byte)) error {
+	authority := c.authority
+	if authority == "" {
+		authority = c.cluster
+	}
+	hdrs := make([][2]string, 0, 4+len(headers))
+	hdrs = append(hdrs, [2]string{":method", method}, [2]string{":path", path}, [2]string{":authority", authority})
+	if c.token != "" {
+		hdrs = append(hdrs, [2]string{"authorization", "Bearer " + c.token})
+	}
+	hdrs = append(hdrs, headers...)
+	_, err := proxywasm.DispatchHttpCall(c.cluster, hdrs, body, nil, uint32(timeout.Milliseconds()), func(numHeaders, bodySize, _ int) {
+		if numHeaders == 0 {
+			cb(0, nil)
+			return
+		}
+		status := 0
+		if hs, err := proxywasm.GetHttpCallResponseHeaders(); err == nil {
+			for _, kv := range hs {
+				if kv[0] == ":status" {
+					status, _ = strconv.Atoi(kv[1])
+				}
+			}
+		}
+		var b []byte
+		if bodySize > 0 {
+			b, _ = proxywasm.GetHttpCallResponseBody(0, bodySize)
+		}
+		cb(status, b)
+	})
+	return err
+}

@@ -1,0 +1,182 @@
+package filter
+
+import (
+	"encoding/base32"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/pluginconf"
+	"github.com/tokentriage/tokentriage/shared/wire"
+)
+
+// Engine is one VM's governance state: the plan in force, the key table,
+// the spend snapshot, the ledger queue, and the compare-and-swap cells it
+// shares with the other VMs of the host. A VM runs one callback at a time,
+// so an Engine is never used concurrently.
+type Engine struct {
+	cfg   *pluginconf.Config
+	host  Host
+	cells cells
+	rng   *rand.ChaCha8
+	vm    uint32
+	// replica names the host process (shared by its VMs) on ledger rows and
+	// sync polls.
+	replica string
+
+	syncEvery, flushEvery, leaseTTL time.Duration
+
+	// What is armed. static is the plan of the plugin configuration, when
+	// it carries one; otherwise plan comes from the accountant.
+	static   *govern.Plan
+	plan     *govern.Plan
+	armed    *govern.Armed
+	runtime  govern.Runtime
+	keys     keyTable
+	snap     *snapshot
+	replicas int
+	sync     syncState
+
+	rows          rowQueue
+	ingestHeaders [][2]string
+	lastRefresh   time.Time // of lease expiries and tee stats
+	teeLag        int
+	teeDropped    uint64
+
+	free []*Stream // finished streams, reused
+	inst []govern.Instance
+	buf  []byte
+}
+
+// NewEngine starts a VM's engine from the decoded plugin configuration. It
+// may use shared data (the VM is configured, not initializing).
+func NewEngine(cfg *pluginconf.Config, h Host) (*Engine, error) {
+	if h.Store == nil || h.Now == nil || h.Metrics == nil {
+		return nil, fmt.Errorf("filter: engine: host is missing its store, clock or metrics")
+	}
+	if h.Log == nil {
+		h.Log = func(LogLevel, string) {}
+	}
+	e := &Engine{
+		cfg:           cfg,
+		host:          h,
+		rng:           rand.NewChaCha8(h.Seed),
+		syncEvery:     cfg.SyncEvery(),
+		flushEvery:    cfg.FlushEvery(),
+		leaseTTL:      cfg.LeaseTimeout(),
+		replicas:      1,
+		ingestHeaders: [][2]string{{"content-type", "application/x-ndjson"}},
+		inst:          make([]govern.Instance, 0, 16),
+	}
+	e.vm = uint32(e.rng.Uint64()) | 1 // never 0: 0 marks a free lock
+	e.cells = cells{store: h.Store, vm: e.vm, held: map[string]uint32{}}
+	if err := e.cells.ensureLock(); err != nil {
+		return nil, fmt.Errorf("filter: engine: creating the shared-data lock cell: %w", err)
+	}
+	replica, err := e.ensureReplica(h.Now())
+	if err != nil {
+		return nil, fmt.Errorf("filter: engine: naming the replica: %w", err)
+	}
+	e.replica = replica
+	e.keys = buildKeyTable(cfg.Keys, nil, nil)
+	if cfg.Plan != nil {
+		e.static = cfg.Plan
+		e.arm(cfg.Plan, govern.Runtime{})
+	}
+	// Pick up whatever another VM of this host already synced.
+	e.refresh(h.Now())
+	return e, nil
+}
+
+// replicaKey holds the host process's replica name, created once.
+const replicaKey = "tt/replica"
+
+func (e *Engine) ensureReplica(now time.Time) (string, error) {
+	for attempt := 0; attempt < maxCASRetries; attempt++ {
+		v, _, found, err := e.host.Store.Get(replicaKey)
+		if err != nil {
+			return "", err
+		}
+		if found && len(v) > 1 {
+			return string(v), nil
+		}
+		if !found {
+			if err := e.cells.create(replicaKey, now); err != nil {
+				return "", err
+			}
+			continue
+		}
+		// The cell exists and is empty: claim it.
+		var raw [10]byte
+		binary.LittleEndian.PutUint64(raw[:], e.rng.Uint64())
+		binary.LittleEndian.PutUint16(raw[8:], uint16(e.rng.Uint64()))
+		name := "r-" + lowerBase32.EncodeToString(raw[:])
+		_, cas, _, err := e.host.Store.Get(replicaKey)
+		if err != nil {
+			return "", err
+		}
+		if ok, err := e.host.Store.Set(replicaKey, []byte(name), cas); err != nil {
+			return "", err
+		} else if ok {
+			return name, nil
+		}
+	}
+	return "", errContention
+}
+
+var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// arm makes plan the plan in force, with the runtime plane applied.
+func (e *Engine) arm(plan *govern.Plan, rt govern.Runtime) {
+	armed, problems := plan.Arm(rt)
+	for _, p := range problems {
+		e.logf(LogWarn, "governance: %s: %s", p.Path, p.Message)
+	}
+	e.plan, e.armed, e.runtime = plan, armed, rt
+}
+
+// active reports whether governance is armed and enabled.
+func (e *Engine) active() bool { return e.armed != nil && e.plan.Enabled }
+
+// Tick runs the VM's periodic work: the accountant poll (one VM of the host
+// at a time), the ledger flush, lease expiry refresh, and picking up what
+// another VM synced.
+func (e *Engine) Tick() {
+	now := e.host.Now()
+	e.refresh(now)
+	e.poll(now)
+	e.flushRows(now, e.rows.lag() >= batchRows)
+	if now.Sub(e.lastRefresh) >= e.leaseTTL/3 || e.teeChanged() {
+		e.cells.gaugeRefreshAll(now, e.leaseTTL)
+		e.publishTee(now)
+		e.lastRefresh = now
+	}
+	if r := e.cells.retries; r > 0 {
+		e.host.Metrics.Add(MetricCASRetries, r)
+		e.cells.retries = 0
+	}
+}
+
+// TickPeriod is how often the host should call Tick.
+func (e *Engine) TickPeriod() time.Duration {
+	p := e.flushEvery
+	if e.cfg.Accountant != nil && e.syncEvery < p {
+		p = e.syncEvery
+	}
+	return max(p, 10*time.Millisecond)
+}
+
+// newRequestID draws a tt_ request id from the VM's generator (seeded once
+// from the host's random source: no host call per request).
+func (e *Engine) newRequestID() string {
+	var raw [16]byte
+	binary.LittleEndian.PutUint64(raw[:], e.rng.Uint64())
+	binary.LittleEndian.PutUint64(raw[8:], e.rng.Uint64())
+	return wire.NewRequestID(raw)
+}
+
+func (e *Engine) logf(level LogLevel, format string, args ...any) {
+	e.host.Log(level, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,124 @@
+package filter
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// memStore is shared data with Envoy's rules (proxy-wasm.md 3.4): a global
+// cas counter starting at 1; a set on an existing key with a non-zero cas
+// that differs fails; a set on a missing key always succeeds.
+type memStore struct {
+	mu   sync.Mutex
+	cas  uint32
+	data map[string]memValue
+	ops  int
+}
+
+type memValue struct {
+	b   []byte
+	cas uint32
+}
+
+func newMemStore() *memStore { return &memStore{data: map[string]memValue{}} }
+
+func (m *memStore) Get(key string) ([]byte, uint32, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ops++
+	v, ok := m.data[key]
+	if !ok {
+		return nil, 0, false, nil
+	}
+	return append([]byte(nil), v.b...), v.cas, true, nil
+}
+
+func (m *memStore) Set(key string, value []byte, cas uint32) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ops++
+	if v, ok := m.data[key]; ok && cas != 0 && cas != v.cas {
+		return false, nil
+	}
+	m.cas++
+	if m.cas == 0 {
+		m.cas = 1
+	}
+	m.data[key] = memValue{b: append([]byte(nil), value...), cas: m.cas}
+	return true, nil
+}
+
+func (m *memStore) raw(key string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.data[key].b
+}
+
+// manualClock is a clock the test moves.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// countMetrics counts metric additions.
+type countMetrics struct {
+	mu sync.Mutex
+	n  [metricCount]uint64
+}
+
+func (m *countMetrics) Add(k Metric, n uint64) {
+	m.mu.Lock()
+	m.n[k] += n
+	m.mu.Unlock()
+}
+
+func (m *countMetrics) get(k Metric) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n[k]
+}
+
+// fakeCaller records callouts; the test answers them.
+type fakeCaller struct {
+	mu    sync.Mutex
+	calls []*fakeCall
+}
+
+type fakeCall struct {
+	method, path string
+	body         []byte
+	cb           func(int, []byte)
+}
+
+func (f *fakeCaller) Call(method, path string, _ [][2]string, body []byte, _ time.Duration, cb func(int, []byte)) error {
+	f.mu.Lock()
+	f.calls = append(f.calls, &fakeCall{method: method, path: path, body: append([]byte(nil), body...), cb: cb})
+	f.mu.Unlock()
+	return nil
+}
+
+// take removes and returns the pending calls.
+func (f *fakeCaller) take() []*fakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls
+	f.calls = nil
+	return c
+}
+
+func testLog(t testing.TB) func(LogLevel, string) {
+	return func(l LogLevel, msg string) { t.Logf("filter log %d: %s", l, msg) }
+}

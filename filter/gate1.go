@@ -1,0 +1,361 @@
+package filter
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/llm"
+	"github.com/tokentriage/tokentriage/shared/rate"
+	"github.com/tokentriage/tokentriage/shared/wire"
+)
+
+// RequestHead is what gate 1 reads of the request headers.
+type RequestHead struct {
+	Method        string
+	Path          string // :path, query included
+	Authority     string
+	Authorization string
+	APIKey        string // x-api-key (Anthropic SDKs send the key there)
+	// Route is the xds.route_name property; read only when a provider rule
+	// names a route.
+	Route       string
+	EndOfStream bool // headers-only request
+}
+
+// MePath is answered by the filter itself.
+const MePath = "/tt/v1/me"
+
+// RequestHeaders is gate 1: authenticate the virtual key, build the chain,
+// check the scopes known from the headers, and evaluate rpm and
+// concurrency, deepest instance first, stopping at the first over.
+func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
+	now := e.host.Now()
+	e.refresh(now)
+	s.start = now
+	s.id = e.newRequestID()
+	s.method = h.Method
+	s.path = h.Path
+	if i := strings.IndexByte(s.path, '?'); i >= 0 {
+		s.path = s.path[:i]
+	}
+
+	// The virtual key never reaches the upstream, whatever happens next.
+	var v Verdict
+	key := bearer(h.Authorization)
+	if isVirtualKey(key) {
+		v.RemoveHeaders = append(v.RemoveHeaders, "authorization")
+	} else {
+		key = ""
+	}
+	if isVirtualKey(h.APIKey) {
+		v.RemoveHeaders = append(v.RemoveHeaders, "x-api-key")
+		if key == "" {
+			key = h.APIKey
+		}
+	}
+
+	if strings.HasPrefix(s.path, "/tt/") {
+		return e.answerLocal(s, key)
+	}
+	if e.armed == nil {
+		// No plan yet (the accountant has not answered): admit and say so.
+		s.unarmed = true
+		s.ep = llm.EndpointOf(s.path)
+		s.governs = s.ep != llm.Unknown && e.host.Caller != nil && !h.EndOfStream
+		if a, ent, kid := e.keys.authenticate(key); a == authOK {
+			s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
+		}
+		if s.governs {
+			v.RemoveHeaders = append(v.RemoveHeaders, "content-length")
+		}
+		return v
+	}
+	if !e.plan.Enabled {
+		return v // governance is off: the filter is transparent
+	}
+
+	auth, ent, kid := e.keys.authenticate(key)
+	switch auth {
+	case authUnknown:
+		return e.reject(s, v, wire.UnknownKey(s.id, kid))
+	case authRevoked:
+		return e.reject(s, v, wire.RevokedKey(s.id, kid))
+	case authAnonymous, authMalformed:
+		if e.plan.RequireKey {
+			return e.reject(s, v, wire.MissingKey(s.id))
+		}
+	case authOK:
+		s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
+	}
+	s.chain = govern.AppendChain(s.chain[:0], s.owner, s.kid)
+	s.ep = llm.EndpointOf(s.path)
+	s.governs = s.ep != llm.Unknown
+	s.dims = govern.Dims{Endpoint: s.path, Provider: e.provider(h, s.path)}
+
+	if sc := s.scopes; sc != nil {
+		switch {
+		case !s.governs && !sc.AllowPassthrough:
+			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeAllowPassthrough, s.path, nil))
+		case sc.Endpoints != nil && !contains(sc.Endpoints, s.path):
+			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeEndpoints, s.path, sc.Endpoints))
+		case sc.Providers != nil && !contains(sc.Providers, s.dims.Provider):
+			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeProviders, s.dims.Provider, sc.Providers))
+		}
+	}
+
+	e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate1, e.inst[:0])
+	for i := range e.inst {
+		in := &e.inst[i]
+		var reply *Verdict
+		switch in.Limit.Type {
+		case govern.RPM:
+			reply = e.checkRPM(s, in, now, v)
+		case govern.Concurrency:
+			reply = e.checkConcurrency(s, in, now, v)
+		}
+		if reply != nil {
+			e.releaseLeases(s, now)
+			return *reply
+		}
+	}
+
+	if s.governs {
+		if h.EndOfStream {
+			return e.gate2(s, nil, v)
+		}
+		// The headers go on (a paused headers callback would hold the body
+		// back from this filter too, in Envoy); the body is buffered at gate
+		// 2. Its length may change there (stream_options), so the length
+		// header goes, as Envoy's ext_proc does for a mutable body.
+		v.RemoveHeaders = append(v.RemoveHeaders, "content-length")
+	}
+	return v
+}
+
+// checkRPM takes one arrival from the instance's cell.
+func (e *Engine) checkRPM(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
+	l := in.Limit
+	p := e.rateParams(in)
+	if l.Store == govern.StoreRedis {
+		// The fleet-wide store is not reachable from this build of the
+		// filter: the local limiter answers and the row says so, as the
+		// seed's fallback does.
+		s.suspended = append(s.suspended, l.ID)
+		e.host.Metrics.Add(MetricSuspended, 1)
+	}
+	res, err := e.cells.rateTake(in.ID, l.Algorithm, now, 1, p)
+	if err != nil {
+		return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
+	}
+	if res.Allowed {
+		if pol := &s.disclosure.Requests; pol.LimitID == "" || res.Remaining < pol.Remaining {
+			*pol = wire.Policy{LimitID: l.ID, Quota: p.Amount, Window: l.Period.Window, Remaining: res.Remaining}
+		}
+		return nil
+	}
+	if !e.over(s, in) {
+		return nil
+	}
+	r := wire.Refusal{
+		RequestID:  s.id,
+		LimitID:    l.ID,
+		LimitType:  wire.LimitType(l.Type.String()),
+		Node:       in.Node,
+		Period:     l.Period.String(),
+		RetryAfter: wire.Seconds(res.RetryAfter),
+	}
+	return e.refuse(s, v, &r, in)
+}
+
+// checkConcurrency takes a lease on the instance's gauge.
+func (e *Engine) checkConcurrency(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
+	l := in.Limit
+	limit := e.shareCap(in.Amount, l.Store)
+	taken, live, err := e.cells.gaugeAcquire(in.ID, limit, false, now, e.leaseTTL)
+	if err != nil {
+		return e.uncheckable(s, in, v, "its shared-data gauge could not be updated: "+err.Error())
+	}
+	if taken {
+		s.leases = append(s.leases, lease{key: in.ID})
+		return nil
+	}
+	if !e.over(s, in) {
+		return nil
+	}
+	r := wire.Refusal{
+		RequestID: s.id,
+		LimitID:   l.ID,
+		LimitType: wire.Concurrency,
+		Node:      in.Node,
+		Observed:  live,
+		Limit:     limit,
+	}
+	return e.refuse(s, v, &r, in)
+}
+
+// rateParams are an rpm or tpm instance's numbers, divided among the live
+// replicas for store: share.
+func (e *Engine) rateParams(in *govern.Instance) rate.Params {
+	l := in.Limit
+	return rate.Params{
+		Amount: e.shareCap(in.Amount, l.Store),
+		Period: l.Period.Window,
+		Burst:  e.shareCap(l.Burst, l.Store),
+	}
+}
+
+// shareCap divides a cap by the live replica count for store: share
+// (rounding up, so a fleet never drops below the cap it was given).
+func (e *Engine) shareCap(v int64, st govern.Store) int64 {
+	if st != govern.StoreShare || e.replicas <= 1 {
+		return v
+	}
+	n := int64(e.replicas)
+	return (v + n - 1) / n
+}
+
+// over records an instance that is over its cap and reports whether the
+// request must be refused: shadow records the would-refuse, soft records
+// the breach, and both admit.
+func (e *Engine) over(s *Stream, in *govern.Instance) bool {
+	l := in.Limit
+	ref := ledger.Ref{LimitID: l.ID, LimitType: l.Type.String(), Node: in.Node}
+	switch {
+	case l.Mode == govern.ModeShadow:
+		s.shadow = append(s.shadow, ref)
+		e.host.Metrics.Add(MetricShadowRefused, 1)
+		return false
+	case l.Enforce == govern.EnforceSoft:
+		s.breached = append(s.breached, ref)
+		e.host.Metrics.Add(MetricSoftBreach, 1)
+		return false
+	}
+	return true
+}
+
+// uncheckable handles a limit that cannot be checked right now: a 503 when
+// it is on, hard and fail: closed; otherwise admitted and listed as
+// suspended.
+func (e *Engine) uncheckable(s *Stream, in *govern.Instance, v Verdict, why string) *Verdict {
+	l := in.Limit
+	if l.Mode == govern.ModeOn && l.Enforce == govern.EnforceHard && l.Fail == govern.FailClosed {
+		r := wire.Uncheckable(s.id, l.ID, wire.LimitType(l.Type.String()), in.Node, why)
+		s.refusal = refusalInfo{errorType: r.Type, by: &ledger.Ref{LimitID: l.ID, LimitType: l.Type.String(), Node: in.Node}}
+		e.host.Metrics.Add(MetricRejected, 1)
+		return e.replyRejection(s, v, &r)
+	}
+	if !contains(s.suspended, l.ID) {
+		s.suspended = append(s.suspended, l.ID)
+		e.host.Metrics.Add(MetricSuspended, 1)
+	}
+	return nil
+}
+
+// refuse answers a limit breach with its 429.
+func (e *Engine) refuse(s *Stream, v Verdict, r *wire.Refusal, in *govern.Instance) *Verdict {
+	l := in.Limit
+	if l.Type.Class() == govern.LedgerSettled {
+		r.Bound = e.bound(e.host.Now())
+	}
+	s.refusal = refusalInfo{errorType: r.ErrorType(), by: &ledger.Ref{LimitID: l.ID, LimitType: l.Type.String(), Node: in.Node}}
+	e.host.Metrics.Add(refusedMetric(l.Type), 1)
+	s.replied, s.status = true, r.Status()
+	v.Action = ActReply
+	v.Reply = &Reply{Status: r.Status(), Headers: r.AppendHeaders(nil), Body: r.AppendBody(nil), Details: "tokentriage_" + r.ErrorType()}
+	return &v
+}
+
+// reject answers a refusal that is not a limit breach (401, 403, 400, 413,
+// 503, 404, 405).
+func (e *Engine) reject(s *Stream, v Verdict, r wire.Rejection) Verdict {
+	s.refusal = refusalInfo{errorType: r.Type}
+	e.host.Metrics.Add(MetricRejected, 1)
+	return *e.replyRejection(s, v, &r)
+}
+
+func (e *Engine) replyRejection(s *Stream, v Verdict, r *wire.Rejection) *Verdict {
+	s.replied, s.status = true, r.Status
+	v.Action = ActReply
+	v.Reply = &Reply{Status: r.Status, Headers: r.AppendHeaders(nil), Body: r.AppendBody(nil), Details: "tokentriage_" + r.Type}
+	return &v
+}
+
+func refusedMetric(t govern.Type) Metric {
+	switch t {
+	case govern.BudgetUSD:
+		return MetricRefusedBudget
+	case govern.QuotaTokens:
+		return MetricRefusedQuotaTokens
+	case govern.QuotaRequests:
+		return MetricRefusedQuotaRequests
+	case govern.RPM:
+		return MetricRefusedRPM
+	case govern.TPM:
+		return MetricRefusedTPM
+	}
+	return MetricRefusedConcurrency
+}
+
+// releaseLeases hands back every lease the request still holds, exactly
+// once each.
+func (e *Engine) releaseLeases(s *Stream, now time.Time) {
+	for i := range s.leases {
+		if l := &s.leases[i]; !l.released {
+			l.released = true
+			if err := e.cells.gaugeRelease(l.key, now, e.leaseTTL); err != nil {
+				e.logf(LogWarn, "releasing a concurrency lease on %s: %v (it expires on its own)", l.key, err)
+			}
+		}
+	}
+}
+
+// provider names the request's provider from the configured rules, else
+// from the path.
+func (e *Engine) provider(h *RequestHead, path string) string {
+	for i := range e.cfg.Providers {
+		p := &e.cfg.Providers[i]
+		if (p.Route == "" || p.Route == h.Route) &&
+			(p.Authority == "" || strings.EqualFold(p.Authority, h.Authority)) &&
+			(p.PathPrefix == "" || strings.HasPrefix(path, p.PathPrefix)) {
+			return p.Name
+		}
+	}
+	if llm.EndpointOf(path) == llm.Messages {
+		return "anthropic"
+	}
+	return "openai"
+}
+
+// NeedsRoute reports whether provider rules read the route name, so the
+// binding fetches the xds.route_name property only then.
+func (e *Engine) NeedsRoute() bool {
+	for i := range e.cfg.Providers {
+		if e.cfg.Providers[i].Route != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func bearer(h string) string {
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+func isVirtualKey(s string) bool { return strings.HasPrefix(s, "tt-vk_") }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

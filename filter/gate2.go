@@ -1,0 +1,184 @@
+package filter
+
+import (
+	"path"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/llm"
+	"github.com/tokentriage/tokentriage/shared/wire"
+)
+
+// MaxBody is the request body cap.
+func (e *Engine) MaxBody() int64 { return e.cfg.MaxBodyBytes }
+
+// RequestBody handles a request body callback. size is the number of bytes
+// buffered so far (the host reports the total after a Pause); body reads
+// them, and is called only at the end of the stream of a governed request.
+func (e *Engine) RequestBody(s *Stream, size int, eos bool, body func() []byte) Verdict {
+	if !s.governs || s.replied {
+		return Verdict{}
+	}
+	s.bodySize = size
+	if int64(size) > e.cfg.MaxBodyBytes {
+		e.releaseLeases(s, e.host.Now())
+		if s.unarmed {
+			s.governs = false // nothing is governed yet: stop buffering it
+			return Verdict{}
+		}
+		return e.reject(s, Verdict{}, wire.TooLarge(s.id, e.cfg.MaxBodyBytes))
+	}
+	if !eos {
+		return Verdict{Action: ActPause}
+	}
+	return e.gate2(s, body(), Verdict{})
+}
+
+// gate2 parses the complete body, checks the model scope, and evaluates
+// budget_usd, quota_tokens, quota_requests (from the snapshot) and tpm (a
+// reserve), deepest instance first, stopping at the first over.
+func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
+	now := e.host.Now()
+	req, err := llm.ParseRequest(s.path, body)
+	if err != nil {
+		if s.unarmed {
+			return v // nothing is governed yet: let the provider answer it
+		}
+		e.releaseLeases(s, now)
+		return e.reject(s, v, wire.BadBody(s.id, s.path, err.Error()))
+	}
+	s.req, s.parsed = req, true
+	s.dims.Model = req.Model
+	if !s.unarmed {
+		if sc := s.scopes; sc != nil && sc.Models != nil && !modelAllowed(sc.Models, req.Model) {
+			e.releaseLeases(s, now)
+			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeModels, req.Model, sc.Models))
+		}
+		e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate2, e.inst[:0])
+		for i := range e.inst {
+			in := &e.inst[i]
+			var reply *Verdict
+			if in.Limit.Type == govern.TPM {
+				reply = e.checkTPM(s, in, now, v)
+			} else {
+				reply = e.checkSettled(s, in, now, v)
+			}
+			if reply != nil {
+				e.returnReserves(s, now)
+				e.releaseLeases(s, now)
+				return *reply
+			}
+		}
+	}
+	if req.Stream && (req.Endpoint == llm.ChatCompletions || req.Endpoint == llm.Completions) && !req.IncludeUsage {
+		if nb, changed := llm.InjectIncludeUsage(body); changed {
+			v.Body = nb // the length header went at gate 1
+			s.stripUsage = true
+			s.replacedBody = true
+		}
+	}
+	v.Action = ActContinue
+	return v
+}
+
+// checkSettled reads a budget_usd, quota_tokens or quota_requests instance
+// from the accountant's snapshot; it writes nothing.
+func (e *Engine) checkSettled(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
+	l := in.Limit
+	if e.snap == nil {
+		return e.uncheckable(s, in, v, wire.NoSnapshot)
+	}
+	if age := now.Sub(e.snap.generatedAt); age > snapshotTrust {
+		return e.uncheckable(s, in, v, wire.StaleSnapshot(age, snapshotTrust))
+	}
+	observed := e.observed(in, now)
+	if observed < in.Amount {
+		return nil
+	}
+	if !e.over(s, in) {
+		return nil
+	}
+	resets := calendar.End(l.Period.Calendar, now)
+	r := wire.Refusal{
+		RequestID:  s.id,
+		LimitID:    l.ID,
+		LimitType:  wire.LimitType(l.Type.String()),
+		Node:       in.Node,
+		Period:     l.Period.String(),
+		ResetsAt:   resets,
+		RetryAfter: wire.Seconds(resets.Sub(now)),
+		Observed:   observed,
+		Limit:      in.Amount,
+	}
+	return e.refuse(s, v, &r, in)
+}
+
+// observed is a LedgerSettled instance's counter for the current period: a
+// snapshot entry from an earlier period counts as zero (the period rolled
+// over and nothing has been folded into the new one yet).
+func (e *Engine) observed(in *govern.Instance, now time.Time) int64 {
+	if e.snap == nil {
+		return 0
+	}
+	ent, ok := e.snap.entries[in.ID]
+	if !ok || ent.periodStart != calendar.Start(in.Limit.Period.Calendar, now).Unix() {
+		return 0
+	}
+	return ent.value
+}
+
+// checkTPM reserves the request's estimated tokens on the instance's cell.
+func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
+	l := in.Limit
+	p := e.rateParams(in)
+	cost := llm.Reserve(s.req)
+	res, err := e.cells.rateTake(in.ID, l.Algorithm, now, cost, p)
+	if err != nil {
+		return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
+	}
+	if res.Allowed {
+		s.reserves = append(s.reserves, reserve{key: in.ID, alg: l.Algorithm, params: p, amount: cost})
+		if pol := &s.disclosure.Tokens; pol.LimitID == "" || res.Remaining < pol.Remaining {
+			*pol = wire.Policy{LimitID: l.ID, Quota: p.Amount, Window: l.Period.Window, Remaining: res.Remaining}
+		}
+		return nil
+	}
+	if !e.over(s, in) {
+		return nil
+	}
+	r := wire.Refusal{
+		RequestID:  s.id,
+		LimitID:    l.ID,
+		LimitType:  wire.TPM,
+		Node:       in.Node,
+		Period:     l.Period.String(),
+		RetryAfter: wire.Seconds(res.RetryAfter),
+	}
+	if res.Unfittable {
+		r.Unfittable, r.Cost, r.Burst = true, cost, res.Limit
+	}
+	return e.refuse(s, v, &r, in)
+}
+
+// returnReserves gives back every tpm reserve of a request refused before
+// it was forwarded.
+func (e *Engine) returnReserves(s *Stream, now time.Time) {
+	for _, r := range s.reserves {
+		if err := e.cells.rateAdjust(r.key, r.alg, now, -r.amount, r.params); err != nil {
+			e.logf(LogWarn, "returning a tpm reserve on %s: %v (it drains with the window)", r.key, err)
+		}
+	}
+	s.reserves = s.reserves[:0]
+}
+
+// modelAllowed checks a model against a key's model scope (path.Match
+// patterns, as match.model).
+func modelAllowed(patterns []string, model string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, model); ok || p == model {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,174 @@
+package filter
+
+import (
+	"encoding/binary"
+	"time"
+)
+
+// A concurrency gauge is a shared-data cell holding, per VM that holds
+// leases on it, the VM id, its lease count and when that entry expires:
+//
+//	n u8 | n × (vm u32, count u32, expires i64 unix ns)
+//
+// The gauge is the sum of the live entries. A VM refreshes the expiry of its
+// entries while it holds leases (on tick), so an entry outlives its VM by at
+// most the lease TTL: leases held by a VM that trapped or was torn down come
+// back on their own (seed 003's reservation expiry, DESIGN "Beyond the
+// seeds"). Entries are bounded by the number of VMs in the host process.
+const gaugeEntrySize = 16
+
+type gaugeEntry struct {
+	vm      uint32
+	count   uint32
+	expires int64
+}
+
+// gaugeOthers sums the live entries of other VMs in a gauge cell at now;
+// this VM's own leases are its local tally, added by the caller. It never
+// allocates; an unreadable cell reads as empty and is rewritten clean.
+func gaugeOthers(v []byte, vm uint32, now int64) (live int64) {
+	if len(v) == 0 || len(v) != 1+int(v[0])*gaugeEntrySize {
+		return 0
+	}
+	for i := 0; i < int(v[0]); i++ {
+		if e := decodeGaugeEntry(v, i); e.vm != vm && e.expires > now {
+			live += int64(e.count)
+		}
+	}
+	return live
+}
+
+func decodeGaugeEntry(v []byte, i int) gaugeEntry {
+	b := v[1+i*gaugeEntrySize:]
+	return gaugeEntry{
+		vm:      binary.LittleEndian.Uint32(b),
+		count:   binary.LittleEndian.Uint32(b[4:]),
+		expires: int64(binary.LittleEndian.Uint64(b[8:])),
+	}
+}
+
+// gaugeRewrite writes the cell with this VM's entry set to count (the
+// VM's own tally of the leases it holds, which is the truth about them) and
+// its expiry refreshed, dropping expired entries of other VMs and entries
+// with no leases.
+func gaugeRewrite(dst, v []byte, vm uint32, count uint32, now, expires int64) []byte {
+	dst = append(dst[:0], 0)
+	n := 0
+	if len(v) > 0 && len(v) == 1+int(v[0])*gaugeEntrySize {
+		for i := 0; i < int(v[0]) && n < 254; i++ {
+			e := decodeGaugeEntry(v, i)
+			if e.vm == vm || e.expires <= now || e.count == 0 {
+				continue
+			}
+			dst = appendGaugeEntry(dst, e)
+			n++
+		}
+	}
+	if count > 0 {
+		dst = appendGaugeEntry(dst, gaugeEntry{vm: vm, count: count, expires: expires})
+		n++
+	}
+	dst[0] = byte(n)
+	return dst
+}
+
+func appendGaugeEntry(dst []byte, e gaugeEntry) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, e.vm)
+	dst = binary.LittleEndian.AppendUint32(dst, e.count)
+	return binary.LittleEndian.AppendUint64(dst, uint64(e.expires))
+}
+
+// gaugeAcquire takes one lease on the gauge at key when the live gauge is
+// below limit (or unconditionally with force). It returns whether the lease
+// was taken and the live gauge it saw before taking it. Uncontended it is
+// one get and one set; a refusal writes nothing.
+func (c *cells) gaugeAcquire(key string, limit int64, force bool, now time.Time, ttl time.Duration) (taken bool, live int64, err error) {
+	ns := now.UnixNano()
+	for attempt := 0; attempt < maxCASRetries; attempt++ {
+		v, cas, found, err := c.store.Get(key)
+		if err != nil {
+			return false, 0, err
+		}
+		if !found {
+			if err := c.create(key, now); err != nil {
+				return false, 0, err
+			}
+			continue
+		}
+		live = gaugeOthers(v, c.vm, ns) + int64(c.held[key])
+		if live >= limit && !force {
+			return false, live, nil
+		}
+		mine := c.held[key]
+		c.scratch = gaugeRewrite(c.scratch, v, c.vm, mine+1, ns, ns+int64(ttl))
+		swapped, err := c.store.Set(key, c.scratch, cas)
+		if err != nil {
+			return false, live, err
+		}
+		if swapped {
+			c.held[key] = mine + 1
+			return true, live, nil
+		}
+		c.retries++
+	}
+	return false, 0, errContention
+}
+
+// gaugeRelease returns one lease this VM holds on the gauge at key.
+func (c *cells) gaugeRelease(key string, now time.Time, ttl time.Duration) error {
+	mine := c.held[key]
+	if mine == 0 {
+		return nil // nothing held: a double release frees nothing
+	}
+	mine--
+	if mine == 0 {
+		delete(c.held, key)
+	} else {
+		c.held[key] = mine
+	}
+	return c.gaugeWrite(key, mine, now, ttl)
+}
+
+// gaugeRefreshAll pushes forward the expiry of this VM's entry on every
+// gauge it holds leases on. Called from the tick.
+func (c *cells) gaugeRefreshAll(now time.Time, ttl time.Duration) {
+	for key, mine := range c.held {
+		_ = c.gaugeWrite(key, mine, now, ttl)
+	}
+}
+
+// gaugeWrite sets this VM's entry on the gauge at key to count.
+func (c *cells) gaugeWrite(key string, count uint32, now time.Time, ttl time.Duration) error {
+	ns := now.UnixNano()
+	for attempt := 0; attempt < maxCASRetries; attempt++ {
+		v, cas, found, err := c.store.Get(key)
+		if err != nil {
+			return err
+		}
+		if !found && count == 0 {
+			return nil
+		}
+		c.scratch = gaugeRewrite(c.scratch, v, c.vm, count, ns, ns+int64(ttl))
+		swapped, err := c.store.Set(key, c.scratch, cas)
+		if err != nil {
+			return err
+		}
+		if swapped {
+			return nil
+		}
+		c.retries++
+	}
+	return errContention
+}
+
+// gaugeRead returns the live gauge at key.
+func (c *cells) gaugeRead(key string, now time.Time) (int64, error) {
+	v, _, found, err := c.store.Get(key)
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return int64(c.held[key]), nil
+	}
+	return gaugeOthers(v, c.vm, now.UnixNano()) + int64(c.held[key]), nil
+}

@@ -1,0 +1,81 @@
+package filter
+
+import (
+	"time"
+)
+
+// Host is what the gate needs from the proxy-wasm host, behind narrow
+// interfaces: the binding (context.go) fills it with shared data, the WASI
+// clock, HTTP callouts and Envoy metrics; native tests fill it with fakes.
+type Host struct {
+	Store Store
+	// Caller reaches the accountant cluster; nil when none is configured.
+	Caller Caller
+	Now    func() time.Time
+	// Seed seeds the VM's generator for its id and request ids (read once
+	// at start from the host's random source).
+	Seed    [32]byte
+	Metrics Metrics
+	Log     func(level LogLevel, msg string)
+}
+
+// LogLevel is a proxy-wasm log level.
+type LogLevel int
+
+const (
+	LogDebug LogLevel = 1
+	LogInfo  LogLevel = 2
+	LogWarn  LogLevel = 3
+	LogError LogLevel = 4
+)
+
+// Metrics counts events. The binding maps each Metric to an Envoy counter
+// defined once per VM; counters aggregate across a host's workers.
+type Metrics interface {
+	Add(m Metric, n uint64)
+}
+
+// Metric names one counter.
+type Metric int
+
+const (
+	MetricAdmitted Metric = iota
+	MetricRefusedBudget
+	MetricRefusedQuotaTokens
+	MetricRefusedQuotaRequests
+	MetricRefusedRPM
+	MetricRefusedTPM
+	MetricRefusedConcurrency
+	MetricRejected // 401, 403, 400, 413, 503: refusals that are not a limit breach
+	MetricShadowRefused
+	MetricSoftBreach
+	MetricSuspended
+	MetricCASRetries
+	MetricRowsSent
+	MetricRowsDropped
+	MetricSyncOK
+	MetricSyncFailed
+	MetricPlanMismatch
+	metricCount
+)
+
+// MetricNames are the Envoy stat names, indexed by Metric.
+var MetricNames = [metricCount]string{
+	MetricAdmitted:             "tokentriage.admitted",
+	MetricRefusedBudget:        "tokentriage.refused.budget_usd",
+	MetricRefusedQuotaTokens:   "tokentriage.refused.quota_tokens",
+	MetricRefusedQuotaRequests: "tokentriage.refused.quota_requests",
+	MetricRefusedRPM:           "tokentriage.refused.rpm",
+	MetricRefusedTPM:           "tokentriage.refused.tpm",
+	MetricRefusedConcurrency:   "tokentriage.refused.concurrency",
+	MetricRejected:             "tokentriage.rejected",
+	MetricShadowRefused:        "tokentriage.shadow_refused",
+	MetricSoftBreach:           "tokentriage.soft_breach",
+	MetricSuspended:            "tokentriage.suspended",
+	MetricCASRetries:           "tokentriage.cas_retries",
+	MetricRowsSent:             "tokentriage.ledger.rows_sent",
+	MetricRowsDropped:          "tokentriage.ledger.rows_dropped",
+	MetricSyncOK:               "tokentriage.sync.ok",
+	MetricSyncFailed:           "tokentriage.sync.failed",
+	MetricPlanMismatch:         "tokentriage.sync.plan_mismatch",
+}

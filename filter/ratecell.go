@@ -1,0 +1,95 @@
+package filter
+
+import (
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/rate"
+)
+
+// rateTake runs one algorithm step of cost against the cell at key. A
+// refused step writes nothing; an admitted one is a compare-and-swap, so
+// racing VMs never admit more than the algorithm allows. Uncontended it is
+// one get and one set.
+func (c *cells) rateTake(key string, alg rate.Algorithm, now time.Time, cost int64, p rate.Params) (rate.Result, error) {
+	for attempt := 0; attempt < maxCASRetries; attempt++ {
+		v, cas, found, err := c.store.Get(key)
+		if err != nil {
+			return rate.Result{}, err
+		}
+		if !found {
+			if err := c.create(key, now); err != nil {
+				return rate.Result{}, err
+			}
+			continue
+		}
+		st := decodeRate(v, alg)
+		res, next := rate.Take(alg, st, now, cost, p)
+		if !res.Allowed {
+			return res, nil
+		}
+		c.scratch = next.AppendBinary(c.scratch[:0])
+		swapped, err := c.store.Set(key, c.scratch, cas)
+		if err != nil {
+			return rate.Result{}, err
+		}
+		if swapped {
+			return res, nil
+		}
+		c.retries++
+	}
+	return rate.Result{}, errContention
+}
+
+// rateAdjust commits a signed correction to the cell (the tpm reconcile):
+// unconditional, no admission decision attached.
+func (c *cells) rateAdjust(key string, alg rate.Algorithm, now time.Time, delta int64, p rate.Params) error {
+	if delta == 0 {
+		return nil
+	}
+	for attempt := 0; attempt < maxCASRetries; attempt++ {
+		v, cas, found, err := c.store.Get(key)
+		if err != nil {
+			return err
+		}
+		if !found {
+			if err := c.create(key, now); err != nil {
+				return err
+			}
+			continue
+		}
+		next := rate.Adjust(alg, decodeRate(v, alg), now, delta, p)
+		c.scratch = next.AppendBinary(c.scratch[:0])
+		swapped, err := c.store.Set(key, c.scratch, cas)
+		if err != nil {
+			return err
+		}
+		if swapped {
+			return nil
+		}
+		c.retries++
+	}
+	return errContention
+}
+
+// ratePeek reads the cell without changing it.
+func (c *cells) ratePeek(key string, alg rate.Algorithm, now time.Time, p rate.Params) (rate.Result, error) {
+	v, _, found, err := c.store.Get(key)
+	if err != nil {
+		return rate.Result{}, err
+	}
+	var st rate.State
+	if found {
+		st = decodeRate(v, alg)
+	}
+	return rate.Peek(alg, st, now, p), nil
+}
+
+// decodeRate reads a cell's state; an unreadable cell, or one written for
+// another algorithm, starts fresh rather than failing the request.
+func decodeRate(v []byte, alg rate.Algorithm) rate.State {
+	st, err := rate.DecodeState(v)
+	if err != nil || (!st.IsZero() && st.Algorithm() != alg) {
+		return rate.State{}
+	}
+	return st
+}

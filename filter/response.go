@@ -1,0 +1,94 @@
+package filter
+
+import (
+	"strings"
+
+	"github.com/tokentriage/tokentriage/shared/llm"
+	"github.com/tokentriage/tokentriage/shared/wire"
+)
+
+// maxJSONCopy caps the copy of a non-streaming JSON response kept for its
+// usage; a larger response is settled on an estimate.
+const maxJSONCopy = 8 << 20
+
+// ResponseHead is what the response headers callback decides.
+type ResponseHead struct {
+	// Add are headers to add to the response.
+	Add [][2]string
+	// RemoveContentLength is set when the filter may change the body's
+	// length (it strips a usage chunk it caused).
+	RemoveContentLength bool
+	// WantBody asks for the response body chunks.
+	WantBody bool
+}
+
+// ResponseHeaders handles the response headers: the request id on every
+// response, the disclosure headers on served ones, and the choice of how
+// usage will be read (SSE scanner or a copy of the JSON body).
+func (e *Engine) ResponseHeaders(s *Stream, status int, contentType string) ResponseHead {
+	s.status = status
+	s.respSeen = true
+	var h ResponseHead
+	if s.replied {
+		return h // a local reply carries its own headers
+	}
+	h.Add = append(h.Add, [2]string{wire.HeaderRequestID, s.id})
+	if s.unarmed {
+		h.Add = append(h.Add, [2]string{HeaderGovernance, "unarmed"})
+	} else if len(s.suspended) > 0 {
+		h.Add = append(h.Add, [2]string{HeaderSuspended, strings.Join(s.suspended, ",")})
+	}
+	if e.plan != nil && e.plan.DiscloseLimits && !s.unarmed {
+		h.Add = s.disclosure.AppendHeaders(h.Add)
+	}
+	if !s.governs || !s.parsed {
+		return h
+	}
+	switch {
+	case strings.HasPrefix(contentType, "text/event-stream"):
+		if s.sse == nil {
+			s.sse = llm.NewStreamScanner(s.path, s.stripUsage)
+		}
+		s.sse.SetPromptBytes(s.req.PromptBytes)
+		h.RemoveContentLength = s.stripUsage
+		h.WantBody = true
+	default:
+		h.WantBody = true // JSON, or an error body: keep a bounded copy
+	}
+	return h
+}
+
+// Headers the filter adds beyond the seeds' set.
+const (
+	// HeaderSuspended lists limits that could not be checked and were
+	// admitted (fail: open).
+	HeaderSuspended = "X-Tt-Suspended"
+	// HeaderGovernance says "unarmed" while no plan is in force yet.
+	HeaderGovernance = "X-Tt-Governance"
+)
+
+// ResponseBody handles one response body chunk. It returns the bytes to
+// send instead of chunk, and whether they differ from it.
+func (e *Engine) ResponseBody(s *Stream, chunk []byte, eos bool) ([]byte, bool) {
+	if eos {
+		s.respDone = true
+	}
+	if s.sse != nil {
+		out := s.sse.Feed(chunk, s.out[:0])
+		if eos {
+			out = s.sse.Finish(out)
+		}
+		s.out = out
+		return out, !equalBytes(out, chunk)
+	}
+	if !s.jsonOver {
+		if len(s.jsonBody)+len(chunk) > maxJSONCopy {
+			s.jsonOver, s.jsonBody = true, s.jsonBody[:0]
+		} else {
+			s.jsonBody = append(s.jsonBody, chunk...)
+		}
+	}
+	return chunk, false
+}
+
+func equalBytes(a, b []byte) bool { return string(a) == string(b) }

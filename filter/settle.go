@@ -1,0 +1,114 @@
+package filter
+
+import (
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/llm"
+)
+
+// Done settles a request on every terminal path (served, upstream error,
+// client reset, local reply), exactly once: leases are released, tpm
+// reserves are reconciled against the usage, and one ledger row is queued
+// for the accountant.
+func (e *Engine) Done(s *Stream) {
+	if s.settled {
+		return
+	}
+	s.settled = true
+	now := e.host.Now()
+	e.releaseLeases(s, now)
+	if s.id == "" || (!s.governs && s.refusal.errorType == "") {
+		return // not LLM traffic (passthrough, /tt/v1/me, governance off)
+	}
+	if s.refusal.errorType == "" && !s.replied {
+		e.settleUsage(s)
+		actual := s.usage.Total
+		if actual == 0 {
+			actual = s.usage.Input + s.usage.Output
+		}
+		for _, r := range s.reserves {
+			if err := e.cells.rateAdjust(r.key, r.alg, now, actual-r.amount, r.params); err != nil {
+				e.logf(LogWarn, "reconciling a tpm reserve on %s: %v", r.key, err)
+			}
+		}
+		s.reserves = s.reserves[:0]
+		e.host.Metrics.Add(MetricAdmitted, 1)
+	}
+	if e.host.Caller == nil {
+		return // no accountant: nothing folds rows
+	}
+	e.buf = e.row(s, now).AppendJSON(e.buf[:0])
+	e.buf = append(e.buf, '\n')
+	if !e.rows.push(e.buf) {
+		e.host.Metrics.Add(MetricRowsDropped, 1)
+	}
+	// Rows are sent from the tick, on the root context: a callout made from
+	// a stream would be answered to a context that no longer exists.
+}
+
+// settleUsage works out the request's usage: as the provider reported it,
+// or estimated (and flagged) from the prompt and the streamed text.
+func (e *Engine) settleUsage(s *Stream) {
+	switch {
+	case s.sse != nil:
+		s.usage, s.estimated = s.sse.Usage()
+		s.served = s.sse.Model()
+	case s.parsed && !s.jsonOver && len(s.jsonBody) > 0 && s.status < 300:
+		if u, served, ok := llm.ParseUsage(s.path, s.jsonBody); ok {
+			s.usage, s.served = u, served
+			return
+		}
+		fallthrough
+	case s.parsed && s.status < 300 && s.respSeen:
+		// A served answer without readable usage: the prompt is known, the
+		// output is not.
+		s.usage = ledger.Usage{Input: llm.EstimateTokens(s.req.PromptBytes)}
+		s.usage.Total = s.usage.Input
+		s.estimated = ledger.Estimated{Input: true, Output: true}
+	case s.parsed && !s.respSeen:
+		// Reset before the provider answered: it may have started work.
+		s.usage = ledger.Usage{Input: llm.EstimateTokens(s.req.PromptBytes)}
+		s.usage.Total = s.usage.Input
+		s.estimated = ledger.Estimated{Input: true, Output: true}
+	}
+}
+
+// row builds the ledger row of a finished request.
+func (e *Engine) row(s *Stream, now time.Time) *ledger.Row {
+	r := &ledger.Row{
+		RequestID: s.id,
+		Start:     s.start.UTC(),
+		End:       now.UTC(),
+		KID:       s.kid,
+		Node:      s.owner,
+		Endpoint:  s.path,
+		Provider:  s.dims.Provider,
+		Model:     s.req.Model,
+		Served:    s.served,
+		Stream:    s.req.Stream,
+		Usage:     s.usage,
+		Status:    s.status,
+		Estimated: s.estimated,
+		Replica:   e.replica,
+		Shadow:    s.shadow,
+		Breached:  s.breached,
+		Suspended: s.suspended,
+	}
+	if s.unarmed {
+		r.Suspended = append(r.Suspended, "*")
+	}
+	switch {
+	case s.refusal.errorType != "":
+		r.Decision = ledger.Refused
+		r.ErrorType = s.refusal.errorType
+		r.RefusedBy = s.refusal.by
+	case len(s.breached) > 0:
+		r.Decision = ledger.SoftBreach
+	case len(s.shadow) > 0:
+		r.Decision = ledger.ShadowRefused
+	default:
+		r.Decision = ledger.Admitted
+	}
+	return r
+}

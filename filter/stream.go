@@ -1,0 +1,142 @@
+package filter
+
+import (
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/llm"
+	"github.com/tokentriage/tokentriage/shared/rate"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+	"github.com/tokentriage/tokentriage/shared/wire"
+)
+
+// Stream is the state of one HTTP request through the gates. Streams are
+// reused: reset clears everything a request set.
+type Stream struct {
+	id      string
+	start   time.Time
+	kid     string
+	owner   string
+	scopes  *vkey.Scopes
+	chain   []string
+	dims    govern.Dims
+	method  string
+	path    string // without the query
+	ep      llm.Endpoint
+	governs bool // a governed LLM endpoint: gate 2 runs on its body
+
+	// Gate results.
+	leases     []lease
+	reserves   []reserve
+	disclosure wire.Disclosure
+	shadow     []ledger.Ref
+	breached   []ledger.Ref
+	suspended  []string
+	unarmed    bool // no plan in force yet: nothing was checked
+
+	// The request as parsed at gate 2.
+	req          llm.Request
+	parsed       bool
+	bodySize     int
+	stripUsage   bool
+	replacedBody bool
+
+	// The answer.
+	replied   bool // a local reply was sent (a refusal or /tt/v1/me)
+	refusal   refusalInfo
+	status    int
+	respSeen  bool
+	respDone  bool
+	sse       *llm.StreamScanner
+	jsonBody  []byte // a copy of a JSON response, for its usage
+	jsonOver  bool   // the JSON response outgrew the copy cap
+	usage     ledger.Usage
+	estimated ledger.Estimated
+	served    string
+	settled   bool
+	out       []byte // scratch for rewritten response chunks
+}
+
+// lease is one concurrency lease taken at gate 1.
+type lease struct {
+	key      string
+	released bool
+}
+
+// reserve is one tpm reserve taken at gate 2.
+type reserve struct {
+	key    string
+	alg    rate.Algorithm
+	params rate.Params
+	amount int64
+}
+
+// refusalInfo is what the ledger row records of a refusal.
+type refusalInfo struct {
+	errorType string
+	by        *ledger.Ref
+}
+
+func (s *Stream) reset() {
+	leases, reserves := s.leases[:0], s.reserves[:0]
+	shadow, breached, suspended := s.shadow[:0], s.breached[:0], s.suspended[:0]
+	chain, out, jsonBody := s.chain[:0], s.out[:0], s.jsonBody[:0]
+	*s = Stream{}
+	s.leases, s.reserves = leases, reserves
+	s.shadow, s.breached, s.suspended = shadow, breached, suspended
+	s.chain, s.out, s.jsonBody = chain, out, jsonBody
+}
+
+// NewStream returns a fresh stream for a request.
+func (e *Engine) NewStream() *Stream {
+	if n := len(e.free); n > 0 {
+		s := e.free[n-1]
+		e.free = e.free[:n-1]
+		return s
+	}
+	return &Stream{}
+}
+
+// Release returns a finished stream for reuse. The caller must not use s
+// again.
+func (e *Engine) Release(s *Stream) {
+	if len(e.free) < 64 {
+		s.reset()
+		e.free = append(e.free, s)
+	}
+}
+
+// Verdict tells the binding what to do after a request callback.
+type Verdict struct {
+	Action Action
+	// Reply is sent as a local response when Action is Reply.
+	Reply *Reply
+	// RemoveHeaders and SetHeaders edit the request headers (only while
+	// they are still writable: in the headers callback, or in the body
+	// callback when the headers callback paused).
+	RemoveHeaders []string
+	SetHeaders    [][2]string
+	// Body, when non-nil, replaces the buffered request body.
+	Body []byte
+}
+
+// Action is the callback's result.
+type Action int
+
+const (
+	// ActContinue lets the request go on.
+	ActContinue Action = iota
+	// ActPause holds the request (its body is being buffered).
+	ActPause
+	// ActReply answers locally with Verdict.Reply.
+	ActReply
+)
+
+// Reply is a local response.
+type Reply struct {
+	Status  int
+	Headers [][2]string
+	Body    []byte
+	Details string // the response code details Envoy records
+}

@@ -1,0 +1,379 @@
+package filter
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// One VM of the host polls the accountant per interval, elected by a lease
+// cell; it writes what changed into shared data and then a version record.
+// Every VM compares that record with its own on each request (one small
+// read) and decodes a part only when its version moved.
+const (
+	syncLeaseKey = "tt/sync/lease"
+	syncVerKey   = "tt/sync/ver"
+	syncPlanKey  = "tt/sync/plan"
+	syncKeysKey  = "tt/sync/keys"
+	syncRTKey    = "tt/sync/rt"
+	syncSnapKey  = "tt/sync/snap"
+	verFormat    = 1
+
+	// snapshotTrust is how long a snapshot is trusted (seed 000).
+	snapshotTrust = 30 * time.Second
+)
+
+// syncVersions is the version record in shared data.
+type syncVersions struct {
+	plan, keys, runtime, snapshot string
+	generatedAt                   time.Time
+	replicas                      int
+}
+
+func (v *syncVersions) append(dst []byte) []byte {
+	dst = append(dst, verFormat)
+	for _, s := range [...]string{v.plan, v.keys, v.runtime, v.snapshot} {
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s)))
+		dst = append(dst, s...)
+	}
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(v.generatedAt.UnixNano()))
+	return binary.LittleEndian.AppendUint32(dst, uint32(v.replicas))
+}
+
+func decodeVersions(b []byte) (syncVersions, bool) {
+	var v syncVersions
+	if len(b) < 1 || b[0] != verFormat {
+		return v, false
+	}
+	p := 1
+	var parts [4]string
+	for i := range parts {
+		if p+2 > len(b) {
+			return v, false
+		}
+		n := int(binary.LittleEndian.Uint16(b[p:]))
+		p += 2
+		if p+n > len(b) {
+			return v, false
+		}
+		parts[i] = string(b[p : p+n])
+		p += n
+	}
+	if p+12 != len(b) {
+		return v, false
+	}
+	v.plan, v.keys, v.runtime, v.snapshot = parts[0], parts[1], parts[2], parts[3]
+	if ns := int64(binary.LittleEndian.Uint64(b[p:])); ns != 0 {
+		v.generatedAt = time.Unix(0, ns).UTC()
+	}
+	v.replicas = int(binary.LittleEndian.Uint32(b[p+8:]))
+	return v, true
+}
+
+// syncState is what this VM has loaded.
+type syncState struct {
+	raw      []byte // the version record as last read
+	loaded   syncVersions
+	nextPoll time.Time
+	polling  bool
+	mismatch string // the accountant plan hash last reported as different
+}
+
+// refresh reloads whatever another VM (or this one) synced since the last
+// look. It costs one shared-data read when nothing changed.
+func (e *Engine) refresh(now time.Time) {
+	raw, _, found, err := e.host.Store.Get(syncVerKey)
+	if err != nil || !found || bytes.Equal(raw, e.sync.raw) {
+		return
+	}
+	v, ok := decodeVersions(raw)
+	if !ok {
+		return
+	}
+	cur := &e.sync.loaded
+	complete := true
+	armAgain := false
+	if v.keys != cur.keys {
+		if b, ok := e.part(syncKeysKey); ok {
+			var keys []syncwire.Key
+			if err := json.Unmarshal(b, &keys); err != nil {
+				e.logf(LogError, "sync: decoding the key table: %v", err)
+			}
+			e.keys = buildKeyTable(e.cfg.Keys, keys, e.keys)
+			cur.keys = v.keys
+		} else {
+			complete = false
+		}
+	}
+	if v.runtime != cur.runtime {
+		if b, ok := e.part(syncRTKey); ok {
+			var rt syncwire.Runtime
+			if err := json.Unmarshal(b, &rt); err != nil {
+				e.logf(LogError, "sync: decoding the runtime plane: %v", err)
+			} else {
+				e.runtime = runtimeOf(rt)
+				armAgain = true
+			}
+			cur.runtime = v.runtime
+		} else {
+			complete = false
+		}
+	}
+	plan := e.plan
+	if v.plan != cur.plan {
+		switch {
+		case e.static != nil:
+			if v.plan != "" && v.plan != e.static.Hash && e.sync.mismatch != v.plan {
+				e.logf(LogWarn, "sync: the accountant enforces plan %s but this filter's configuration carries plan %s; spend counters are matched by counter identity", short(v.plan), short(e.static.Hash))
+				e.host.Metrics.Add(MetricPlanMismatch, 1)
+				e.sync.mismatch = v.plan
+			}
+			cur.plan = v.plan
+		default:
+			if b, ok := e.part(syncPlanKey); ok {
+				if p, err := compilePlan(b); err != nil {
+					e.logf(LogError, "sync: the accountant's plan %s does not compile here; keeping the plan in force: %v", short(v.plan), err)
+				} else {
+					plan = p
+					armAgain = true
+				}
+				cur.plan = v.plan
+			} else {
+				complete = false
+			}
+		}
+	}
+	if armAgain && plan != nil {
+		e.arm(plan, e.runtime)
+	}
+	if v.snapshot != cur.snapshot {
+		if b, ok := e.part(syncSnapKey); ok {
+			if s, err := decodeSnapshot(b, v.snapshot); err != nil {
+				e.logf(LogError, "sync: %v", err)
+			} else {
+				e.snap = s
+			}
+			cur.snapshot = v.snapshot
+		} else {
+			complete = false
+		}
+	}
+	if e.snap != nil && v.generatedAt.After(e.snap.generatedAt) {
+		e.snap.generatedAt = v.generatedAt
+	}
+	if v.replicas > 0 {
+		e.replicas = v.replicas
+	}
+	if complete {
+		e.sync.raw = append(e.sync.raw[:0], raw...)
+	}
+}
+
+func (e *Engine) part(key string) ([]byte, bool) {
+	b, _, found, err := e.host.Store.Get(key)
+	return b, err == nil && found
+}
+
+func compilePlan(b []byte) (*govern.Plan, error) {
+	if len(bytes.TrimSpace(b)) == 0 || string(b) == "null" {
+		return nil, errNoPlan
+	}
+	g, err := config.DecodeGovernanceJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	return govern.Compile(g)
+}
+
+type planError string
+
+func (e planError) Error() string { return string(e) }
+
+const errNoPlan = planError("the accountant has no governance block")
+
+func runtimeOf(rt syncwire.Runtime) govern.Runtime {
+	out := govern.Runtime{Nodes: rt.Nodes}
+	for _, o := range rt.Overrides {
+		out.Overrides = append(out.Overrides, govern.Override{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount})
+	}
+	return out
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// poll asks the accountant for what changed, when this VM holds the sync
+// lease and the interval has passed.
+func (e *Engine) poll(now time.Time) {
+	if e.host.Caller == nil || e.sync.polling || now.Before(e.sync.nextPoll) {
+		return
+	}
+	e.sync.nextPoll = now.Add(e.syncEvery)
+	if !e.takeSyncLease(now) {
+		return
+	}
+	v, _ := decodeVersions(e.sync.raw)
+	q := append(e.buf[:0], syncwire.SyncPath...)
+	q = appendQuery(q, '?', "plan", v.plan)
+	q = appendQuery(q, '&', "keys", v.keys)
+	q = appendQuery(q, '&', "runtime", v.runtime)
+	q = appendQuery(q, '&', "snapshot", v.snapshot)
+	q = appendQuery(q, '&', "replica", e.replica)
+	e.buf = q
+	e.sync.polling = true
+	err := e.host.Caller.Call("GET", string(q), nil, nil, e.callTimeout(), func(status int, body []byte) {
+		e.sync.polling = false
+		t := e.host.Now()
+		if status != 200 {
+			e.host.Metrics.Add(MetricSyncFailed, 1)
+			e.logf(LogWarn, "sync: the accountant answered %d; spend snapshots age until it answers", status)
+			return
+		}
+		if err := e.applySync(body, v); err != nil {
+			e.host.Metrics.Add(MetricSyncFailed, 1)
+			e.logf(LogError, "sync: %v", err)
+			return
+		}
+		e.host.Metrics.Add(MetricSyncOK, 1)
+		e.refresh(t)
+	})
+	if err != nil {
+		e.sync.polling = false
+		e.host.Metrics.Add(MetricSyncFailed, 1)
+		e.logf(LogWarn, "sync: calling the accountant: %v", err)
+	}
+}
+
+// appendQuery appends sep, key, '=' and value percent-encoded (everything
+// but unreserved characters).
+func appendQuery(dst []byte, sep byte, key, value string) []byte {
+	const hex = "0123456789ABCDEF"
+	dst = append(dst, sep)
+	dst = append(dst, key...)
+	dst = append(dst, '=')
+	for i := 0; i < len(value); i++ {
+		c := value[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~' {
+			dst = append(dst, c)
+		} else {
+			dst = append(dst, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return dst
+}
+
+func (e *Engine) callTimeout() time.Duration {
+	if e.cfg.Accountant != nil && e.cfg.Accountant.TimeoutMS > 0 {
+		return time.Duration(e.cfg.Accountant.TimeoutMS) * time.Millisecond
+	}
+	return 2 * time.Second
+}
+
+// takeSyncLease elects this VM to poll for one interval.
+func (e *Engine) takeSyncLease(now time.Time) bool {
+	v, cas, found, err := e.host.Store.Get(syncLeaseKey)
+	if err != nil {
+		return false
+	}
+	if found {
+		holder, until := decodeLock(v)
+		if holder != 0 && holder != e.vm && now.UnixNano() < until {
+			return false
+		}
+	}
+	until := now.Add(e.syncEvery + e.callTimeout()).UnixNano()
+	ok, err := e.host.Store.Set(syncLeaseKey, lockValue(nil, e.vm, until), cas)
+	return err == nil && ok
+}
+
+// applySync writes an accountant answer into shared data: each part that
+// moved, then the version record that tells every VM to reload.
+func (e *Engine) applySync(body []byte, sent syncVersions) error {
+	if !gjson.ValidBytes(body) {
+		return planError("the accountant's sync answer is not valid JSON")
+	}
+	r := gjson.ParseBytes(body)
+	v := sent
+	if p := r.Get("plan"); p.Exists() {
+		v.plan = p.Get("version").String()
+		if g := p.Get("governance"); g.Exists() {
+			if err := e.setPart(syncPlanKey, []byte(g.Raw)); err != nil {
+				return err
+			}
+		}
+	}
+	if k := r.Get("keys"); k.Exists() {
+		v.keys = k.Get("version").String()
+		if items := k.Get("items"); items.Exists() || v.keys != sent.keys {
+			raw := items.Raw
+			if raw == "" {
+				raw = "[]"
+			}
+			if err := e.setPart(syncKeysKey, []byte(raw)); err != nil {
+				return err
+			}
+		}
+	}
+	if rt := r.Get("runtime"); rt.Exists() {
+		v.runtime = rt.Get("version").String()
+		if v.runtime != sent.runtime {
+			if err := e.setPart(syncRTKey, []byte(rt.Raw)); err != nil {
+				return err
+			}
+		}
+	}
+	if s := r.Get("snapshot"); s.Exists() {
+		v.snapshot = s.Get("version").String()
+		gen, err := time.Parse(time.RFC3339Nano, s.Get("generated_at").String())
+		if err == nil {
+			v.generatedAt = gen
+		}
+		if v.snapshot != sent.snapshot {
+			b, err := encodeSnapshotPart(s, v.generatedAt)
+			if err != nil {
+				return err
+			}
+			if err := e.setPart(syncSnapKey, b); err != nil {
+				return err
+			}
+		}
+	}
+	if n := r.Get("replicas").Int(); n > 0 {
+		v.replicas = int(n)
+	}
+	_, err := e.host.Store.Set(syncVerKey, v.append(nil), 0)
+	return err
+}
+
+func (e *Engine) setPart(key string, b []byte) error {
+	_, err := e.host.Store.Set(key, b, 0)
+	return err
+}
+
+func encodeSnapshotPart(s gjson.Result, generatedAt time.Time) ([]byte, error) {
+	entries := s.Get("entries").Array()
+	ids := make([]string, 0, len(entries))
+	starts := make([]int64, 0, len(entries))
+	values := make([]int64, 0, len(entries))
+	for i, en := range entries {
+		start, err := time.Parse(time.RFC3339Nano, en.Get("period_start").String())
+		if err != nil {
+			return nil, planError("snapshot entry " + strconv.Itoa(i) + ": period_start: " + err.Error())
+		}
+		ids = append(ids, en.Get("id").String())
+		starts = append(starts, start.Unix())
+		values = append(values, en.Get("value").Int())
+	}
+	return appendSnapshot(nil, generatedAt, ids, starts, values), nil
+}
