@@ -43,7 +43,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultDedupWindow = 48 * time.Hour
-	DefaultDedupMaxIDs = 8 << 20
+	DefaultDedupMaxIDs = 4 << 20
 	// maxResolveCache bounds the resolution cache; past it the cache is
 	// cleared and refilled.
 	maxResolveCache = 1 << 16
