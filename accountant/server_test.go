@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
@@ -370,5 +372,27 @@ func TestAlertWebhook(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no webhook call")
+	}
+}
+
+// TestPlanRoundTrip checks the plan a filter receives decodes strictly and
+// compiles to the very hash the accountant announced as its version.
+func TestPlanRoundTrip(t *testing.T) {
+	f := newFixture(t, testConfig)
+	s := f.sync(t, "")
+	b, err := json.Marshal(s.Plan.Governance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := config.DecodeGovernanceJSON(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := govern.Compile(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Hash != s.Plan.Version {
+		t.Errorf("the filter's plan hashes to %s, the accountant announced %s", p.Hash, s.Plan.Version)
 	}
 }
