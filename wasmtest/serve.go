@@ -165,6 +165,7 @@ func (s *stream) onRequestEvent(ev reqEvent) {
 	case ev.err != nil:
 		s.details = "downstream_remote_disconnect"
 		s.resetStream()
+		s.px.clientGone = s.px.r.Context().Err() != nil
 	case ev.trl != nil:
 		s.trailers(d, ev.trl)
 	default:
@@ -204,6 +205,10 @@ func (s *stream) onUpstreamEvent(ev upEvent) {
 			d.gotEOS = true
 		}
 		s.headers(d, eos)
+	case ev.err != nil && px.r.Context().Err() != nil:
+		// The upstream failed because the client went away.
+		px.ending, px.reset, px.clientGone = true, true, true
+		s.cancelUpstream()
 	case ev.err != nil:
 		s.upstreamError(ev.err)
 	case ev.trl != nil:

@@ -140,6 +140,7 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body = http.NoBody
 	}
 	in := req.Clone(req.Context())
+	in.Trailer = req.Trailer // filled when the body ends, as on a connection
 	in.RequestURI = req.URL.RequestURI()
 	in.RemoteAddr = "127.0.0.1:0"
 	if in.ContentLength == 0 && in.Body != http.NoBody {
@@ -177,6 +178,8 @@ type pipeWriter struct {
 	once     sync.Once
 	sent     bool
 	declared []string
+	mu       sync.Mutex
+	trailers http.Header
 }
 
 func newPipeWriter(req *http.Request) *pipeWriter {
@@ -272,7 +275,7 @@ func (w *pipeWriter) send(final bool) {
 		w.pr, w.pw = io.Pipe()
 		pending := append([]byte(nil), w.buf.Bytes()...)
 		w.buf.Reset()
-		resp.Body = &prefixReader{pending: pending, r: w.pr}
+		resp.Body = &prefixReader{pending: pending, r: w.pr, w: w}
 		if resp.Trailer == nil {
 			resp.Trailer = http.Header{}
 		}
@@ -313,34 +316,36 @@ func (w *pipeWriter) serve(h http.Handler, req *http.Request) {
 		w.send(true)
 	}
 	if w.pw != nil {
-		w.fillTrailers()
+		w.collectTrailers()
 		w.pw.Close()
 	}
 }
 
-// fillTrailers moves declared trailer values and TrailerPrefix headers into
-// the response's Trailer before the body ends.
-func (w *pipeWriter) fillTrailers() {
-	resp := w.resp
+// collectTrailers gathers declared trailer values and TrailerPrefix headers
+// when the handler returns; the body reader publishes them into the
+// response's Trailer when it reaches EOF, as net/http's transport does.
+func (w *pipeWriter) collectTrailers() {
+	t := http.Header{}
 	for _, k := range w.declared {
 		if vs := w.header.Values(k); len(vs) > 0 {
-			resp.Trailer[k] = vs
+			t[k] = vs
 		}
 	}
 	for k, vs := range w.header {
 		if strings.HasPrefix(k, http.TrailerPrefix) {
-			if resp.Trailer == nil {
-				resp.Trailer = http.Header{}
-			}
-			resp.Trailer[http.CanonicalHeaderKey(strings.TrimPrefix(k, http.TrailerPrefix))] = vs
+			t[http.CanonicalHeaderKey(strings.TrimPrefix(k, http.TrailerPrefix))] = vs
 		}
 	}
+	w.mu.Lock()
+	w.trailers = t
+	w.mu.Unlock()
 }
 
 // prefixReader reads pending, then r.
 type prefixReader struct {
 	pending []byte
 	r       *io.PipeReader
+	w       *pipeWriter
 }
 
 func (p *prefixReader) Read(b []byte) (int, error) {
@@ -349,7 +354,15 @@ func (p *prefixReader) Read(b []byte) (int, error) {
 		p.pending = p.pending[n:]
 		return n, nil
 	}
-	return p.r.Read(b)
+	n, err := p.r.Read(b)
+	if err == io.EOF {
+		p.w.mu.Lock()
+		for k, vs := range p.w.trailers {
+			p.w.resp.Trailer[k] = vs
+		}
+		p.w.mu.Unlock()
+	}
+	return n, err
 }
 
 func (p *prefixReader) Close() error { return p.r.Close() }
