@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
@@ -144,6 +145,32 @@ func TestFrac(t *testing.T) {
 	}{{1, 20000, "0.0001"}, {60, 50000000, "0.0000"}, {12600, 1000, "12.6000"}, {2, 3, "0.6667"}, {0, 0, "-"}} {
 		if got := frac(tc.v, tc.c); got != tc.want {
 			t.Errorf("frac(%d, %d) = %s, want %s", tc.v, tc.c, got, tc.want)
+		}
+	}
+}
+
+// TestRuntimePlane arms with a runtime node and an override: the node's
+// rows count under the template, the override is the ceiling, and a
+// dropped override is a note, as the accountant logs it.
+func TestRuntimePlane(t *testing.T) {
+	var out bytes.Buffer
+	err := Run(&out, Options{ConfigPath: "testdata/sixlimits.yaml", LogPath: "testdata/sandbox.jsonl", At: at,
+		Runtime: govern.Runtime{
+			Nodes: []string{"org:acme/team:ml/user:dev3"},
+			Overrides: []govern.Override{
+				{LimitID: "org_monthly_budget", Node: "org:acme", Amount: 2_000_000_000_000},
+				{LimitID: "team_rpm", Node: "org:acme/team:ml", Amount: 5},
+			},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"  [budget_usd] org_monthly_budget @ org:acme  observed 0.000018 / ceiling 2000  (frac 0.0000, rows 1)\n",
+		`note: runtime plane: runtime.overrides[1]: limit type "rpm" does not support per-node overrides`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -24,6 +24,7 @@ type Source struct {
 	Config string   // config file
 	Plan   string   // plan hash
 	Files  []string // ledger files
+	Notes  []string // printed under the heading
 }
 
 // Stats returns what has been replayed so far.
@@ -43,6 +44,9 @@ func (r *Replay) Write(w io.Writer, src Source) error {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "at: %s (EXACT counts the calendar periods containing this instant)\n", stamp(r.at))
+	for _, n := range src.Notes {
+		b.WriteString("note: " + n + "\n")
+	}
 	if r.armed == nil || !r.armed.Plan.Enabled {
 		b.WriteString("note: governance.enabled is not true in this config; the figures show what it would count once enabled\n")
 	}

@@ -47,13 +47,12 @@ func Run(w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
+	// The runtime plane's problems (a colliding node, a dropped override)
+	// are the accountant's warnings too: reported, the rest armed.
 	armed, probs := plan.Arm(o.Runtime)
-	if len(probs) > 0 {
-		ce := &ConfigError{Path: o.ConfigPath}
-		for _, p := range probs {
-			ce.Problems = append(ce.Problems, p.String())
-		}
-		return ce
+	var notes []string
+	for _, p := range probs {
+		notes = append(notes, "runtime plane: "+p.String())
 	}
 	files, err := ledgerlog.FilesFor(o.LogPath)
 	if err != nil {
@@ -84,7 +83,7 @@ func Run(w io.Writer, o Options) error {
 	if o.Progress != nil {
 		o.Progress(total, total)
 	}
-	return r.Write(w, Source{Config: o.ConfigPath, Plan: plan.Hash, Files: files})
+	return r.Write(w, Source{Config: o.ConfigPath, Plan: plan.Hash, Files: files, Notes: notes})
 }
 
 func compile(path string) (*govern.Plan, error) {

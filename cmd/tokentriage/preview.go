@@ -12,6 +12,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/preview"
 	"github.com/tokentriage/tokentriage/accountant/pricing"
+	"github.com/tokentriage/tokentriage/accountant/runtime"
 )
 
 var previewCmd = &command{
@@ -30,18 +31,21 @@ under three labels:
                (peak in flight, flights it would refuse)
 
 --log takes decisions.jsonl (its rotated decisions-*.jsonl siblings are read
-too), a data directory, or one ledger file. A progress line is shown on
+too), a data directory, or one ledger file. --runtime arms the config with
+the runtime nodes and overrides of an accountant's governance.db, as the
+accountant itself does. A progress line is shown on
 stderr when it is a terminal and the ledger is larger than 64 MiB.`,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
 		cfg := fs.StringP("config", "c", "", "proposed configuration file (YAML or JSON)")
 		log := fs.String("log", "", "ledger: decisions.jsonl, a data directory, or a ledger file")
 		at := fs.String("at", "", "instant whose calendar periods EXACT recomputes (RFC 3339; default now)")
 		pricingFile := fs.String("pricing", "", "pricing file for rows recorded without a cost")
-		return func(e *env) int { return runPreview(e, *cfg, *log, *at, *pricingFile) }
+		rtdb := fs.String("runtime", "", "governance.db whose runtime nodes and overrides to arm with (read, never written)")
+		return func(e *env) int { return runPreview(e, *cfg, *log, *at, *pricingFile, *rtdb) }
 	},
 }
 
-func runPreview(e *env, cfg, log, at, pricingFile string) int {
+func runPreview(e *env, cfg, log, at, pricingFile, rtdb string) int {
 	switch {
 	case cfg == "":
 		return e.failf(2, "-c FILE is required")
@@ -65,6 +69,22 @@ func runPreview(e *env, cfg, log, at, pricingFile string) int {
 			return e.failf(2, "%v", err)
 		}
 		o.Pricing = c
+	}
+	if rtdb != "" {
+		// runtime.Open creates a missing database; a preview must not.
+		if _, err := os.Stat(rtdb); err != nil {
+			return e.failf(2, "--runtime: %v", err)
+		}
+		db, err := runtime.Open(rtdb)
+		if err != nil {
+			return e.failf(2, "--runtime: %v", err)
+		}
+		_, rt, err := db.Runtime()
+		db.Close()
+		if err != nil {
+			return e.failf(2, "--runtime: %v", err)
+		}
+		o.Runtime = rt
 	}
 	if f, ok := e.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		o.Progress = progressLine(f)
