@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 
 	"github.com/tokentriage/tokentriage/accountant/core"
@@ -143,25 +142,11 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 	ack.Accepted = res.Accepted
 	ack.Duplicates = res.Duplicates
 	ack.Rejected = res.Rejected + len(lineErrs)
-	ack.Errors = append(lineErrs, renumber(res.Reasons, lineOf)...)
-	return ack, http.StatusOK, nil
-}
-
-// renumber rewrites the core's "row N" (position among the parsed rows)
-// into "line M" (position in the batch).
-func renumber(reasons []string, lineOf []int) []string {
-	out := make([]string, 0, len(reasons))
-	for _, r := range reasons {
-		var idx int
-		var rest string
-		if k, err := fmt.Sscanf(r, "row %d", &idx); k == 1 && err == nil && idx >= 1 && idx <= len(lineOf) {
-			rest = r[len("row ")+len(strconv.Itoa(idx)):]
-			out = append(out, "line "+strconv.Itoa(lineOf[idx-1])+rest)
-			continue
-		}
-		out = append(out, r)
+	ack.Errors = lineErrs
+	for _, r := range res.Reasons {
+		ack.Errors = append(ack.Errors, fmt.Sprintf("line %d: %s", lineOf[r.Index], r.Message))
 	}
-	return out
+	return ack, http.StatusOK, nil
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -24,9 +24,8 @@ const (
 type Result struct {
 	// Outcomes has one entry per row, in order.
 	Outcomes []Outcome
-	// Reasons has one entry per Rejected row, in order, each naming the
-	// row's position and request id.
-	Reasons []string
+	// Reasons has one entry per Rejected row, in order.
+	Reasons []Reason
 	// Accepted, Duplicates, Rejected count the outcomes.
 	Accepted, Duplicates, Rejected int
 	// Unpriced counts the accepted rows whose model has no price.
@@ -106,11 +105,11 @@ func (c *Core) ingest(now time.Time, rows []ledger.Row, prep []Prepared, tag uin
 		if err != nil {
 			res.Outcomes[i] = Rejected
 			res.Rejected++
-			at := fmt.Sprintf("row %d", i+1)
+			msg := err.Error()
 			if !errors.Is(err, errRequestID) {
-				at += fmt.Sprintf(" (request_id %s)", r.RequestID)
+				msg = "request_id " + truncate(r.RequestID) + ": " + msg
 			}
-			res.Reasons = append(res.Reasons, at+": "+err.Error())
+			res.Reasons = append(res.Reasons, Reason{Index: i, Message: msg})
 			continue
 		}
 		if t, dup := c.dedup.lookup(k); dup {
@@ -180,3 +179,10 @@ func validate(r *ledger.Row) (requestKey, error) {
 
 // Err is the reason Prepare found the row unreadable, or nil.
 func (p Prepared) Err() error { return p.err }
+
+// Reason says why the row at Index (0-based, in the batch given) was
+// rejected; Message names its request id when it has a readable one.
+type Reason struct {
+	Index   int
+	Message string
+}

@@ -160,7 +160,7 @@ func (h *harness) ingest(t *testing.T, args map[string]string, input []string) s
 	}
 	b.WriteString("\n")
 	for _, r := range res.Reasons {
-		b.WriteString("rejected: " + h.rename(r) + "\n")
+		fmt.Fprintf(&b, "rejected: row %d: %s\n", r.Index+1, h.rename(r.Message))
 	}
 	b.WriteString(fmtAlerts(res.Alerts, ""))
 	return b.String()
