@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"sync"
 
 	"github.com/tokentriage/tokentriage/accountant/core"
@@ -44,12 +45,6 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(ack)
 }
 
-// parsed is one line of a batch.
-type parsed struct {
-	row ledger.Row
-	err error
-}
-
 // IngestLines records one batch of JSON lines (one ledger.Row each) and
 // returns after every accepted row, and every row the batch duplicates, is
 // on disk. The int is the HTTP status to answer with when err is set.
@@ -61,7 +56,7 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 	}
 	// Parse outside the lock: this is most of the CPU of a batch.
 	rows := make([]ledger.Row, 0, bytes.Count(body, []byte{'\n'})+1)
-	var lineErrs []string
+	var lineErrs []lineError
 	var lineOf []int
 	n := 0
 	for len(body) > 0 {
@@ -78,7 +73,7 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 		n++
 		row, err := ledgerlog.ParseRow(line)
 		if err != nil {
-			lineErrs = append(lineErrs, fmt.Sprintf("line %d: %v", n, err))
+			lineErrs = append(lineErrs, lineError{n, err.Error()})
 			continue
 		}
 		rows = append(rows, row)
@@ -124,6 +119,10 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 		seq, appendErr = s.ledger.Append(out)
 	}
 	s.mu.Unlock()
+	// The fold happened: its metrics and alerts stand whatever the wait
+	// below ends in.
+	s.metrics.observeIngest(res, len(lineErrs), s.now())
+	s.alerts.emit(res.Alerts)
 	if appendErr != nil {
 		return ack, http.StatusServiceUnavailable, appendErr
 	}
@@ -136,17 +135,24 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable: %w", err)
 	}
 	putBuf(buf)
-	s.metrics.observeIngest(res, len(lineErrs), s.now())
-	s.alerts.emit(res.Alerts)
 
 	ack.Accepted = res.Accepted
 	ack.Duplicates = res.Duplicates
 	ack.Rejected = res.Rejected + len(lineErrs)
-	ack.Errors = lineErrs
 	for _, r := range res.Reasons {
-		ack.Errors = append(ack.Errors, fmt.Sprintf("line %d: %s", lineOf[r.Index], r.Message))
+		lineErrs = append(lineErrs, lineError{lineOf[r.Index], r.Message})
+	}
+	sort.Slice(lineErrs, func(i, j int) bool { return lineErrs[i].line < lineErrs[j].line })
+	for _, e := range lineErrs {
+		ack.Errors = append(ack.Errors, fmt.Sprintf("line %d: %s", e.line, e.msg))
 	}
 	return ack, http.StatusOK, nil
+}
+
+// lineError is why one line of a batch was rejected.
+type lineError struct {
+	line int
+	msg  string
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
