@@ -71,9 +71,6 @@ func (h *Host) Do(req Request) Response {
 			delete(rec.header, k)
 		}
 	}
-	if rec.snapshot != nil {
-		out.Headers = rec.snapshot
-	}
 	return out
 }
 
@@ -172,11 +169,10 @@ func (c *chunkReader) Close() error { return nil }
 
 // recorder is the ResponseWriter of Do.
 type recorder struct {
-	header   http.Header
-	snapshot http.Header
-	status   int
-	body     []byte
-	chunks   [][]byte
+	header http.Header
+	status int
+	body   []byte
+	chunks [][]byte
 }
 
 func (r *recorder) Header() http.Header { return r.header }
@@ -186,7 +182,6 @@ func (r *recorder) WriteHeader(code int) {
 		return
 	}
 	r.status = code
-	r.snapshot = r.header.Clone()
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
@@ -199,6 +194,10 @@ func (r *recorder) Write(b []byte) (int, error) {
 }
 
 func (r *recorder) Flush() {}
+
+// EnableFullDuplex lets http.ResponseController find the recorder
+// full-duplex, as an HTTP/2 connection is.
+func (r *recorder) EnableFullDuplex() error { return nil }
 
 func itoa(n int64) string {
 	if n == 0 {

@@ -87,6 +87,9 @@ type Host struct {
 	rr          atomic.Uint64
 	closing     chan struct{}
 	closeOnce   sync.Once
+	closed      atomic.Bool
+	inflight    atomic.Int64
+	idle        chan struct{}
 	callouts    calloutTracker
 	failures    atomic.Int64
 	transport   *http.Transport
@@ -129,6 +132,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		clock:       cfg.Clock,
 		bufferLimit: cfg.BufferLimit,
 		closing:     make(chan struct{}),
+		idle:        make(chan struct{}, 1),
 		shared:      newSharedStore(),
 		metrics:     newMetricStore(),
 		queues:      newQueueStore(),
@@ -281,7 +285,11 @@ func (h *Host) vmFailed(v *vm) { h.failures.Add(1) }
 // timers are cancelled, and the VMs are freed.
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
+		h.closed.Store(true)
 		close(h.closing)
+		for h.inflight.Load() > 0 {
+			<-h.idle
+		}
 		for _, w := range h.workers {
 			w.mu.Lock()
 			w.v.Load().shutdown()
@@ -297,6 +305,26 @@ func (h *Host) Close() error {
 		h.transport.CloseIdleConnections()
 	})
 	return nil
+}
+
+// enter admits a stream unless the host is closing; leave lets Close know
+// when the last one is gone.
+func (h *Host) enter() bool {
+	h.inflight.Add(1)
+	if h.closed.Load() {
+		h.leave()
+		return false
+	}
+	return true
+}
+
+func (h *Host) leave() {
+	if h.inflight.Add(-1) == 0 && h.closed.Load() {
+		select {
+		case h.idle <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (h *Host) fillRandom(b []byte) error {

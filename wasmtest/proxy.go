@@ -399,6 +399,7 @@ func (s *stream) sendUp(ev upEvent) bool {
 // after EOF). It stops at the end, on an error or when done closes.
 func readBody(r io.Reader, length int64, trailer http.Header, more <-chan struct{}, done <-chan struct{}, send func(data []byte, eos bool, trl hmap, err error) bool) {
 	var total int64
+	var scratch []byte
 	declared := len(trailer) > 0
 	for {
 		select {
@@ -407,22 +408,36 @@ func readBody(r io.Reader, length int64, trailer http.Header, more <-chan struct
 			return
 		}
 		for {
-			size := 32 << 10
-			if length > 0 && length-total < int64(size) {
-				size = int(length - total)
-				if size <= 0 {
-					size = 1
+			// A body of known small length is read straight into a slice of
+			// its size; anything else through a reused buffer, copied out at
+			// the size that arrived (an SSE event is a few hundred bytes).
+			var buf []byte
+			reused := false
+			if length > 0 && length-total <= 32<<10 {
+				n := length - total
+				if n <= 0 {
+					n = 1
 				}
+				buf = make([]byte, n)
+			} else {
+				if scratch == nil {
+					scratch = make([]byte, 32<<10)
+				}
+				buf = scratch
+				reused = true
 			}
-			buf := make([]byte, size)
 			n, err := r.Read(buf)
 			total += int64(n)
 			if n == 0 && err == nil {
 				continue
 			}
-			data := buf[:n:n]
-			if n == 0 {
-				data = nil
+			var data []byte
+			if n > 0 {
+				if reused {
+					data = append([]byte(nil), buf[:n]...)
+				} else {
+					data = buf[:n:n]
+				}
 			}
 			switch {
 			case err == nil && length >= 0 && total == length && !declared:

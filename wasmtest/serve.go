@@ -3,6 +3,7 @@ package wasmtest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"strconv"
 )
@@ -26,6 +27,17 @@ type serveResult struct {
 
 // serve runs one stream on the driver goroutine.
 func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResult {
+	if !h.enter() {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "the proxy is shutting down")
+		return serveResult{}
+	}
+	defer h.leave()
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		// Read the rest of the request while the response streams back.
+		http.NewResponseController(w).EnableFullDuplex()
+	}
 	v := h.pickVM(pick)
 	s := &stream{h: h, v: v}
 	s.req.resp = false

@@ -121,9 +121,6 @@ func (t *target) request(ctx context.Context, hdr hmap, body io.ReadCloser, leng
 		ContentLength: length,
 		Host:          authority,
 	}
-	if t.base == nil {
-		req.RequestURI = path
-	}
 	if body == http.NoBody {
 		req.ContentLength = 0
 	}
@@ -136,21 +133,23 @@ func (t *target) request(ctx context.Context, hdr hmap, body io.ReadCloser, leng
 type handlerTransport struct{ h http.Handler }
 
 func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// The request is the host's own (target.request built it), so it is
+	// turned into a server-side request in place rather than cloned.
 	if req.Body == nil {
 		req.Body = http.NoBody
 	}
-	in := req.Clone(req.Context())
-	in.Trailer = req.Trailer // filled when the body ends, as on a connection
-	in.RequestURI = req.URL.RequestURI()
-	in.RemoteAddr = "127.0.0.1:0"
-	if in.ContentLength == 0 && in.Body != http.NoBody {
-		in.ContentLength = -1
+	if req.RequestURI == "" {
+		req.RequestURI = req.URL.RequestURI()
 	}
-	if in.ContentLength > 0 {
-		in.Header.Set("Content-Length", strconv.FormatInt(in.ContentLength, 10))
+	req.RemoteAddr = "127.0.0.1:0"
+	if req.ContentLength == 0 && req.Body != http.NoBody {
+		req.ContentLength = -1
+	}
+	if req.ContentLength > 0 {
+		req.Header.Set("Content-Length", strconv.FormatInt(req.ContentLength, 10))
 	}
 	w := newPipeWriter(req)
-	go w.serve(t.h, in)
+	go w.serve(t.h, req)
 	select {
 	case <-w.ready:
 		if w.resp == nil {
