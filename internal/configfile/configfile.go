@@ -1,9 +1,9 @@
 // Package configfile loads a tokentriage configuration file from disk into
-// a *config.File. YAML (go.yaml.in/yaml/v3) and JSON (encoding/json with
-// UseNumber) are both turned into the generic tree shared/config decodes
-// strictly, so the two spellings accept the same documents; number literals
-// reach the decoder exactly as written (a dollar amount never passes
-// through a float).
+// a *config.File. YAML (go.yaml.in/yaml/v3) and JSON (config.ParseJSON) are
+// both turned into the generic tree shared/config decodes strictly, so the
+// two spellings accept the same documents; number literals reach the
+// decoder exactly as written, as config.Number (a dollar amount never
+// passes through a float).
 package configfile
 
 import (

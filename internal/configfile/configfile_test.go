@@ -1,7 +1,6 @@
 package configfile
 
 import (
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -33,10 +32,10 @@ n: 99999999999999999999
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"a": json.Number("0.000001"), "b": json.Number("1000"), "c": json.Number("1000"),
-		"d": json.Number("1.5"), "e": json.Number("0.5"), "f": json.Number("1e3"),
-		"g": "on", "h": "on", "i": true, "j": nil, "k": []any{"x", json.Number("2")},
-		"l": json.Number("16"), "m": "2026-09-01", "n": json.Number("99999999999999999999"),
+		"a": config.Number("0.000001"), "b": config.Number("1000"), "c": config.Number("1000"),
+		"d": config.Number("1.5"), "e": config.Number("0.5"), "f": config.Number("1e3"),
+		"g": "on", "h": "on", "i": true, "j": nil, "k": []any{"x", config.Number("2")},
+		"l": config.Number("16"), "m": "2026-09-01", "n": config.Number("99999999999999999999"),
 	}
 	if !reflect.DeepEqual(tree, want) {
 		t.Errorf("tree:\n%#v\nwant:\n%#v", tree, want)
@@ -57,7 +56,7 @@ list:
 	}
 	list := tree.(map[string]any)["list"].([]any)
 	first := list[0].(map[string]any)
-	if first["amount"] != json.Number("20") || first["type"] != "rpm" || first["id"] != "a" {
+	if first["amount"] != config.Number("20") || first["type"] != "rpm" || first["id"] != "a" {
 		t.Errorf("merge: %v", first)
 	}
 	if list[1].(map[string]any)["period"] != "1m" {
@@ -127,6 +126,27 @@ func TestParseFormats(t *testing.T) {
 	f, err := Parse("empty.yaml", nil)
 	if err != nil || f.Governance != nil {
 		t.Errorf("empty file: %+v, %v", f, err)
+	}
+}
+
+// TestParseAmountForms: a dollar amount in exponent form or quoted reads
+// exactly in both spellings.
+func TestParseAmountForms(t *testing.T) {
+	yaml := "governance:\n  limits:\n" +
+		"    - { amount_usd: 1e-7, override: { max_amount_usd: \"0.000001\" } }\n" +
+		"    - { amount_usd: '2.5E-6', override: { max_amount_usd: 1E+3 } }\n"
+	js := `{"governance":{"limits":[{"amount_usd":1e-7,"override":{"max_amount_usd":"0.000001"}},` +
+		`{"amount_usd":"2.5E-6","override":{"max_amount_usd":1E+3}}]}}`
+	for _, tc := range []struct{ name, body string }{{"c.yaml", yaml}, {"c.json", js}} {
+		f, err := Parse(tc.name, []byte(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		l := f.Governance.Limits
+		if l[0].AmountUSD.Nanos != 100 || l[0].Override.MaxAmountUSD.Nanos != 1000 ||
+			l[1].AmountUSD.Nanos != 2500 || l[1].Override.MaxAmountUSD.Nanos != 1000*config.NanosPerUSD {
+			t.Errorf("%s: %v %v %v %v", tc.name, l[0].AmountUSD, l[0].Override.MaxAmountUSD, l[1].AmountUSD, l[1].Override.MaxAmountUSD)
+		}
 	}
 }
 

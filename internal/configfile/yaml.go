@@ -2,7 +2,6 @@ package configfile
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -20,7 +19,7 @@ import (
 const maxValues = 1 << 20
 
 // ParseYAML parses one YAML document into the generic tree: mappings become
-// map[string]any, sequences []any, integers and floats json.Number holding
+// map[string]any, sequences []any, integers and floats config.Number holding
 // the literal (normalised to JSON's number grammar), booleans, strings and
 // null as themselves. Aliases are expanded and merge keys (<<) applied. A
 // repeated key, a second document or a custom tag is an error with its
@@ -171,16 +170,16 @@ func (c *converter) scalar(n *yaml.Node) (any, error) {
 	case "!!int":
 		var i int64
 		if err := n.Decode(&i); err == nil {
-			return json.Number(strconv.FormatInt(i, 10)), nil
+			return config.Number(strconv.FormatInt(i, 10)), nil
 		}
 		var u uint64
 		if err := n.Decode(&u); err == nil {
-			return json.Number(strconv.FormatUint(u, 10)), nil
+			return config.Number(strconv.FormatUint(u, 10)), nil
 		}
-		return json.Number(n.Value), nil // out of range; the decoder says so
+		return config.Number(n.Value), nil // out of range; the decoder says so
 	case "!!float":
 		if lit, ok := jsonNumber(n.Value); ok {
-			return json.Number(lit), nil
+			return config.Number(lit), nil
 		}
 		var f float64
 		if err := n.Decode(&f); err != nil {
@@ -189,7 +188,7 @@ func (c *converter) scalar(n *yaml.Node) (any, error) {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return f, nil // the decoder rejects a non-finite number with its path
 		}
-		return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), nil
+		return config.Number(strconv.FormatFloat(f, 'g', -1, 64)), nil
 	case "!!str", "!!timestamp", "!!binary":
 		return n.Value, nil
 	}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
@@ -13,7 +12,9 @@ import (
 // DecodeStrict decodes a generic tree into out, a non-nil pointer, by
 // reflection over the json tags of out's types, so that YAML and JSON share
 // one set of field names. The tree is what both front ends produce:
-// map[string]any, []any, string, json.Number, int, float64, bool and nil.
+// map[string]any, []any, string, Number, int, int64, float64, bool and
+// nil (and, in native builds, encoding/json's Number, for trees built with
+// its UseNumber).
 //
 // Decoding is strict: an unknown field is a problem naming the path and the
 // known fields (governance.limits[0].attach: unknown field "nod" (known:
@@ -45,6 +46,9 @@ func (d *decoder) add(path, format string, args ...any) {
 var usdType = reflect.TypeFor[USD]()
 
 func (d *decoder) value(v any, rv reflect.Value, path string) {
+	if n, ok := foreignNumber(v); ok {
+		v = n
+	}
 	if v == nil {
 		rv.SetZero()
 		return
@@ -92,7 +96,7 @@ func (d *decoder) value(v any, rv reflect.Value, path string) {
 		s, ok := v.(string)
 		if !ok {
 			hint := ""
-			if _, isNum := v.(json.Number); isNum {
+			if _, isNum := v.(Number); isNum {
 				hint = " (quote it to make it a string)"
 			}
 			d.add(path, "expected a string, got %s%s", describe(v), hint)
@@ -197,11 +201,25 @@ func structFields(t reflect.Type) []field {
 	return out
 }
 
+// usdWanted is the problem for a value that is not a dollar amount.
+const usdWanted = `expected a dollar amount (a number such as 1000 or 0.25, or a string such as "0.000001"), got %s`
+
+// usd decodes a dollar amount exactly. The amount may be a number or a
+// string holding one in JSON's number grammar ("0.000001", "1e-7"): hosts
+// that carry the plugin configuration through a float64 (Istio's
+// pluginConfig is a protobuf Struct) turn a tiny amount into exponent form,
+// and quoting it keeps the decimal an operator wrote.
 func (d *decoder) usd(v any, rv reflect.Value, path string) {
 	var lit string
 	switch n := v.(type) {
-	case json.Number:
+	case Number:
 		lit = string(n)
+	case string:
+		if !isJSONNumber(n) {
+			d.add(path, usdWanted, describe(v))
+			return
+		}
+		lit = n
 	case int:
 		lit = strconv.Itoa(n)
 	case int64:
@@ -213,7 +231,7 @@ func (d *decoder) usd(v any, rv reflect.Value, path string) {
 		}
 		lit = strconv.FormatFloat(n, 'g', -1, 64)
 	default:
-		d.add(path, "expected a dollar amount (a number such as 1000 or 0.25), got %s", describe(v))
+		d.add(path, usdWanted, describe(v))
 		return
 	}
 	u, err := ParseUSD(lit)
@@ -226,7 +244,7 @@ func (d *decoder) usd(v any, rv reflect.Value, path string) {
 
 func toInt(v any) (int64, string) {
 	switch n := v.(type) {
-	case json.Number:
+	case Number:
 		i, err := strconv.ParseInt(string(n), 10, 64)
 		if err == nil {
 			return i, ""
@@ -263,7 +281,7 @@ func toInt(v any) (int64, string) {
 func toFloat(v any) (float64, string) {
 	var f float64
 	switch n := v.(type) {
-	case json.Number:
+	case Number:
 		var err error
 		f, err = strconv.ParseFloat(string(n), 64)
 		if err != nil {
@@ -294,7 +312,7 @@ func describe(v any) string {
 			x = x[:37] + "..."
 		}
 		return "string " + strconv.Quote(x)
-	case json.Number:
+	case Number:
 		return "number " + string(x)
 	case int:
 		return "number " + strconv.Itoa(x)

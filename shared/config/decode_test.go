@@ -24,11 +24,11 @@ func TestDecodeStrictProblems(t *testing.T) {
 		},
 		{
 			name: "every problem is collected",
-			json: `{"governance":{"enabled":"yes","require_key":1,"limits":[{"amount":"5","amount_usd":"5","burst":1.5,"posture":{"thresholds":[0.5,"x"]}}],"tenants":{"org":"acme"}}}`,
+			json: `{"governance":{"enabled":"yes","require_key":1,"limits":[{"amount":"5","amount_usd":"5 USD","burst":1.5,"posture":{"thresholds":[0.5,"x"]}}],"tenants":{"org":"acme"}}}`,
 			want: []string{
 				`governance.enabled: expected true or false, got string "yes"`,
 				`governance.limits[0].amount: expected an integer, got string "5"`,
-				`governance.limits[0].amount_usd: expected a dollar amount (a number such as 1000 or 0.25), got string "5"`,
+				`governance.limits[0].amount_usd: expected a dollar amount (a number such as 1000 or 0.25, or a string such as "0.000001"), got string "5 USD"`,
 				`governance.limits[0].burst: expected an integer, got number 1.5`,
 				`governance.limits[0].posture.thresholds[1]: expected a number, got string "x"`,
 				`governance.require_key: expected true or false, got number 1`,
@@ -166,5 +166,62 @@ func TestParseJSON(t *testing.T) {
 	m := v.(map[string]any)
 	if m["n"].(interface{ String() string }).String() != "0.000001" {
 		t.Errorf("number literal not kept: %v", m["n"])
+	}
+}
+
+func TestDecodeUSDForms(t *testing.T) {
+	tests := []struct {
+		lit   string
+		nanos int64
+		err   string
+	}{
+		{lit: `0.000001`, nanos: 1000},
+		{lit: `"0.000001"`, nanos: 1000},
+		{lit: `1e-7`, nanos: 100},
+		{lit: `1E-6`, nanos: 1000},
+		{lit: `1e-07`, nanos: 100},
+		{lit: `2.5E+3`, nanos: 2500 * NanosPerUSD},
+		{lit: `"1e-7"`, nanos: 100},
+		{lit: `"5000"`, nanos: 5000 * NanosPerUSD},
+		{lit: `"-0"`, nanos: 0},
+		{lit: `1e-10`, err: `1e-10 has more than 9 decimal places (amounts are held on a grid of 1e-9); round it to at most 9`},
+		{lit: `"0.0000000001"`, err: `0.0000000001 has more than 9 decimal places (amounts are held on a grid of 1e-9); round it to at most 9`},
+		{lit: `"1e12"`, err: `1e12 is out of range (at most 9223372036.854775807)`},
+		{lit: `""`, err: `expected a dollar amount (a number such as 1000 or 0.25, or a string such as "0.000001"), got string ""`},
+		{lit: `" 5"`, err: `expected a dollar amount (a number such as 1000 or 0.25, or a string such as "0.000001"), got string " 5"`},
+		{lit: `"$5"`, err: `expected a dollar amount (a number such as 1000 or 0.25, or a string such as "0.000001"), got string "$5"`},
+		{lit: `"+5"`, err: `expected a dollar amount (a number such as 1000 or 0.25, or a string such as "0.000001"), got string "+5"`},
+		{lit: `".5"`, err: `expected a dollar amount (a number such as 1000 or 0.25, or a string such as "0.000001"), got string ".5"`},
+		{lit: `"1,000"`, err: `expected a dollar amount (a number such as 1000 or 0.25, or a string such as "0.000001"), got string "1,000"`},
+		{lit: `true`, err: `expected a dollar amount (a number such as 1000 or 0.25, or a string such as "0.000001"), got true`},
+	}
+	for _, tc := range tests {
+		for _, field := range []string{"amount_usd", "max_amount_usd"} {
+			doc := `{"governance":{"limits":[{"amount_usd":` + tc.lit + `}]}}`
+			path := "governance.limits[0].amount_usd"
+			if field == "max_amount_usd" {
+				doc = `{"governance":{"limits":[{"override":{"max_amount_usd":` + tc.lit + `}}]}}`
+				path = "governance.limits[0].override.max_amount_usd"
+			}
+			f, err := DecodeJSON([]byte(doc))
+			if tc.err != "" {
+				if want := path + ": " + tc.err; err == nil || err.Error() != want {
+					t.Errorf("%s %s: %v, want %q", field, tc.lit, err, want)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s %s: %v", field, tc.lit, err)
+				continue
+			}
+			l := f.Governance.Limits[0]
+			got := l.AmountUSD
+			if field == "max_amount_usd" {
+				got = l.Override.MaxAmountUSD
+			}
+			if got == nil || got.Nanos != tc.nanos {
+				t.Errorf("%s %s: decoded %v, want %d nanodollars", field, tc.lit, got, tc.nanos)
+			}
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -56,10 +55,14 @@ func (u USD) String() string {
 // that carry dollars as a JSON number. Arithmetic stays on Nanos.
 func (u USD) Dollars() float64 { return float64(u.Nanos) / NanosPerUSD }
 
-// MarshalJSON writes the amount as a JSON number in dollars, exactly.
+// MarshalJSON writes the amount as a JSON number in dollars, exactly. It and
+// UnmarshalJSON serve native code that uses encoding/json (the guards are in
+// usd_test.go, so the filter's wasm build need not link encoding/json).
 func (u USD) MarshalJSON() ([]byte, error) { return []byte(u.String()), nil }
 
-// UnmarshalJSON reads a JSON number in dollars, exactly (see ParseUSD).
+// UnmarshalJSON reads a JSON number in dollars, exactly (see ParseUSD). A
+// JSON string is refused here; the configuration decoder (DecodeStrict)
+// also reads an amount written as a string.
 func (u *USD) UnmarshalJSON(b []byte) error {
 	v, err := ParseUSD(string(b))
 	if err != nil {
@@ -68,11 +71,6 @@ func (u *USD) UnmarshalJSON(b []byte) error {
 	*u = v
 	return nil
 }
-
-var (
-	_ json.Marshaler   = USD{}
-	_ json.Unmarshaler = (*USD)(nil)
-)
 
 // parseDecimal reads a decimal number (JSON number grammar, plus a leading
 // '+') scaled by 10^scale into an int64, exactly.

@@ -3,7 +3,6 @@ package govern
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 
 	"github.com/tokentriage/tokentriage/shared/config"
 )
@@ -22,10 +21,12 @@ type Plan struct {
 	// order resolution walks them (seed 004 step 1). Limits in mode off are
 	// here too; they are never armed.
 	Limits []*Limit
-	// Hash is the plan version: the hex SHA-256 of the canonical JSON
-	// encoding of the governance block (encoding/json of Source: struct
-	// field order, sorted map keys, exact dollar amounts). The filter and
-	// the accountant compare it to tell whether they enforce one plan.
+	// Hash is the plan version: the hex SHA-256 of config.CanonicalJSON of
+	// the governance block as decoded (schema field order, every field,
+	// sorted map keys, exact dollar amounts; "null" for an absent block),
+	// the same bytes encoding/json's Marshal writes. It is identical in
+	// native and wasm builds. The filter and the accountant compare it to
+	// tell whether they enforce one plan.
 	Hash string
 	// Source is the block the plan was compiled from; nil when absent.
 	Source *config.Governance
@@ -65,7 +66,7 @@ func (p *Plan) InstanceCount() int {
 // hashGovernance is the hex SHA-256 of the canonical JSON of a governance
 // block ("null" for an absent one).
 func hashGovernance(g *config.Governance) (string, error) {
-	b, err := json.Marshal(g)
+	b, err := config.CanonicalJSON(g)
 	if err != nil {
 		return "", err
 	}

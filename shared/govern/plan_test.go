@@ -1,7 +1,13 @@
 package govern_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tokentriage/tokentriage/internal/configfile"
@@ -96,5 +102,60 @@ func TestProblemPaths(t *testing.T) {
 	}
 	if got := govern.FromConfig(config.Problems{{Path: "a", Message: "b"}}); got.Error() != "a: b" {
 		t.Errorf("FromConfig: %q", got.Error())
+	}
+}
+
+// TestPlanHashPinned pins one plan hash. The hash is the plan version the
+// filter and the accountant compare, so its value must not move between
+// releases or between the native and the wasm build (this test runs in
+// both): a change here is a wire change and makes every filter of the
+// previous release report a plan mismatch until it is upgraded.
+func TestPlanHashPinned(t *testing.T) {
+	const want = "096eadd260549a88ff5d636c702997c5f93ca26ee3691da4a254e79794863a58"
+	if got := mustPlan(t, sixLimits).Hash; got != want {
+		t.Errorf("hash of seed 002's six limits = %s, want %s", got, want)
+	}
+}
+
+// TestPlanHashIsMarshal: the canonical encoding under the hash is what
+// encoding/json writes for the block, so any native tool can recompute a
+// plan's version with json.Marshal.
+func TestPlanHashIsMarshal(t *testing.T) {
+	files, err := filepath.Glob("testdata/compile/*.golden")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	compiled := 0
+	for _, name := range append(files, "") {
+		var in string
+		if name == "" {
+			in = sixLimits
+		} else {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, _, _ = strings.Cut(string(b), goldenSep)
+		}
+		f, err := configfile.Parse("fixture.yaml", []byte(in))
+		if err != nil {
+			continue
+		}
+		p, err := govern.Compile(f.Governance)
+		if err != nil {
+			continue
+		}
+		compiled++
+		b, err := json.Marshal(f.Governance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		if want := hex.EncodeToString(sum[:]); p.Hash != want {
+			t.Errorf("%s: Hash %s, SHA-256 of json.Marshal %s", name, p.Hash, want)
+		}
+	}
+	if compiled < 5 {
+		t.Errorf("only %d fixtures compiled", compiled)
 	}
 }
