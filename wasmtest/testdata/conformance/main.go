@@ -246,6 +246,9 @@ func onRequestHeaders(id, n int32, eos bool) int32 {
 	case "continue-both":
 		proxyContinueStream(0)
 		return 1
+	case "wasi":
+		sendLocal(200, "", wasiCalls(), nil)
+		return 1
 	case "allocs":
 		sendLocal(200, "", strconv.Itoa(allocs), nil)
 		return 1
