@@ -7,4 +7,5 @@ var commands = []*command{
 	keysMintCmd, keysListCmd, keysRevokeCmd,
 	accountantCmd,
 	previewCmd,
+	devCmd,
 }

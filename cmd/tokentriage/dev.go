@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tokentriage/tokentriage/internal/devserver"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// demoOwner is the node the demo key is minted for: seed 004's dev1, the
+// user examples/tokentriage.yaml sizes its demo limit for.
+const demoOwner = "org:acme/team:ml/user:dev1"
+
+var devCmd = &command{
+	name:    "dev",
+	usage:   "-c FILE",
+	summary: "run the whole system on 127.0.0.1: the filter in the embedded proxy, the accountant and a stub upstream",
+	help: `
+Runs the embedded default in one process: the same filter.wasm that Envoy
+loads, served by the built-in proxy-wasm host (one VM per worker), the
+accountant beside it, and an upstream. The filter's plugin configuration
+names only the accountant, so FILE is the single source of the plan:
+SIGHUP or POST /tt/api/v1/reload reloads it, and every worker VM picks it
+up at its next sync.
+
+The upstream is the built-in stub (deterministic usage, no provider is
+called), or with --upstream URL a real provider: the proxy then adds the
+provider key from OPENAI_API_KEY (OpenAI paths) or ANTHROPIC_API_KEY
+(/v1/messages), and whatever credential a client sends never reaches it.
+
+The admin token is TT_ADMIN_TOKEN when set, else one is generated and
+printed. On start it prints the gateway URL, a demo key minted for
+--demo-owner, and three curl lines to try. SIGINT or SIGTERM stop it with
+the ledger flushed; a second signal exits at once.`,
+	setup: func(fs *pflag.FlagSet) func(*env) int {
+		var o devFlags
+		fs.StringVarP(&o.config, "config", "c", "", "configuration file (YAML or JSON); the accountant's, and through it the filter's plan")
+		fs.StringVar(&o.listen, "listen", devserver.DefaultListen, "the gateway's address")
+		fs.StringVar(&o.acctListen, "accountant-listen", devserver.DefaultAccountantListen, "the accountant's address")
+		fs.StringVar(&o.data, "data", devserver.DefaultDataDir, "data directory: decisions.jsonl and governance.db")
+		fs.StringVar(&o.upstream, "upstream", devserver.UpstreamStub, `"stub" for the built-in stub, or a provider base URL such as https://api.openai.com`)
+		fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "worker VMs of the proxy (Envoy's --concurrency)")
+		fs.StringVar(&o.wasm, "wasm", devserver.DefaultWasm, "the built filter")
+		fs.StringVar(&o.pricing, "pricing", "", "pricing file (YAML or JSON) extending or overriding the built-in catalog")
+		fs.StringVar(&o.demoOwner, "demo-owner", demoOwner, "node the demo key is minted for")
+		return func(e *env) int { return runDev(e, o) }
+	},
+}
+
+type devFlags struct {
+	config, listen, acctListen, data, upstream, wasm, pricing, demoOwner string
+	workers                                                              int
+}
+
+func runDev(e *env, o devFlags) int {
+	switch {
+	case o.config == "":
+		return e.failf(2, "-c FILE is required (try examples/tokentriage.yaml)")
+	case len(e.args) > 0:
+		return e.failf(2, "unexpected argument %q", e.args[0])
+	case o.workers <= 0:
+		return e.failf(2, "--workers must be at least 1, got %d", o.workers)
+	}
+	if o.upstream != devserver.UpstreamStub {
+		if u, err := url.Parse(o.upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return e.failf(2, "--upstream %q: write stub for the built-in stub, or a provider base URL such as https://api.openai.com", o.upstream)
+		}
+	}
+	module, err := devserver.LoadModule(o.wasm)
+	if err != nil {
+		return e.failf(1, "%v", err)
+	}
+	token, generated := os.Getenv("TT_ADMIN_TOKEN"), false
+	if token == "" {
+		token, generated = newAdminToken(), true
+	}
+
+	// A second SIGINT or SIGTERM exits without waiting for the flush.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case <-stopped:
+				return
+			case <-sigs:
+				if n > 0 {
+					fmt.Fprintln(e.stderr, "tokentriage dev: second signal: exiting without flushing the ledger")
+					os.Exit(130)
+				}
+			}
+		}
+	}()
+
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	s, err := devserver.Start(e.ctx, devserver.Options{
+		ConfigPath:       o.config,
+		DataDir:          o.data,
+		Listen:           o.listen,
+		AccountantListen: o.acctListen,
+		Upstream:         o.upstream,
+		OpenAIKey:        os.Getenv("OPENAI_API_KEY"),
+		AnthropicKey:     os.Getenv("ANTHROPIC_API_KEY"),
+		Workers:          o.workers,
+		Module:           module,
+		AdminToken:       token,
+		PricingFile:      o.pricing,
+		Logger:           log,
+		FilterLog:        e.stderr,
+	})
+	if err != nil {
+		if e.ctx.Err() != nil {
+			return e.failf(1, "interrupted while starting: %v", err)
+		}
+		return e.failf(1, "%v", err)
+	}
+
+	b := banner{
+		gateway: s.URL(), accountant: s.AccountantURL(), upstream: s.Upstream(),
+		wasm: o.wasm, workers: s.Workers(), data: o.data, config: o.config,
+		token: token, generated: generated, defaultAcct: o.acctListen == devserver.DefaultAccountantListen,
+	}
+	key, err := s.MintKey(e.ctx, o.demoOwner, vkey.Scopes{})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "tokentriage dev: no demo key: %v (pass --demo-owner NODE naming a node of the config's tenants)\n", err)
+	} else {
+		b.key, b.kid, b.owner = key.Key, key.KID, key.Owner
+		b.limit = demoLimit(s.Accountant().Armed(), key.Owner, key.KID)
+	}
+	b.print(e.stdout)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			log.Info("SIGHUP: reloading the config", "config", o.config)
+			s.Reload() // logs the new plan, or every problem of a rejected config
+			continue
+		case <-e.ctx.Done():
+		}
+		break
+	}
+	fmt.Fprintln(e.stderr, "tokentriage dev: stopping: finishing requests in flight and flushing the ledger (a second signal exits at once)")
+	if err := s.Shutdown(context.Background()); err != nil {
+		return e.failf(1, "%v", err)
+	}
+	fmt.Fprintln(e.stderr, "tokentriage dev: stopped; ledger flushed")
+	return 0
+}
+
+// newAdminToken is 32 random bytes in hex.
+func newAdminToken() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,418 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/internal/testwasm"
+)
+
+// lockedBuffer is an io.Writer the command writes to while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// testContext is the test's context, ending a little before the test
+// binary's deadline so a wait that never ends fails with what it saw.
+func testContext(t *testing.T) context.Context {
+	ctx := t.Context()
+	if d, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-10*time.Second))
+		t.Cleanup(cancel)
+	}
+	return ctx
+}
+
+// TestDevCurlLinesDoWhatTheySay starts `tokentriage dev` with the example
+// config, runs the three curl lines it prints (parsed from its output, as
+// a shell would read them), and checks each does what its comment says:
+// a served 200, a loop whose last answer is a 429 naming the limit the
+// comment names, and /tt/v1/me for the printed key. Then it stops the
+// command as SIGINT does and checks every request reached the ledger.
+func TestDevCurlLinesDoWhatTheySay(t *testing.T) {
+	t.Setenv("TT_ADMIN_TOKEN", "")
+	ctx := testContext(t)
+	dir := t.TempDir()
+	wasm := filepath.Join(dir, "filter.wasm")
+	if err := os.WriteFile(wasm, testwasm.Filter(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(runCtx, []string{"dev", "-c", "../../examples/tokentriage.yaml",
+			"--listen", "127.0.0.1:0", "--accountant-listen", "127.0.0.1:0",
+			"--data", data, "--wasm", wasm, "--workers", "2"}, &stdout, &stderr)
+	}()
+	waitFor(ctx, t, done, &stdout, &stderr, "Ctrl-C stops it")
+	out := stdout.String()
+
+	if !regexp.MustCompile(`(?m)^  export TT_ADMIN_TOKEN=[0-9a-f]{64}$`).MatchString(out) {
+		t.Errorf("no generated admin token printed:\n%s", out)
+	}
+	kid := regexp.MustCompile(`Demo key (vk_[0-9A-Za-z]{12}) for org:acme/team:ml/user:dev1`).FindStringSubmatch(out)
+	if kid == nil {
+		t.Fatalf("no demo key line:\n%s", out)
+	}
+	blocks := shellBlocks(t, out)
+	if len(blocks) != 3 {
+		t.Fatalf("want 3 commented commands, got %d:\n%s", len(blocks), out)
+	}
+
+	// 1. A served request.
+	served := blocks[0]
+	if len(served.runs) != 1 {
+		t.Fatalf("block 1 runs %d requests, want 1", len(served.runs))
+	}
+	resp := served.runs[0].do(ctx, t)
+	if resp.status != 200 || !strings.Contains(resp.body, `"object":"chat.completion"`) || resp.header.Get("Ratelimit-Policy") == "" {
+		t.Errorf("%s\nanswered %d %v\n%s", served.comment, resp.status, resp.header, resp.body)
+	}
+	if !strings.HasPrefix(resp.output, "HTTP/1.1 200 OK\r\n") {
+		t.Errorf("curl -i prints the status line first; got %.40q", resp.output)
+	}
+
+	// 2. A loop that meets a limit: the comment names it and how many it
+	// admits; the request above took one of them.
+	loop := blocks[1]
+	m := regexp.MustCompile(`meet a limit: (\w+) admits (\d+) requests per 1m0s .* the (\d+)\w\w of these is a 429 naming (\w+)`).FindStringSubmatch(loop.comment)
+	if m == nil || m[1] != "user_rpm" || m[2] != "3" || m[3] != "4" || m[4] != "user_rpm" {
+		t.Fatalf("block 2's comment: %q", loop.comment)
+	}
+	if len(loop.runs) != 4 {
+		t.Fatalf("block 2 runs %d requests, want 4", len(loop.runs))
+	}
+	var codes []string
+	var last answer
+	for _, r := range loop.runs {
+		last = r.do(ctx, t)
+		codes = append(codes, strings.TrimSpace(last.output))
+	}
+	if got := strings.Join(codes, " "); got != "200 200 429 429" {
+		t.Errorf("the loop printed %q, want 200 200 429 429 (3 a minute, one taken by request 1)", got)
+	}
+	var refusal struct {
+		Error struct {
+			Type      string `json:"type"`
+			RefusedBy struct {
+				LimitID string `json:"limit_id"`
+			} `json:"refused_by"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(last.body), &refusal); err != nil || refusal.Error.Type != "rate_limited" || refusal.Error.RefusedBy.LimitID != "user_rpm" {
+		t.Errorf("the 4th answer: %d %s (%v)", last.status, last.body, err)
+	}
+
+	// 3. /tt/v1/me for the demo key.
+	me := blocks[2]
+	if len(me.runs) != 1 {
+		t.Fatalf("block 3 runs %d requests, want 1", len(me.runs))
+	}
+	resp = me.runs[0].do(ctx, t)
+	var doc struct {
+		KID    string `json:"kid"`
+		Node   string `json:"node"`
+		Limits []struct {
+			LimitID  string `json:"limit_id"`
+			Observed int64  `json:"observed"`
+		} `json:"limits"`
+	}
+	if err := json.Unmarshal([]byte(resp.body), &doc); err != nil || resp.status != 200 || doc.KID != kid[1] || doc.Node != "org:acme/team:ml/user:dev1" {
+		t.Fatalf("/tt/v1/me: %d %s (%v)", resp.status, resp.body, err)
+	}
+	for _, l := range doc.Limits {
+		if l.LimitID == "user_rpm" && l.Observed != 3 {
+			t.Errorf("/tt/v1/me shows user_rpm observed %d, want 3", l.Observed)
+		}
+	}
+
+	// Stop as SIGINT would: the ledger holds every request.
+	stop()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("dev did not stop: %s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "tokentriage dev: stopped; ledger flushed") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+	ledger, err := os.ReadFile(filepath.Join(data, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(ledger), `"endpoint":"/v1/chat/completions"`); n != 5 {
+		t.Errorf("the ledger holds %d chat completion rows, want 5 (1 served, 4 in the loop)", n)
+	}
+}
+
+// waitFor waits until stdout contains want, failing if the command exits
+// or ctx ends first.
+func waitFor(ctx context.Context, t *testing.T, done chan int, stdout, stderr *lockedBuffer, want string) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(stdout.String(), want) {
+		select {
+		case code := <-done:
+			t.Fatalf("dev exited %d before printing %q:\n%s\n%s", code, want, stdout.String(), stderr.String())
+		case <-ctx.Done():
+			t.Fatalf("dev did not print %q:\n%s\n%s", want, stdout.String(), stderr.String())
+		case <-tick.C:
+		}
+	}
+}
+
+// shellBlock is a "# comment" line and the command after it.
+type shellBlock struct {
+	comment string
+	runs    []curl
+}
+
+// shellBlocks reads the commented commands of the banner: each "# " line
+// followed by a curl command or a `for i in …; do curl …; done` loop, with
+// backslash-newline continuations, as sh reads them.
+func shellBlocks(t *testing.T, out string) []shellBlock {
+	t.Helper()
+	out = strings.ReplaceAll(out, "\\\n", "")
+	var blocks []shellBlock
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	comment := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "# "):
+			comment = line
+		case strings.HasPrefix(line, "curl ") || strings.HasPrefix(line, "for "):
+			if comment == "" {
+				t.Fatalf("command without a comment: %s", line)
+			}
+			blocks = append(blocks, shellBlock{comment: comment, runs: parseCommand(t, shellWords(t, line))})
+			comment = ""
+		}
+	}
+	return blocks
+}
+
+// shellWords splits a line into words as sh does for the quoting the
+// banner uses: single quotes, double quotes, backslash escapes, and ';'
+// as a word of its own.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				t.Fatalf("unterminated ' in %s", line)
+			}
+			cur.WriteString(line[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case c == '"':
+			for i++; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte(`"\$`+"`", line[i+1]) >= 0 {
+					i++
+				}
+				if line[i] == '$' || line[i] == '`' {
+					t.Fatalf("expansion in a printed command: %s", line)
+				}
+				cur.WriteByte(line[i])
+			}
+			inWord = true
+		case c == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+			inWord = true
+		case c == ' ' || c == '\t' || c == ';':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+			if c == ';' {
+				words = append(words, ";")
+			}
+		case c == '$' || c == '`' || c == '|' || c == '&' || c == '>' || c == '<':
+			t.Fatalf("the printed command uses %q, which this test does not run: %s", c, line)
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// parseCommand turns a curl command, or a for loop around one, into the
+// requests it makes.
+func parseCommand(t *testing.T, w []string) []curl {
+	t.Helper()
+	if w[0] == "curl" {
+		return []curl{parseCurl(t, w[1:])}
+	}
+	// for VAR in ITEMS ; do CMD ; done
+	if len(w) < 8 || w[0] != "for" || w[2] != "in" || w[len(w)-1] != "done" || w[len(w)-2] != ";" {
+		t.Fatalf("not a loop this test reads: %q", w)
+	}
+	semi := 3
+	for semi < len(w) && w[semi] != ";" {
+		semi++
+	}
+	if semi+2 >= len(w) || w[semi+1] != "do" || w[semi+2] != "curl" {
+		t.Fatalf("not a loop around curl: %q", w)
+	}
+	c := parseCurl(t, w[semi+3:len(w)-2])
+	runs := make([]curl, semi-3)
+	for i := range runs {
+		runs[i] = c
+	}
+	return runs
+}
+
+// curl is one curl invocation with the flags the banner uses.
+type curl struct {
+	url, data, writeOut, outFile string
+	headers                      [][2]string
+	include                      bool
+}
+
+func parseCurl(t *testing.T, args []string) curl {
+	t.Helper()
+	var c curl
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		next := func() string {
+			if i+1 >= len(args) {
+				t.Fatalf("curl %s needs a value", a)
+			}
+			i++
+			return args[i]
+		}
+		switch a {
+		case "-s":
+		case "-i", "-si", "-is":
+			c.include = true
+		case "-o":
+			c.outFile = next()
+		case "-w":
+			c.writeOut = next()
+		case "-H":
+			name, value, ok := strings.Cut(next(), ":")
+			if !ok {
+				t.Fatalf("curl -H %q: no colon", args[i])
+			}
+			c.headers = append(c.headers, [2]string{name, strings.TrimSpace(value)})
+		case "-d":
+			c.data = next()
+		default:
+			if strings.HasPrefix(a, "-") || c.url != "" {
+				t.Fatalf("curl argument %q is not one this test reads", a)
+			}
+			c.url = a
+		}
+	}
+	if c.url == "" {
+		t.Fatalf("curl without a URL: %q", args)
+	}
+	return c
+}
+
+// answer is what one curl run got, and what curl would have printed.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+	output string
+}
+
+// do makes the request as curl would (a body means POST) and renders
+// curl's output: -i puts the status line and headers first, -o /dev/null
+// drops the body, -w '%{http_code}\n' prints the status.
+func (c curl) do(ctx context.Context, t *testing.T) answer {
+	t.Helper()
+	method := http.MethodGet
+	var body io.Reader
+	if c.data != "" {
+		method, body = http.MethodPost, strings.NewReader(c.data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.data != "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded") // curl -d's default
+	}
+	for _, h := range c.headers {
+		req.Header.Set(h[0], h[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, c.url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, c.url, err)
+	}
+	a := answer{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	var out strings.Builder
+	if c.include {
+		out.WriteString("HTTP/1.1 " + resp.Status + "\r\n")
+		resp.Header.Write(&out)
+		out.WriteString("\r\n")
+	}
+	switch c.outFile {
+	case "":
+		out.Write(b)
+	case "/dev/null":
+	default:
+		t.Fatalf("curl -o %s: the printed commands write nowhere but /dev/null", c.outFile)
+	}
+	switch c.writeOut {
+	case "":
+	case `%{http_code}\n`:
+		out.WriteString(resp.Status[:3] + "\n")
+	default:
+		t.Fatalf("curl -w %q is not one this test renders", c.writeOut)
+	}
+	a.output = out.String()
+	return a
+}

@@ -1,0 +1,359 @@
+// Package devserver owns the wiring of `tokentriage dev`: the accountant,
+// the embedded proxy-wasm host (wasmtest) serving the built filter as the
+// gateway, and the upstream behind it (the built-in stub of internal/stub,
+// or a real provider whose key the proxy adds), in one process on loopback
+// addresses. The dev command is a thin edge around Start; the end-to-end
+// tests and the throughput benchmark start the same system in-process on
+// 127.0.0.1:0.
+//
+// The filter's plugin configuration names only the accountant, so the
+// accountant's config file is the single source of the plan, hot-reloaded
+// (Server.Reload, SIGHUP in the dev command, or POST /tt/api/v1/reload) and
+// picked up by every worker VM at its next sync.
+package devserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant"
+	"github.com/tokentriage/tokentriage/accountant/api"
+	"github.com/tokentriage/tokentriage/internal/stub"
+	"github.com/tokentriage/tokentriage/shared/pluginconf"
+	"github.com/tokentriage/tokentriage/wasmtest"
+)
+
+// Defaults of the dev command.
+const (
+	DefaultListen           = "127.0.0.1:8790"
+	DefaultAccountantListen = "127.0.0.1:8791"
+	DefaultWasm             = "build/filter.wasm"
+	DefaultDataDir          = ".tt-data"
+	// UpstreamStub selects the built-in stub upstream.
+	UpstreamStub = "stub"
+)
+
+// AccountantCluster is the cluster name the filter's callouts use to reach
+// the accountant.
+const AccountantCluster = "accountant"
+
+// VMID is the shared-data namespace of the gateway's worker VMs (the vm_id
+// envoy/envoy.yaml uses too).
+const VMID = "tokentriage"
+
+// ArmTimeout bounds how long Start waits for the filter's first sync.
+const ArmTimeout = 30 * time.Second
+
+// ShutdownGrace is how long Shutdown lets in-flight requests finish before
+// it cuts them, and then how long it waits for the filters' ledger rows to
+// reach the accountant.
+const ShutdownGrace = 10 * time.Second
+
+// Options configure a dev system.
+type Options struct {
+	// ConfigPath is the tokentriage config file (YAML or JSON): the
+	// accountant's, and through its sync the filter's plan.
+	ConfigPath string
+	// DataDir holds the accountant's decisions.jsonl and governance.db.
+	DataDir string
+	// Listen is the gateway's address; "" is DefaultListen, a port of 0
+	// picks a free one (URL reports it).
+	Listen string
+	// AccountantListen is the accountant's address; "" is
+	// DefaultAccountantListen.
+	AccountantListen string
+	// Upstream is "stub" (or "") for the built-in stub, served in process,
+	// or the base URL of a real provider (https://api.openai.com).
+	Upstream string
+	// OpenAIKey and AnthropicKey are what the proxy sends a URL upstream as
+	// the provider's credential: Anthropic's as x-api-key on /v1/messages,
+	// OpenAI's as a bearer token on every other path. Whatever credential
+	// the client sent never reaches a URL upstream.
+	OpenAIKey, AnthropicKey string
+	// UpstreamTransport carries requests to a URL upstream; nil is a pooled
+	// transport of the server's own.
+	UpstreamTransport http.RoundTripper
+	// Workers is the number of worker VMs; 0 is runtime.NumCPU().
+	Workers int
+	// Module is the built filter (build/filter.wasm; LoadModule reads it).
+	Module []byte
+	// AdminToken is the management API's admin bearer token. Empty leaves
+	// admin access off (and MintKey unusable).
+	AdminToken string
+	// PricingFile extends or overrides the accountant's price catalog.
+	PricingFile string
+	// Logger receives the accountant's and the gateway's operational logs;
+	// nil discards them.
+	Logger *slog.Logger
+	// FilterLog receives the filter's log lines (info and above); nil
+	// discards them.
+	FilterLog io.Writer
+}
+
+// Server is a running dev system.
+type Server struct {
+	opts      Options
+	log       *slog.Logger
+	acct      *accountant.Server
+	host      *wasmtest.Host
+	stub      *stub.Stub
+	upstream  string // what the upstream is, for people
+	gw        *http.Server
+	gwURL     string
+	acctURL   string
+	tick      time.Duration
+	client    *http.Client
+	gwDone    chan struct{}
+	acctStop  context.CancelFunc
+	acctDone  chan struct{}
+	acctErr   error
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// PluginConfig is the filter's plugin configuration in dev: it names only
+// the accountant.
+var PluginConfig = []byte(`{"accountant":{"cluster":"` + AccountantCluster + `"}}`)
+
+// LoadModule reads the built filter at path.
+func LoadModule(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("the filter %s is not built: run `make wasm` (or `make run`, which builds it and starts dev), or pass --wasm PATH", path)
+	case err != nil:
+		return nil, fmt.Errorf("reading the filter %s: %w", path, err)
+	case len(b) == 0:
+		return nil, fmt.Errorf("the filter %s is empty: rebuild it with `make wasm`", path)
+	}
+	return b, nil
+}
+
+// Start runs the accountant and the gateway and returns once the filter is
+// armed: its first sync with the accountant brought the plan. ctx bounds
+// the start only (and at most ArmTimeout is spent waiting for the first
+// sync); the system runs until Shutdown or Close.
+func Start(ctx context.Context, o Options) (s *Server, err error) {
+	switch {
+	case o.ConfigPath == "":
+		return nil, errors.New("devserver: no config file; pass -c FILE")
+	case o.DataDir == "":
+		return nil, errors.New("devserver: no data directory; pass --data DIR")
+	case len(o.Module) == 0:
+		return nil, errors.New("devserver: no filter module; build it with `make wasm`")
+	}
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.AccountantListen == "" {
+		o.AccountantListen = DefaultAccountantListen
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.NumCPU()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	up, stubUp, desc, err := o.upstream()
+	if err != nil {
+		return nil, err
+	}
+	pc, err := pluginconf.Decode(PluginConfig)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: the plugin configuration: %w", err)
+	}
+	s = &Server{
+		opts:     o,
+		log:      o.Logger,
+		stub:     stubUp,
+		upstream: desc,
+		tick:     min(pc.FlushEvery(), pc.SyncEvery()),
+		client:   &http.Client{Timeout: 10 * time.Second},
+	}
+	defer func() {
+		if err != nil {
+			s.abort()
+		}
+	}()
+
+	acctLn, err := net.Listen("tcp", o.AccountantListen)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: listening for the accountant on %s: %w (is another tokentriage dev or accountant running? pass --accountant-listen ADDR)", o.AccountantListen, err)
+	}
+	acct, err := accountant.New(accountant.Options{
+		ConfigPath:  o.ConfigPath,
+		DataDir:     o.DataDir,
+		Listen:      acctLn.Addr().String(),
+		AdminToken:  o.AdminToken,
+		PricingFile: o.PricingFile,
+		Logger:      o.Logger,
+	})
+	if err != nil {
+		acctLn.Close()
+		return nil, err
+	}
+	s.acct = acct
+	s.acctURL = "http://" + acctLn.Addr().String()
+	actx, stop := context.WithCancel(context.Background())
+	s.acctStop = stop
+	s.acctDone = make(chan struct{})
+	go func() {
+		defer close(s.acctDone)
+		s.acctErr = acct.Serve(actx, acctLn)
+	}()
+
+	host, err := wasmtest.New(ctx, wasmtest.Config{
+		Module:       o.Module,
+		PluginConfig: PluginConfig,
+		VMID:         VMID,
+		PluginName:   "tokentriage",
+		RootID:       "tokentriage",
+		Workers:      o.Workers,
+		Clock:        wasmtest.RealClock(),
+		Clusters:     map[string]wasmtest.Cluster{AccountantCluster: {URL: s.acctURL}},
+		Upstream:     up,
+		Log:          o.FilterLog,
+		LogLevel:     wasmtest.LogInfo,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devserver: starting the filter: %w", err)
+	}
+	s.host = host
+
+	gwLn, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: listening for the gateway on %s: %w (is another tokentriage dev running? pass --listen ADDR)", o.Listen, err)
+	}
+	s.gwURL = "http://" + gwLn.Addr().String()
+	s.gw = &http.Server{
+		Handler:           host,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+	}
+	s.gwDone = make(chan struct{})
+	go func() {
+		defer close(s.gwDone)
+		if err := s.gw.Serve(gwLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("gateway stopped", "err", err)
+		}
+	}()
+
+	if err := s.waitArmed(ctx); err != nil {
+		return nil, err
+	}
+	s.log.Info("gateway listening", "addr", gwLn.Addr().String(), "workers", o.Workers, "upstream", desc)
+	return s, nil
+}
+
+// upstream resolves Options.Upstream.
+func (o *Options) upstream() (wasmtest.Cluster, *stub.Stub, string, error) {
+	if o.Upstream == "" || o.Upstream == UpstreamStub {
+		st := stub.New(stub.Options{})
+		return wasmtest.Cluster{Handler: st}, st, "the built-in stub (deterministic usage, no provider is called)", nil
+	}
+	pt, err := newProviderTransport(o.Upstream, o.OpenAIKey, o.AnthropicKey, o.UpstreamTransport)
+	if err != nil {
+		return wasmtest.Cluster{}, nil, "", err
+	}
+	desc := o.Upstream
+	if o.OpenAIKey == "" {
+		o.Logger.Warn("OPENAI_API_KEY is not set: OpenAI paths reach the upstream without a provider key", "upstream", o.Upstream)
+	}
+	if o.AnthropicKey == "" {
+		o.Logger.Warn("ANTHROPIC_API_KEY is not set: /v1/messages reaches the upstream without a provider key", "upstream", o.Upstream)
+	}
+	return wasmtest.Cluster{URL: o.Upstream, Transport: pt}, nil, desc, nil
+}
+
+// URL is the gateway's base URL, e.g. http://127.0.0.1:8790.
+func (s *Server) URL() string { return s.gwURL }
+
+// AccountantURL is the accountant's base URL, e.g. http://127.0.0.1:8791.
+func (s *Server) AccountantURL() string { return s.acctURL }
+
+// Upstream says what the upstream is.
+func (s *Server) Upstream() string { return s.upstream }
+
+// Workers is the number of worker VMs.
+func (s *Server) Workers() int { return s.host.Workers() }
+
+// Accountant is the accountant running in this process.
+func (s *Server) Accountant() *accountant.Server { return s.acct }
+
+// Host is the proxy-wasm host serving the gateway.
+func (s *Server) Host() *wasmtest.Host { return s.host }
+
+// Stub is the built-in stub upstream, nil when the upstream is a URL.
+func (s *Server) Stub() *stub.Stub { return s.stub }
+
+// Admin is a management API client with the admin token.
+func (s *Server) Admin() *api.Client {
+	return &api.Client{BaseURL: s.acctURL, Token: s.opts.AdminToken, HTTP: s.client}
+}
+
+// Reload re-reads the config file into the accountant; the filters pick
+// the new plan up at their next sync. A config that does not compile is
+// rejected with every problem, and the plan in force stays.
+func (s *Server) Reload() error { return s.acct.Reload() }
+
+// Close is Shutdown with a background context.
+func (s *Server) Close() error { return s.Shutdown(context.Background()) }
+
+// Shutdown stops the system in order: the gateway stops accepting and lets
+// in-flight requests finish (cutting them after ShutdownGrace or when ctx
+// ends, which the filter settles as client resets), the filters' queued
+// ledger rows are sent to the accountant, the worker VMs are shut down, and
+// the accountant stops with its ledger flushed to disk. The error reports
+// rows that could not be delivered or a ledger that failed to flush.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown(ctx) })
+	return s.closeErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	var errs []error
+	grace, cancel := context.WithTimeout(ctx, ShutdownGrace)
+	if err := s.gw.Shutdown(grace); err != nil {
+		s.log.Warn("cutting the requests still in flight", "err", err)
+		s.gw.Close()
+	}
+	cancel()
+	<-s.gwDone
+	stopped := time.Now()
+	drain, cancel := context.WithTimeout(ctx, ShutdownGrace)
+	if lag, err := s.drain(drain, stopped); err != nil {
+		errs = append(errs, fmt.Errorf("devserver: %d ledger rows did not reach the accountant: %w", lag, err))
+	}
+	cancel()
+	s.host.Close()
+	s.acctStop()
+	<-s.acctDone
+	if s.acctErr != nil {
+		errs = append(errs, fmt.Errorf("devserver: the accountant: %w", s.acctErr))
+	}
+	return errors.Join(errs...)
+}
+
+// abort tears down whatever a failed Start had started.
+func (s *Server) abort() {
+	if s.gw != nil {
+		s.gw.Close()
+		<-s.gwDone
+	}
+	if s.host != nil {
+		s.host.Close()
+	}
+	if s.acctStop != nil {
+		s.acctStop()
+		<-s.acctDone
+	}
+}

@@ -1,0 +1,79 @@
+package devserver
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// providerTransport carries the gateway's requests to a real provider. It
+// is the proxy's side of the provider credential: whatever the client sent
+// as Authorization or X-Api-Key is dropped (the filter strips a virtual
+// key, but a client may send anything), and the provider key from the
+// environment is added, Anthropic's as x-api-key on /v1/messages and
+// OpenAI's as a bearer token on every other path. It also asks for an
+// uncompressed answer (the filter reads usage from the body) and sends the
+// provider's own host name instead of the gateway's.
+type providerTransport struct {
+	next              http.RoundTripper
+	basePath          string
+	openAI, anthropic string
+}
+
+var _ http.RoundTripper = (*providerTransport)(nil)
+
+func newProviderTransport(base, openAI, anthropic string, next http.RoundTripper) (*providerTransport, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("devserver: upstream %q: write %q for the built-in stub, or a provider base URL such as https://api.openai.com", base, UpstreamStub)
+	}
+	if next == nil {
+		next = newUpstreamTransport()
+	}
+	return &providerTransport{
+		next:      next,
+		basePath:  strings.TrimSuffix(u.Path, "/"),
+		openAI:    openAI,
+		anthropic: anthropic,
+	}, nil
+}
+
+// newUpstreamTransport is a pooled transport for a proxy: many idle
+// connections per host, no transparent decompression.
+func newUpstreamTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+// AnthropicPath is the path prefix whose requests carry Anthropic's key.
+const AnthropicPath = "/v1/messages"
+
+func (t *providerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	out := req.Clone(req.Context())
+	h := out.Header
+	h.Del("Authorization")
+	h.Del("X-Api-Key")
+	h.Del("Accept-Encoding")
+	path := strings.TrimPrefix(out.URL.Path, t.basePath)
+	switch {
+	case path == AnthropicPath || strings.HasPrefix(path, AnthropicPath+"/"):
+		if t.anthropic != "" {
+			h.Set("X-Api-Key", t.anthropic)
+		}
+	case t.openAI != "":
+		h.Set("Authorization", "Bearer "+t.openAI)
+	}
+	out.Host = ""
+	return t.next.RoundTrip(out)
+}
