@@ -142,7 +142,7 @@ func LoadModule(path string) ([]byte, error) {
 // armed: its first sync with the accountant brought the plan. ctx bounds
 // the start only (and at most ArmTimeout is spent waiting for the first
 // sync); the system runs until Shutdown or Close.
-func Start(ctx context.Context, o Options) (s *Server, err error) {
+func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	switch {
 	case o.ConfigPath == "":
 		return nil, errors.New("devserver: no config file; pass -c FILE")
@@ -171,7 +171,7 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("devserver: the plugin configuration: %w", err)
 	}
-	s = &Server{
+	s := &Server{
 		opts:     o,
 		log:      o.Logger,
 		stub:     stubUp,

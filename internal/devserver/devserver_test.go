@@ -1,0 +1,215 @@
+package devserver
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/internal/stub"
+	"github.com/tokentriage/tokentriage/internal/testwasm"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// testContext ends a little before the test binary's deadline, so a wait
+// that never ends fails with what it saw.
+func testContext(t *testing.T) context.Context {
+	ctx := t.Context()
+	if d, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-10*time.Second))
+		t.Cleanup(cancel)
+	}
+	return ctx
+}
+
+func start(t *testing.T, o Options) *Server {
+	t.Helper()
+	o.ConfigPath = "testdata/dev.yaml"
+	o.DataDir = t.TempDir()
+	o.Listen, o.AccountantListen = "127.0.0.1:0", "127.0.0.1:0"
+	o.Workers = 2
+	o.Module = testwasm.Filter(t)
+	o.AdminToken = "test-admin-token"
+	s, err := Start(testContext(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+// provider is a fake real provider: the stub, recording the headers of
+// each request as they arrived over the network.
+type provider struct {
+	stub *stub.Stub
+	mu   sync.Mutex
+	seen []http.Header
+	host []string
+}
+
+func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.seen = append(p.seen, r.Header.Clone())
+	p.host = append(p.host, r.Host)
+	p.mu.Unlock()
+	p.stub.ServeHTTP(w, r)
+}
+
+// TestProviderGetsTheProxysKeyNeverTheClients sends requests with every
+// credential a client can put in them to a URL upstream: the provider sees
+// only the key the proxy holds for its path, under its own host name, and
+// is asked for an uncompressed answer.
+func TestProviderGetsTheProxysKeyNeverTheClients(t *testing.T) {
+	p := &provider{stub: stub.New(stub.Options{})}
+	up := httptest.NewServer(p)
+	defer up.Close()
+	s := start(t, Options{Upstream: up.URL + "/", OpenAIKey: "sk-openai-proxy", AnthropicKey: "sk-ant-proxy"})
+	if s.Stub() != nil || s.Upstream() != up.URL+"/" {
+		t.Errorf("upstream %q, stub %v", s.Upstream(), s.Stub())
+	}
+	ctx := testContext(t)
+	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path, body string
+		header     map[string]string
+		wantAuth   string
+		wantAPIKey string
+	}{
+		{
+			path:     "/v1/chat/completions",
+			body:     `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`,
+			header:   map[string]string{"Authorization": "Bearer " + k.Key, "X-Api-Key": "client-secret", "Accept-Encoding": "gzip"},
+			wantAuth: "Bearer sk-openai-proxy",
+		},
+		{
+			path:       "/v1/messages",
+			body:       `{"model":"claude-3-5-haiku-latest","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`,
+			header:     map[string]string{"X-Api-Key": k.Key, "Authorization": "Bearer client-secret", "Anthropic-Version": "2023-06-01"},
+			wantAPIKey: "sk-ant-proxy",
+		},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+c.path, strings.NewReader(c.body))
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", c.path, resp.StatusCode, body)
+		}
+		p.mu.Lock()
+		h, host := p.seen[len(p.seen)-1], p.host[len(p.host)-1]
+		p.mu.Unlock()
+		if got := h.Get("Authorization"); got != c.wantAuth {
+			t.Errorf("%s: the provider saw Authorization %q, want %q", c.path, got, c.wantAuth)
+		}
+		if got := h.Get("X-Api-Key"); got != c.wantAPIKey {
+			t.Errorf("%s: the provider saw X-Api-Key %q, want %q", c.path, got, c.wantAPIKey)
+		}
+		if got := h.Get("Accept-Encoding"); got != "" {
+			t.Errorf("%s: the provider was asked for %q", c.path, got)
+		}
+		if want := strings.TrimPrefix(up.URL, "http://"); host != want {
+			t.Errorf("%s: the provider saw Host %q, want %q", c.path, host, want)
+		}
+		for name, vs := range h {
+			for _, v := range vs {
+				if strings.Contains(v, k.Key) || strings.Contains(v, "client-secret") {
+					t.Errorf("%s: a client credential reached the provider in %s: %q", c.path, name, v)
+				}
+			}
+		}
+	}
+}
+
+func TestStartRefusesBadUpstream(t *testing.T) {
+	_, err := Start(testContext(t), Options{ConfigPath: "testdata/dev.yaml", DataDir: t.TempDir(), Module: []byte{0}, Upstream: "api.openai.com"})
+	want := `devserver: upstream "api.openai.com": write "stub" for the built-in stub, or a provider base URL such as https://api.openai.com`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
+
+func TestStartNamesTheBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = Start(testContext(t), Options{ConfigPath: "testdata/dev.yaml", DataDir: t.TempDir(), Module: []byte{0}, AccountantListen: ln.Addr().String()})
+	if err == nil || !strings.HasPrefix(err.Error(), "devserver: listening for the accountant on "+ln.Addr().String()+": ") ||
+		!strings.HasSuffix(err.Error(), "(is another tokentriage dev or accountant running? pass --accountant-listen ADDR)") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestLoadModule(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "filter.wasm")
+	_, err := LoadModule(missing)
+	if want := "the filter " + missing + " is not built: run `make wasm` (or `make run`, which builds it and starts dev), or pass --wasm PATH"; err == nil || err.Error() != want {
+		t.Errorf("missing: %v", err)
+	}
+	os.WriteFile(missing, nil, 0o644)
+	_, err = LoadModule(missing)
+	if want := "the filter " + missing + " is empty: rebuild it with `make wasm`"; err == nil || err.Error() != want {
+		t.Errorf("empty: %v", err)
+	}
+}
+
+// TestLedgerLag steps through tee cells: live entries are summed, expired
+// ones skipped, and a cell of another format is reported as such.
+func TestLedgerLag(t *testing.T) {
+	now := time.Date(2026, 8, 9, 20, 44, 50, 0, time.UTC)
+	entry := func(vm, lag uint32, expires time.Time) []byte {
+		b := binary.LittleEndian.AppendUint32(nil, vm)
+		b = binary.LittleEndian.AppendUint32(b, lag)
+		b = binary.LittleEndian.AppendUint64(b, 7)
+		return binary.LittleEndian.AppendUint64(b, uint64(expires.UnixNano()))
+	}
+	cell := func(entries ...[]byte) []byte {
+		b := []byte{byte(len(entries))}
+		for _, e := range entries {
+			b = append(b, e...)
+		}
+		return b
+	}
+	later, earlier := now.Add(time.Minute), now.Add(-time.Second)
+	for i, c := range []struct {
+		cell []byte
+		lag  int
+		ok   bool
+	}{
+		{nil, 0, true},
+		{cell(), 0, true},
+		{cell(entry(1, 0, later)), 0, true},
+		{cell(entry(1, 3, later), entry(2, 4, later)), 7, true},
+		{cell(entry(1, 3, later), entry(2, 4, earlier)), 3, true},
+		{cell(entry(1, 3, later))[:10], 0, false},
+	} {
+		lag, ok := ledgerLag(c.cell, now)
+		if lag != c.lag || ok != c.ok {
+			t.Errorf("step %d: lag %d ok %v, want %d %v", i, lag, ok, c.lag, c.ok)
+		}
+	}
+}
