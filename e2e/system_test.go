@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/internal/devserver"
+	"github.com/tokentriage/tokentriage/internal/testwasm"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// The nodes of the test tree (testdata/e2e.yaml).
+const (
+	dev1   = "org:acme/team:ml/user:dev1"
+	dev2   = "org:acme/team:ml/user:dev2"
+	search = "org:acme/team:search"
+)
+
+// testContext is the test's context, ending a little before the test
+// binary's deadline so that a wait that never ends fails with what it saw.
+func testContext(t testing.TB) context.Context {
+	ctx := t.Context()
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, dl.Add(-10*time.Second))
+			t.Cleanup(cancel)
+		}
+	}
+	return ctx
+}
+
+// startDev starts the dev system with config on free loopback ports and
+// the stub upstream (or the upstream URL given), and stops it at the end
+// of the test, checking the stop flushed every ledger row.
+func startDev(t testing.TB, config, upstream string) *devserver.Server {
+	t.Helper()
+	s, err := devserver.Start(testContext(t), devserver.Options{
+		ConfigPath:       config,
+		DataDir:          t.TempDir(),
+		Listen:           "127.0.0.1:0",
+		AccountantListen: "127.0.0.1:0",
+		Upstream:         upstream,
+		Workers:          2,
+		Module:           testwasm.Filter(t),
+		AdminToken:       "e2e-admin-token",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("stopping the dev system: %v", err)
+		}
+	})
+	return s
+}
+
+// mint mints a key for owner and waits until the gateway knows it.
+func mint(ctx context.Context, t testing.TB, s *devserver.Server, owner string) string {
+	t.Helper()
+	k, err := s.MintKey(ctx, owner, vkey.Scopes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Key
+}
+
+// eventually polls check until it reports done, failing the test with the
+// last state it described when ctx ends first. It waits for the system to
+// settle (rows flushed, snapshots synced); it asserts nothing about speed.
+func eventually(ctx context.Context, t testing.TB, what string, check func() (bool, string)) {
+	t.Helper()
+	for {
+		done, state := check()
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not reached before the test's deadline; last seen: %s", what, state)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// meDoc is /tt/v1/me as the tests read it.
+type meDoc struct {
+	KID    string    `json:"kid"`
+	Node   string    `json:"node"`
+	Limits []meLimit `json:"limits"`
+}
+
+type meLimit struct {
+	LimitID     string `json:"limit_id"`
+	Type        string `json:"type"`
+	Node        string `json:"node"`
+	Observed    int64  `json:"observed"`
+	ObservedUSD struct {
+		USD       json.Number `json:"usd"`
+		Estimated bool        `json:"estimated"`
+		Unpriced  bool        `json:"unpriced"`
+	} `json:"observed_usd"`
+}
+
+// limit returns the instance of limit id, or fails.
+func (m meDoc) limit(t testing.TB, id string) meLimit {
+	t.Helper()
+	for _, l := range m.Limits {
+		if l.LimitID == id {
+			return l
+		}
+	}
+	t.Fatalf("/tt/v1/me lists no %s: %+v", id, m.Limits)
+	return meLimit{}
+}
+
+// me asks the gateway's /tt/v1/me with key.
+func me(ctx context.Context, t testing.TB, s *devserver.Server, key string) meDoc {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+devserver.MePath, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var doc meDoc
+	if err := json.Unmarshal(b, &doc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/tt/v1/me: %d %s (%v)", resp.StatusCode, b, err)
+	}
+	return doc
+}
+
+// nanos reads a dollar figure of the wire ("0.0000297") as nanodollars,
+// exactly.
+func nanos(n json.Number) (int64, error) {
+	s := n.String()
+	whole, frac, _ := strings.Cut(s, ".")
+	if len(frac) > 9 || strings.ContainsAny(s, "eE-+") {
+		return 0, fmt.Errorf("%q is not a dollar figure on the nanodollar grid", s)
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	f, err := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	return w*1e9 + f, nil
+}
+
+// counter is the accountant's value of the counter of limit id at node, as
+// its sync snapshot publishes it (0 when it has none yet).
+func counter(t testing.TB, s *devserver.Server, id, node string) int64 {
+	t.Helper()
+	armed := s.Accountant().Armed()
+	var ident string
+	for _, in := range armed.ResolveAll(govern.Chain(node, ""), govern.Dims{}, nil) {
+		if in.Limit.ID == id && in.Node == node {
+			ident = in.ID
+		}
+	}
+	if ident == "" {
+		t.Fatalf("no instance of %s at %s in the accountant's plan", id, node)
+	}
+	snap, err := s.Accountant().Sync("", "", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range snap.Snapshot.Entries {
+		if e.ID == ident {
+			return e.Value
+		}
+	}
+	return 0
+}
