@@ -11,7 +11,9 @@ import (
 // them: at most maxUnacked rows (sent and unacknowledged included); beyond
 // that a row is dropped and counted, never blocking the proxy. Rows are
 // idempotent by request id, so a batch whose answer was lost is simply sent
-// again.
+// again. Batches leave from the tick, and back to back from the answer to
+// a full batch while a backlog remains; never from a stream (see
+// RATIONALE.md, "Why are ledger rows sent only from the root context?").
 const (
 	maxUnacked   = 4096
 	batchRows    = 256
@@ -113,6 +115,13 @@ func (e *Engine) flushRows(now time.Time, force bool) {
 			e.logf(LogWarn, "sending %d ledger rows to the accountant failed (status %d); retrying", n, status)
 		}
 		e.rows.acked(t, ok)
+		// A full batch means a backlog may be waiting: send the next one
+		// now, from this callback (the root context), instead of one batch
+		// per tick, so a VM serving more rows a tick than a batch holds
+		// never falls behind its queue.
+		if ok && n == batchRows && e.rows.lag() > 0 {
+			e.flushRows(t, true)
+		}
 	})
 	if err != nil {
 		e.logf(LogWarn, "sending ledger rows to the accountant: %v", err)

@@ -1,0 +1,149 @@
+package filter_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// cheap is the request the ledger tests send many of: a passthrough-free
+// governed call the stub answers at once.
+func (r *rig) cheap(vm int) string {
+	r.t.Helper()
+	resp := r.do(req{path: "/v1/embeddings", key: dev1Key, vm: vm, body: `{"model":"text-embedding-3-small","input":"hi"}`})
+	if resp.Status != 200 && resp.Status != 429 {
+		r.t.Fatalf("status %d: %s", resp.Status, resp.Body)
+	}
+	return resp.Headers.Get("X-Tt-Request-Id")
+}
+
+// TestRowsInBatches: rows go to the accountant in batches from the tick;
+// a backlog larger than one batch drains within one tick, batch after
+// batch, so a busy VM never falls behind its queue.
+func TestRowsInBatches(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	const n = 700
+	ids := map[string]bool{}
+	for i := 0; i < n; i++ {
+		ids[r.cheap(1)] = true
+	}
+	r.step(500 * time.Millisecond)
+	rows := r.acct.ledger()
+	if len(rows) != n {
+		t.Fatalf("%d rows after one tick, want all %d (batch sizes %v)", len(rows), n, r.acct.batchSizes())
+	}
+	for _, row := range rows {
+		if !ids[row.RequestID] {
+			t.Errorf("row %s was not sent by the test", row.RequestID)
+		}
+	}
+	sizes := r.acct.batchSizes()
+	if len(sizes) < 2 || sizes[len(sizes)-1] > 256 {
+		t.Errorf("batch sizes %v, want batches of at most 256", sizes)
+	}
+	if got := r.metric("tokentriage.ledger.rows_sent"); got != n {
+		t.Errorf("tokentriage.ledger.rows_sent = %d, want %d", got, n)
+	}
+}
+
+// TestRowsRetried: a batch the accountant fails is sent again after a
+// backoff; a batch whose acknowledgement was lost is sent again and the
+// accountant keeps each row once (rows are idempotent by request id).
+func TestRowsRetried(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	var want []string
+	for i := 0; i < 20; i++ {
+		want = append(want, r.cheap(1))
+	}
+	r.acct.set(func(a *fakeAccountant) { a.failIngest = 2 })
+	r.step(500 * time.Millisecond) // fails; backoff 500 ms
+	r.step(500 * time.Millisecond) // fails; backoff 1 s
+	if got := len(r.acct.ledger()); got != 0 {
+		t.Fatalf("%d rows recorded while the accountant failed", got)
+	}
+	r.step(500 * time.Millisecond) // still backing off
+	r.step(time.Second)
+	rows := r.acct.ledger()
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows after the accountant recovered, want %d", len(rows), len(want))
+	}
+	for i, row := range rows {
+		if row.RequestID != want[i] {
+			t.Errorf("row %d is %s, want %s (in order)", i, row.RequestID, want[i])
+		}
+	}
+
+	// Lost acknowledgements: the accountant records the batch and then the
+	// answer is lost; the retry is a duplicate the accountant drops.
+	more := []string{r.cheap(1), r.cheap(1)}
+	r.acct.set(func(a *fakeAccountant) { a.loseAcks = 1 })
+	r.step(500 * time.Millisecond)
+	r.step(time.Second)
+	rows = r.acct.ledger()
+	if len(rows) != len(want)+2 || rows[len(rows)-2].RequestID != more[0] || rows[len(rows)-1].RequestID != more[1] {
+		t.Errorf("after a lost acknowledgement: %d rows", len(rows))
+	}
+	var dups int
+	r.acct.set(func(a *fakeAccountant) { dups = a.dups })
+	if dups != 2 {
+		t.Errorf("the accountant saw %d duplicates, want the 2 rows of the resent batch", dups)
+	}
+}
+
+// TestRowsDroppedBeyondBound: a VM keeps at most 4,096 unacknowledged rows;
+// beyond that rows are dropped and counted, and a LedgerSettled 429 says
+// so in its bound, summed over every VM of the host.
+func TestRowsDroppedBeyondBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends 4,200 requests through the wasm filter")
+	}
+	lims := `{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":100000000,"burst":100000000,"period":"1m"},
+		{"id":"search_month","attach":{"node":"org:acme/team:search"},"type":"budget_usd","amount_usd":0.000001,"period":"month"}`
+	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key, searchKey}, accountant: true,
+		acct: func(a *fakeAccountant) {
+			a.setSnapshot("s1", syncwire.Entry{ID: "search_month|budget_usd|org:acme/team:search||month|", PeriodStart: monthStart(), Value: 5000})
+		}})
+	r.sync()
+	r.acct.set(func(a *fakeAccountant) { a.down = true })
+	const extra = 37
+	for i := 0; i < 4096+extra; i++ {
+		r.cheap(1)
+	}
+	for i := 0; i < 5; i++ {
+		r.cheap(2)
+	}
+	r.step(500 * time.Millisecond) // each VM publishes its figures
+	resp := r.do(req{path: "/v1/chat/completions", key: searchKey, body: chatGermany, vm: 3})
+	mustStatus(t, resp, 429)
+	want := fmt.Sprintf(`"bound":{"tee_lag_rows":%d,"dropped_rows":%d}`, 4096+5, extra)
+	if !strings.Contains(string(resp.Body), want) {
+		t.Errorf("429 body %s\nwant %s", resp.Body, want)
+	}
+	if got := r.metric("tokentriage.ledger.rows_dropped"); got != extra {
+		t.Errorf("tokentriage.ledger.rows_dropped = %d, want %d", got, extra)
+	}
+	// The accountant comes back: every kept row arrives, once.
+	r.acct.set(func(a *fakeAccountant) { a.down = false })
+	for i := 0; i < 40; i++ {
+		r.step(500 * time.Millisecond)
+	}
+	rows := r.acct.ledger()
+	var refused int
+	for _, row := range rows {
+		if row.Decision == ledger.Refused {
+			refused++
+		}
+	}
+	if len(rows) != 4096+5+1 || refused != 1 {
+		t.Errorf("%d rows (%d refused) after recovery, want %d (1 refused)", len(rows), refused, 4096+5+1)
+	}
+	// Drained: the bound is back to zero.
+	resp = r.do(req{path: "/v1/chat/completions", key: searchKey, body: chatGermany, vm: 2})
+	if !strings.Contains(string(resp.Body), fmt.Sprintf(`"bound":{"tee_lag_rows":0,"dropped_rows":%d}`, extra)) {
+		t.Errorf("429 body after recovery %s", resp.Body)
+	}
+}

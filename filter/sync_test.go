@@ -1,0 +1,246 @@
+package filter_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+func syncKey(k testKey, revoked bool) syncwire.Key {
+	return syncwire.Key{KID: k.kid, SHA256: vkey.Hash(k.key), Owner: k.owner, Revoked: revoked}
+}
+
+// onEveryVM sends the request to each worker VM in turn and checks the
+// status each answers.
+func (r *rig) onEveryVM(q req, status int) {
+	r.t.Helper()
+	for n := 1; n <= r.h.Workers(); n++ {
+		q.vm = n
+		resp := r.do(q)
+		if resp.Status != status {
+			r.t.Fatalf("VM %d: status %d, want %d: %s", n, resp.Status, status, resp.Body)
+		}
+	}
+}
+
+// TestSyncKeys: a key minted after the filter started arrives by sync on
+// every VM; its revocation arrives the same way.
+func TestSyncKeys(t *testing.T) {
+	late := newTestKey("vk_latelatelate", "org:acme/team:search")
+	r := newRig(t, rigOptions{governance: gov(limTeamRPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	q := req{path: "/v1/chat/completions", key: late, body: chatGermany}
+	r.onEveryVM(q, 401)
+	r.acct.setKeys("k1", syncKey(late, false))
+	r.sync()
+	r.onEveryVM(q, 200)
+	// The static key still works beside the synced one.
+	r.onEveryVM(req{path: "/v1/chat/completions", key: dev1Key, body: chatGermany}, 200)
+	r.acct.setKeys("k2", syncKey(late, true))
+	r.sync()
+	r.onEveryVM(q, 401)
+	if resp := r.do(q); !strings.Contains(string(resp.Body), "revoked") {
+		t.Errorf("revoked key: %s", resp.Body)
+	}
+	// A key table that no longer lists it: unknown.
+	r.acct.setKeys("k3")
+	r.sync()
+	if resp := r.do(q); resp.Status != 401 || !strings.Contains(string(resp.Body), "unknown virtual key") {
+		t.Errorf("dropped key: %d %s", resp.Status, resp.Body)
+	}
+}
+
+// TestSyncVersions: the filter polls with the versions it holds, one VM per
+// interval, and a part that did not change is not rewritten.
+func TestSyncVersions(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limOrgBudget), keys: []testKey{dev1Key}, accountant: true, workers: 4,
+		acct: func(a *fakeAccountant) {
+			a.setKeys("k1", syncKey(dev1Key, false))
+			a.setRuntime("r1", nil)
+			seedSnapshot(a)
+		}})
+	r.sync()
+	_, keysCAS, ok := r.h.SharedData("tt/sync/keys")
+	if !ok {
+		t.Fatal("no key table in shared data")
+	}
+	before := len(r.acct.pollQueries())
+	for i := 0; i < 10; i++ {
+		r.step(time.Second)
+	}
+	polls := r.acct.pollQueries()
+	if n := len(polls) - before; n < 9 || n > 11 {
+		t.Errorf("%d polls in 10 s from 4 VMs with a 1 s interval, want about 10 (one VM per interval)", n)
+	}
+	last := polls[len(polls)-1]
+	for _, want := range []string{"keys=k1", "runtime=r1", "snapshot=s1", "replica=r-"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("poll %q does not carry %s", last, want)
+		}
+	}
+	if _, cas, _ := r.h.SharedData("tt/sync/keys"); cas != keysCAS {
+		t.Errorf("the key table was rewritten although its version did not change")
+	}
+	// The heartbeat keeps the unchanged snapshot fresh: a minute later the
+	// budget is still checked (not suspended) and still refuses.
+	mustStatus(t, r.chat(dev1Key, chatGermany), 429)
+	for i := 0; i < 60; i++ {
+		r.step(time.Second)
+	}
+	mustStatus(t, r.chat(dev1Key, chatGermany), 429)
+}
+
+// TestSyncOverride: a per-node override of a spend limit takes effect at
+// the next sync, on every VM, and a removed override reverts.
+func TestSyncOverride(t *testing.T) {
+	lim := `{"id":"acme_month","attach":{"level":"org"},"type":"budget_usd","amount_usd":0.000001,"period":"month","override":{"allow":true}}`
+	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) {
+			a.setSnapshot("s1", syncwire.Entry{ID: "acme_month|budget_usd|org:acme||month|", PeriodStart: monthStart(), Value: 12_600})
+		}})
+	r.sync()
+	q := req{path: "/v1/chat/completions", key: dev1Key, body: chatGermany}
+	r.onEveryVM(q, 429)
+	r.acct.setRuntime("r1", nil, syncwire.Override{LimitID: "acme_month", Node: "org:acme", Amount: 1_000_000})
+	r.sync()
+	r.onEveryVM(q, 200)
+	if got := r.meLimit(dev1Key, "acme_month")["limit_usd"].(map[string]any)["usd"]; got != 0.001 {
+		t.Errorf("/tt/v1/me limit_usd %v, want the override 0.001", got)
+	}
+	r.acct.setRuntime("r2", nil)
+	r.sync()
+	r.onEveryVM(q, 429)
+}
+
+// TestSyncSnapshotPeriods: a snapshot entry of an earlier calendar period
+// counts as zero; a new snapshot version replaces the counters.
+func TestSyncSnapshotPeriods(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limOrgBudget, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) {
+			a.setSnapshot("s1", syncwire.Entry{ID: idOrgBudget, PeriodStart: monthStart().AddDate(0, -1, 0), Value: 12_600})
+		}})
+	r.sync()
+	mustStatus(t, r.chat(dev1Key, chatGermany), 200)
+	r.acct.setSnapshot("s2", syncwire.Entry{ID: idOrgBudget, PeriodStart: monthStart(), Value: 999})
+	r.sync()
+	mustStatus(t, r.chat(dev1Key, chatGermany), 200)
+	r.acct.setSnapshot("s3", syncwire.Entry{ID: idOrgBudget, PeriodStart: monthStart(), Value: 1000})
+	r.sync()
+	mustStatus(t, r.chat(dev1Key, chatGermany), 429)
+}
+
+// TestSyncFailOpenSuspends: without a snapshot (or with a stale one) a
+// fail-open spend limit admits, says so in X-Tt-Suspended, and lists the
+// limit as suspended on the row.
+func TestSyncFailOpenSuspends(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limOrgBudget, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r.acct.set(func(a *fakeAccountant) { a.down = true })
+	resp := r.chat(dev1Key, chatGermany)
+	mustStatus(t, resp, 200)
+	if got := resp.Headers.Get("X-Tt-Suspended"); got != "org_monthly_budget" {
+		t.Errorf("X-Tt-Suspended %q", got)
+	}
+	if got := r.meLimit(dev1Key, "org_monthly_budget")["suspended"]; got != true {
+		t.Errorf("/tt/v1/me suspended %v", got)
+	}
+	r.acct.set(func(a *fakeAccountant) { a.down = false })
+	seedSnapshot(r.acct)
+	r.sync()
+	row, ok := r.acct.row(resp.Headers.Get("X-Tt-Request-Id"))
+	if !ok || len(row.Suspended) != 1 || row.Suspended[0] != "org_monthly_budget" || row.Decision != ledger.Admitted {
+		t.Errorf("row: %+v", row)
+	}
+	if got := r.metric("tokentriage.suspended"); got != 1 {
+		t.Errorf("tokentriage.suspended = %d", got)
+	}
+	mustStatus(t, r.chat(dev1Key, chatGermany), 429)
+}
+
+// TestPlanFromAccountant: with no governance block in the plugin
+// configuration the filter admits, unarmed, until the accountant's plan
+// arrives; a new plan version replaces it on every VM.
+func TestPlanFromAccountant(t *testing.T) {
+	r := newRig(t, rigOptions{accountant: true, keys: []testKey{dev1Key}})
+	resp := r.chat(dev1Key, chatGermany)
+	mustStatus(t, resp, 200)
+	if got := resp.Headers.Get("X-Tt-Governance"); got != "unarmed" {
+		t.Errorf("X-Tt-Governance %q, want unarmed", got)
+	}
+	mustStatus(t, r.me(dev1Key), 503)
+	fixed := strings.Replace(limTeamRPM, `"period":"1m"`, `"period":"1m","algorithm":"fixed_window"`, 1)
+	r.acct.setPlan("p1", gov(fixed, `,"require_key":true`))
+	r.sync()
+	for i := 0; i < 3; i++ {
+		mustStatus(t, r.chat(dev1Key, chatGermany), 200)
+	}
+	mustStatus(t, r.chat(dev1Key, chatGermany), 429)
+	mustStatus(t, r.chat(testKey{}, chatGermany), 401)
+	// A plan whose team_rpm allows 10 in the same fixed window: the counter
+	// keeps its 3 arrivals (the identity does not carry the amount), so 7
+	// more are admitted.
+	r.acct.setPlan("p2", gov(strings.Replace(fixed, `"amount":3`, `"amount":10`, 1), `,"require_key":true`))
+	r.sync()
+	admitted := 0
+	for i := 0; i < 12; i++ {
+		if r.chat(dev1Key, chatGermany).Status == 200 {
+			admitted++
+		}
+	}
+	if admitted != 7 {
+		t.Errorf("%d admitted under the raised plan, want 7", admitted)
+	}
+	// A plan that does not compile here is logged and the old one kept.
+	r.acct.setPlan("p3", `{"enabled":true,"limits":[{"id":"x","attach":{"node":"__global"},"type":"rpm","amount":1,"period":"month"}]}`)
+	r.sync()
+	logged := false
+	for _, l := range r.h.Logs() {
+		if strings.Contains(l.Message, "does not compile here") {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Errorf("a plan that does not compile was not logged")
+	}
+}
+
+// TestPlanMismatch: an embedded plan that differs from the accountant's is
+// counted and logged once.
+func TestPlanMismatch(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limTeamRPM), accountant: true,
+		acct: func(a *fakeAccountant) { a.setPlan("deadbeefdeadbeef", "") }})
+	r.sync()
+	r.step(time.Second)
+	r.step(time.Second)
+	if got := r.metric("tokentriage.sync.plan_mismatch"); got < 1 {
+		t.Errorf("tokentriage.sync.plan_mismatch = %d", got)
+	}
+}
+
+// TestShareDividesByReplicas: store: share divides an rpm amount and a
+// concurrency cap by the replica count the accountant reports.
+func TestShareDividesByReplicas(t *testing.T) {
+	lims := `{"id":"global_rpm","attach":{"node":"__global"},"type":"rpm","amount":10,"period":"1m","store":"share"},
+		{"id":"global_conc","attach":{"node":"__global"},"type":"concurrency","amount":5,"store":"share"}`
+	r := newRig(t, rigOptions{governance: gov(lims), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) { a.replicas = 4 }})
+	r.sync()
+	admitted := 0
+	for i := 0; i < 10; i++ {
+		if r.chat(testKey{}, chatGermany).Status == 200 {
+			admitted++
+		}
+	}
+	if admitted != 3 { // ceil(10/4)
+		t.Errorf("%d admitted with 4 replicas, want ceil(10/4) = 3", admitted)
+	}
+	me := r.meLimit(dev1Key, "global_conc")
+	if me["amount"] != 2.0 { // ceil(5/4)
+		t.Errorf("global_conc amount on /tt/v1/me %v, want ceil(5/4) = 2", me["amount"])
+	}
+	if me := r.meLimit(dev1Key, "global_rpm"); me["amount"] != 3.0 {
+		t.Errorf("global_rpm amount on /tt/v1/me %v, want 3", me["amount"])
+	}
+}
