@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -141,6 +142,10 @@ func hostHTTPCall(v *vm, s []uint64) {
 
 // run performs the exchange, reading the whole response.
 func (c *callout) run(t *target, req *http.Request) {
+	if t.handler != nil {
+		c.runHandler(t.handler, req)
+		return
+	}
 	resp, err := t.rt.RoundTrip(req)
 	if err != nil {
 		c.deliver(&calloutResponse{failed: true})
@@ -155,10 +160,43 @@ func (c *callout) run(t *target, req *http.Request) {
 	hdr := make(hmap, 0, len(resp.Header)+1)
 	hdr = append(hdr, hpair{":status", strconv.Itoa(resp.StatusCode)})
 	hdr = appendHeader(hdr, resp.Header)
-	if _, ok := hdr.get("content-length"); !ok && t.inProc {
-		hdr = append(hdr, hpair{"content-length", strconv.Itoa(len(body))})
-	}
 	c.deliver(&calloutResponse{headers: hdr, body: body, trailers: appendHeader(nil, resp.Trailer)})
+}
+
+// runHandler serves the call in process; a handler that panics is a reset.
+func (c *callout) runHandler(h http.Handler, req *http.Request) {
+	serverSide(req)
+	w := &bufferWriter{header: http.Header{}}
+	failed := true
+	defer func() {
+		recover()
+		if failed {
+			c.deliver(&calloutResponse{failed: true})
+		}
+	}()
+	h.ServeHTTP(w, req)
+	failed = false
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	var trl http.Header
+	for k, vs := range w.header {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			if trl == nil {
+				trl = http.Header{}
+			}
+			trl[http.CanonicalHeaderKey(name)] = vs
+			delete(w.header, k)
+		}
+	}
+	w.header.Del("Trailer")
+	if w.header.Get("Content-Length") == "" {
+		w.header.Set("Content-Length", strconv.Itoa(w.body.Len()))
+	}
+	hdr := make(hmap, 0, len(w.header)+1)
+	hdr = append(hdr, hpair{":status", strconv.Itoa(w.status)})
+	hdr = appendHeader(hdr, w.header)
+	c.deliver(&calloutResponse{headers: hdr, body: w.body.Bytes(), trailers: appendHeader(nil, trl)})
 }
 
 // timedOut is Envoy's async client timing out: a 504 it makes up itself.

@@ -39,14 +39,19 @@ type reqEvent struct {
 	err  error
 }
 
+// upEvent is what the upstream side tells the driver: the response headers
+// (status > 0, possibly with the whole body attached), a body chunk,
+// trailers, or an error.
 type upEvent struct {
-	gen  int
-	resp *http.Response
-	data []byte
-	eos  bool
-	trl  hmap
-	end  bool // the body ended without trailers (and without data)
-	err  error
+	gen        int
+	status     int
+	hdr        hmap
+	headersEOS bool // the response has no body
+	trlDecl    bool // trailers were declared
+	data       []byte
+	eos        bool
+	trl        hmap
+	err        error
 }
 
 type proxyState struct {
@@ -62,7 +67,8 @@ type proxyState struct {
 	spare   []effect
 
 	// request → upstream
-	reqReader   bool // the body reader goroutine runs
+	reqBody     *bodyReader // the client's body, read by a goroutine or in line (reqSync)
+	reqSync     bool
 	reqPending  bool // a chunk was asked for and not yet received
 	upHeaders   bool // request headers released, upstream not yet started
 	upStarted   bool
@@ -322,7 +328,7 @@ func (s *stream) startUpstream(rest []effect) {
 		}
 	}
 	gen := px.upGen
-	go s.runUpstream(req, gen)
+	go s.runUpstream(s.h.upstream, req, gen)
 }
 
 // upstreamFailed turns an upstream failure before the response into a 503
@@ -369,19 +375,28 @@ func (s *stream) upstreamError(err error) {
 }
 
 // runUpstream performs the exchange and feeds the response to the driver.
-func (s *stream) runUpstream(req *http.Request, gen int) {
-	resp, err := s.h.upstream.rt.RoundTrip(req)
+func (s *stream) runUpstream(t *target, req *http.Request, gen int) {
+	if t.handler != nil {
+		s.runHandler(t.handler, req, gen)
+		return
+	}
+	resp, err := t.rt.RoundTrip(req)
 	if err != nil {
 		s.sendUp(upEvent{gen: gen, err: err})
 		return
 	}
-	if !s.sendUp(upEvent{gen: gen, resp: resp}) || resp.Body == http.NoBody {
+	eos := resp.Body == http.NoBody
+	hdr := make(hmap, 0, len(resp.Header)+1)
+	hdr = append(hdr, hpair{":status", strconv.Itoa(resp.StatusCode)})
+	hdr = appendHeader(hdr, resp.Header)
+	if !s.sendUp(upEvent{gen: gen, status: resp.StatusCode, hdr: hdr, headersEOS: eos, trlDecl: len(resp.Trailer) > 0}) || eos {
 		resp.Body.Close()
 		return
 	}
 	defer resp.Body.Close()
-	readBody(resp.Body, resp.ContentLength, resp.Trailer, s.px.upMore, s.px.done, func(data []byte, eos bool, trl hmap, err error) bool {
-		return s.sendUp(upEvent{gen: gen, data: data, eos: eos, trl: trl, end: eos && data == nil, err: err})
+	br := newBodyReader(resp.Body, resp.ContentLength, resp.Trailer)
+	br.pump(s.px.upMore, s.px.done, func(ev bodyEvent) bool {
+		return s.sendUp(upEvent{gen: gen, data: ev.data, eos: ev.eos, trl: ev.trl, err: ev.err})
 	})
 }
 
@@ -391,83 +406,6 @@ func (s *stream) sendUp(ev upEvent) bool {
 		return true
 	case <-s.px.done:
 		return false
-	}
-}
-
-// readBody reads r chunk by chunk, each when asked on more, and reports it
-// with end of stream (known from the length, or at EOF) and trailers (read
-// after EOF). It stops at the end, on an error or when done closes.
-func readBody(r io.Reader, length int64, trailer http.Header, more <-chan struct{}, done <-chan struct{}, send func(data []byte, eos bool, trl hmap, err error) bool) {
-	var total int64
-	var scratch []byte
-	declared := len(trailer) > 0
-	for {
-		select {
-		case <-more:
-		case <-done:
-			return
-		}
-		for {
-			// A body of known small length is read straight into a slice of
-			// its size; anything else through a reused buffer, copied out at
-			// the size that arrived (an SSE event is a few hundred bytes).
-			var buf []byte
-			reused := false
-			if length > 0 && length-total <= 32<<10 {
-				n := length - total
-				if n <= 0 {
-					n = 1
-				}
-				buf = make([]byte, n)
-			} else {
-				if scratch == nil {
-					scratch = make([]byte, 32<<10)
-				}
-				buf = scratch
-				reused = true
-			}
-			n, err := r.Read(buf)
-			total += int64(n)
-			if n == 0 && err == nil {
-				continue
-			}
-			var data []byte
-			if n > 0 {
-				if reused {
-					data = append([]byte(nil), buf[:n]...)
-				} else {
-					data = buf[:n:n]
-				}
-			}
-			switch {
-			case err == nil && length >= 0 && total == length && !declared:
-				send(data, true, nil, nil)
-				return
-			case err == nil:
-				if !send(data, false, nil, nil) {
-					return
-				}
-			case err == io.EOF:
-				if length >= 0 && total < length {
-					send(data, false, nil, io.ErrUnexpectedEOF)
-					return
-				}
-				trl := appendHeader(nil, trailer)
-				if len(trl) == 0 {
-					send(data, true, nil, nil)
-					return
-				}
-				if data != nil && !send(data, false, nil, nil) {
-					return
-				}
-				send(nil, true, trl, nil)
-				return
-			default:
-				send(data, false, nil, err)
-				return
-			}
-			break
-		}
 	}
 }
 

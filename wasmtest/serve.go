@@ -62,7 +62,14 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResu
 
 	clientDone := r.Context().Done()
 	for !px.ending && !px.clientEnded {
-		s.askForData()
+		if s.askForData() {
+			// A body that is already in memory (Do) is read on this
+			// goroutine: each chunk still reaches the filter on its own.
+			ev := px.reqBody.next()
+			px.reqPending = false
+			s.locked(func() { s.onRequestEvent(reqEvent{data: ev.data, eos: ev.eos, trl: ev.trl, err: ev.err}) })
+			continue
+		}
 		select {
 		case ev := <-px.reqCh:
 			px.reqPending = false
@@ -116,7 +123,7 @@ func (s *stream) locked(f func()) {
 // askForData lets the readers deliver their next chunk when the filter can
 // take it: not past the buffer limit while it holds data, and not while the
 // upstream has not drained what it was given.
-func (s *stream) askForData() {
+func (s *stream) askForData() (syncRead bool) {
 	px := &s.px
 	d := &s.req
 	if !px.reqPending && !d.gotEOS && px.r.Body != nil && px.r.Body != http.NoBody {
@@ -131,11 +138,18 @@ func (s *stream) askForData() {
 			want = false
 		}
 		if want {
-			if !px.reqReader {
-				px.reqReader = true
-				go s.readRequest()
+			if px.reqBody == nil {
+				px.reqBody = newBodyReader(px.r.Body, px.r.ContentLength, px.r.Trailer)
+				if _, ok := px.r.Body.(*chunkReader); ok {
+					px.reqSync = true
+				} else {
+					go s.readRequest()
+				}
 			}
 			px.reqPending = true
+			if px.reqSync {
+				return true
+			}
 			px.reqMore <- struct{}{}
 		}
 	}
@@ -153,13 +167,13 @@ func (s *stream) askForData() {
 			px.upMore <- struct{}{}
 		}
 	}
+	return false
 }
 
 func (s *stream) readRequest() {
-	r := s.px.r
-	readBody(r.Body, r.ContentLength, r.Trailer, s.px.reqMore, s.px.done, func(data []byte, eos bool, trl hmap, err error) bool {
+	s.px.reqBody.pump(s.px.reqMore, s.px.done, func(ev bodyEvent) bool {
 		select {
-		case s.px.reqCh <- reqEvent{data: data, eos: eos, trl: trl, err: err}:
+		case s.px.reqCh <- reqEvent{data: ev.data, eos: ev.eos, trl: ev.trl, err: ev.err}:
 			return true
 		case <-s.px.done:
 			return false
@@ -189,34 +203,29 @@ func (s *stream) onRequestEvent(ev reqEvent) {
 func (s *stream) onUpstreamEvent(ev upEvent) {
 	px := &s.px
 	if ev.gen != px.upGen || px.upBlocked {
-		if ev.resp != nil {
-			ev.resp.Body.Close()
-		}
 		return
 	}
 	d := &s.resp
 	switch {
-	case ev.resp != nil:
-		resp := ev.resp
+	case ev.status != 0:
 		if s.respBegun {
-			resp.Body.Close()
 			return
 		}
 		s.respBegun = true
-		s.status = resp.StatusCode
+		s.status = ev.status
 		s.details = "via_upstream"
-		hdr := make(hmap, 0, len(resp.Header)+1)
-		hdr = append(hdr, hpair{":status", strconv.Itoa(resp.StatusCode)})
-		hdr = appendHeader(hdr, resp.Header)
-		eos := resp.Body == http.NoBody || s.method == http.MethodHead
-		px.respReading = !eos
-		px.respTrlDecl = len(resp.Trailer) > 0
-		d.hdr = hdr
+		eos := ev.headersEOS || s.method == http.MethodHead
+		px.respReading = !eos && !(ev.data != nil && ev.eos)
+		px.respTrlDecl = ev.trlDecl
+		d.hdr = ev.hdr
 		d.headersEOS = eos
 		if eos {
 			d.gotEOS = true
 		}
 		s.headers(d, eos)
+		if ev.data != nil && !eos && !px.ending {
+			s.data(d, ev.data, ev.eos)
+		}
 	case ev.err != nil && px.r.Context().Err() != nil:
 		// The upstream failed because the client went away.
 		px.ending, px.reset, px.clientGone = true, true, true
