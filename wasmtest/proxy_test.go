@@ -190,3 +190,20 @@ func TestNoopFilterThroughTheProxy(t *testing.T) {
 		t.Errorf("counts %+v", c)
 	}
 }
+
+// A provider behind the proxy gets its own host name and a key the client
+// never sent, while the filter sees what the client sent.
+func TestClusterHostRewriteAndSetHeaders(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(echo))
+	defer upstream.Close()
+	h := newHost(t, Config{Upstream: Cluster{URL: upstream.URL, AutoHostRewrite: true, SetHeaders: hdr("Authorization", "Bearer provider-key")}})
+	resp := h.Do(Request{Host: "gateway.local", Headers: hdr("X-Mode", "properties", "Authorization", "Bearer tt-vk_client")})
+	if !strings.Contains(string(resp.Body), "host=gateway.local") {
+		t.Errorf("the filter saw %s", resp.Body)
+	}
+	resp = h.Do(Request{Host: "gateway.local", Headers: hdr("X-Mode", "plain", "Authorization", "Bearer tt-vk_client")})
+	body := string(resp.Body)
+	if !strings.Contains(body, "host="+strings.TrimPrefix(upstream.URL, "http://")) || !strings.Contains(body, "Authorization: Bearer provider-key") || strings.Contains(body, "tt-vk_client") {
+		t.Errorf("upstream saw\n%s", body)
+	}
+}

@@ -22,13 +22,23 @@ type Cluster struct {
 	// own, tuned for a proxy (keep-alive, many idle connections per host, no
 	// transparent decompression).
 	Transport http.RoundTripper
+	// AutoHostRewrite sends URL's host as the Host header instead of the
+	// client's :authority (Envoy's route auto_host_rewrite), as a public
+	// provider behind the proxy needs. The filter still sees the client's.
+	AutoHostRewrite bool
+	// SetHeaders are set on every request sent here, replacing the same
+	// names (Envoy's request_headers_to_add with OVERWRITE), after the
+	// filter ran: a provider key the client never sees, for example.
+	SetHeaders http.Header
 }
 
 // target is a resolved Cluster.
 type target struct {
-	handler http.Handler      // in process
-	rt      http.RoundTripper // over the network
-	base    *url.URL
+	handler     http.Handler      // in process
+	rt          http.RoundTripper // over the network
+	base        *url.URL
+	rewriteHost bool
+	set         http.Header
 }
 
 func newTarget(c Cluster, name string, def http.RoundTripper) (*target, error) {
@@ -36,7 +46,7 @@ func newTarget(c Cluster, name string, def http.RoundTripper) (*target, error) {
 	case c.Handler != nil && c.URL != "":
 		return nil, fmt.Errorf("wasmtest: cluster %q: set Handler or URL, not both", name)
 	case c.Handler != nil:
-		return &target{handler: c.Handler}, nil
+		return &target{handler: c.Handler, set: c.SetHeaders}, nil
 	case c.URL != "":
 		u, err := url.Parse(c.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -47,7 +57,7 @@ func newTarget(c Cluster, name string, def http.RoundTripper) (*target, error) {
 		if rt == nil {
 			rt = def
 		}
-		return &target{rt: rt, base: u}, nil
+		return &target{rt: rt, base: u, rewriteHost: c.AutoHostRewrite, set: c.SetHeaders}, nil
 	}
 	return nil, fmt.Errorf("wasmtest: cluster %q: set Handler (in process) or URL (over the network)", name)
 }
@@ -121,5 +131,11 @@ func (t *target) request(ctx context.Context, hdr hmap, body io.ReadCloser, leng
 		req.ContentLength = 0
 	}
 	hdr.toHeader(req.Header, "host", "content-length")
+	for k, vs := range t.set {
+		req.Header[http.CanonicalHeaderKey(k)] = vs
+	}
+	if t.rewriteHost {
+		req.Host = t.base.Host
+	}
 	return req.WithContext(ctx), nil
 }
