@@ -72,10 +72,7 @@ func NewEngine(cfg *pluginconf.Config, h Host) (*Engine, error) {
 	}
 	e.vm = uint32(e.rng.Uint64()) | 1 // never 0: 0 marks a free lock
 	e.cells = cells{store: h.Store, vm: e.vm, held: map[string]uint32{}}
-	if err := e.cells.ensureLock(); err != nil {
-		return nil, fmt.Errorf("filter: engine: creating the shared-data lock cell: %w", err)
-	}
-	replica, err := e.ensureReplica(h.Now())
+	replica, err := e.ensureReplica()
 	if err != nil {
 		return nil, fmt.Errorf("filter: engine: naming the replica: %w", err)
 	}
@@ -93,34 +90,23 @@ func NewEngine(cfg *pluginconf.Config, h Host) (*Engine, error) {
 // replicaKey holds the host process's replica name, created once.
 const replicaKey = "tt/replica"
 
-func (e *Engine) ensureReplica(now time.Time) (string, error) {
+func (e *Engine) ensureReplica() (string, error) {
+	var raw [10]byte
+	binary.LittleEndian.PutUint64(raw[:], e.rng.Uint64())
+	binary.LittleEndian.PutUint16(raw[8:], uint16(e.rng.Uint64()))
+	name := "r-" + lowerBase32.EncodeToString(raw[:])
 	for attempt := 0; attempt < maxCASRetries; attempt++ {
-		v, _, found, err := e.host.Store.Get(replicaKey)
+		v, cas, found, err := e.host.Store.Get(replicaKey)
 		if err != nil {
 			return "", err
 		}
 		if found && len(v) > 1 {
 			return string(v), nil
 		}
-		if !found {
-			if err := e.cells.create(replicaKey, now); err != nil {
-				return "", err
-			}
-			continue
-		}
-		// The cell exists and is empty: claim it.
-		var raw [10]byte
-		binary.LittleEndian.PutUint64(raw[:], e.rng.Uint64())
-		binary.LittleEndian.PutUint16(raw[8:], uint16(e.rng.Uint64()))
-		name := "r-" + lowerBase32.EncodeToString(raw[:])
-		_, cas, _, err := e.host.Store.Get(replicaKey)
-		if err != nil {
+		// Missing (or unreadable): propose this VM's name; the first
+		// proposal to land names the replica for every VM.
+		if _, err := e.cells.setNew(replicaKey, []byte(name), cas, found); err != nil {
 			return "", err
-		}
-		if ok, err := e.host.Store.Set(replicaKey, []byte(name), cas); err != nil {
-			return "", err
-		} else if ok {
-			return name, nil
 		}
 	}
 	return "", errContention

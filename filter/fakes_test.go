@@ -14,6 +14,10 @@ type memStore struct {
 	cas  uint32
 	data map[string]memValue
 	ops  int
+	// strict makes every set a strict compare-and-swap, as some hosts
+	// other than Envoy do: a missing key takes only cas 0, an existing key
+	// only its current cas.
+	strict bool
 }
 
 type memValue struct {
@@ -22,6 +26,14 @@ type memValue struct {
 }
 
 func newMemStore() *memStore { return &memStore{data: map[string]memValue{}} }
+
+func newStrictStore() *memStore { return &memStore{data: map[string]memValue{}, strict: true} }
+
+// stores are the two compare-and-swap rule sets the filter runs on.
+var stores = []struct {
+	name string
+	new  func() *memStore
+}{{"envoy", newMemStore}, {"strict", newStrictStore}}
 
 func (m *memStore) Get(key string) ([]byte, uint32, bool, error) {
 	m.mu.Lock()
@@ -38,7 +50,11 @@ func (m *memStore) Set(key string, value []byte, cas uint32) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ops++
-	if v, ok := m.data[key]; ok && cas != 0 && cas != v.cas {
+	v, ok := m.data[key]
+	switch {
+	case m.strict && !ok && cas != 0, m.strict && ok && cas != v.cas:
+		return false, nil
+	case ok && cas != 0 && cas != v.cas:
 		return false, nil
 	}
 	m.cas++

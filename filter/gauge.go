@@ -81,7 +81,8 @@ func appendGaugeEntry(dst []byte, e gaugeEntry) []byte {
 // gaugeAcquire takes one lease on the gauge at key when the live gauge is
 // below limit (or unconditionally with force). It returns whether the lease
 // was taken and the live gauge it saw before taking it. Uncontended it is
-// one get and one set; a refusal writes nothing.
+// one get and one set, the first lease on a gauge included; a refusal
+// writes nothing.
 func (c *cells) gaugeAcquire(key string, limit int64, force bool, now time.Time, ttl time.Duration) (taken bool, live int64, err error) {
 	ns := now.UnixNano()
 	for attempt := 0; attempt < maxCASRetries; attempt++ {
@@ -89,19 +90,13 @@ func (c *cells) gaugeAcquire(key string, limit int64, force bool, now time.Time,
 		if err != nil {
 			return false, 0, err
 		}
-		if !found {
-			if err := c.create(key, now); err != nil {
-				return false, 0, err
-			}
-			continue
-		}
 		live = gaugeOthers(v, c.vm, ns) + int64(c.held[key])
 		if live >= limit && !force {
 			return false, live, nil
 		}
 		mine := c.held[key]
 		c.scratch = gaugeRewrite(c.scratch, v, c.vm, mine+1, ns, ns+int64(ttl))
-		swapped, err := c.store.Set(key, c.scratch, cas)
+		swapped, err := c.setNew(key, c.scratch, cas, found)
 		if err != nil {
 			return false, live, err
 		}
@@ -149,7 +144,7 @@ func (c *cells) gaugeWrite(key string, count uint32, now time.Time, ttl time.Dur
 			return nil
 		}
 		c.scratch = gaugeRewrite(c.scratch, v, c.vm, count, ns, ns+int64(ttl))
-		swapped, err := c.store.Set(key, c.scratch, cas)
+		swapped, err := c.setNew(key, c.scratch, cas, found)
 		if err != nil {
 			return err
 		}

@@ -7,28 +7,26 @@ import (
 )
 
 // rateTake runs one algorithm step of cost against the cell at key. A
-// refused step writes nothing; an admitted one is a compare-and-swap, so
-// racing VMs never admit more than the algorithm allows. Uncontended it is
-// one get and one set.
+// refused step writes nothing; an admitted one is a compare-and-swap (a
+// creating set for a cell nobody has written yet), so racing VMs never
+// admit more than the algorithm allows. Uncontended it is one get and one
+// set, the first request of a cell included.
 func (c *cells) rateTake(key string, alg rate.Algorithm, now time.Time, cost int64, p rate.Params) (rate.Result, error) {
 	for attempt := 0; attempt < maxCASRetries; attempt++ {
 		v, cas, found, err := c.store.Get(key)
 		if err != nil {
 			return rate.Result{}, err
 		}
-		if !found {
-			if err := c.create(key, now); err != nil {
-				return rate.Result{}, err
-			}
-			continue
+		var st rate.State
+		if found {
+			st = decodeRate(v, alg)
 		}
-		st := decodeRate(v, alg)
 		res, next := rate.Take(alg, st, now, cost, p)
 		if !res.Allowed {
 			return res, nil
 		}
 		c.scratch = next.AppendBinary(c.scratch[:0])
-		swapped, err := c.store.Set(key, c.scratch, cas)
+		swapped, err := c.setNew(key, c.scratch, cas, found)
 		if err != nil {
 			return rate.Result{}, err
 		}
@@ -51,15 +49,13 @@ func (c *cells) rateAdjust(key string, alg rate.Algorithm, now time.Time, delta 
 		if err != nil {
 			return err
 		}
-		if !found {
-			if err := c.create(key, now); err != nil {
-				return err
-			}
-			continue
+		var st rate.State
+		if found {
+			st = decodeRate(v, alg)
 		}
-		next := rate.Adjust(alg, decodeRate(v, alg), now, delta, p)
+		next := rate.Adjust(alg, st, now, delta, p)
 		c.scratch = next.AppendBinary(c.scratch[:0])
-		swapped, err := c.store.Set(key, c.scratch, cas)
+		swapped, err := c.setNew(key, c.scratch, cas, found)
 		if err != nil {
 			return err
 		}

@@ -33,12 +33,6 @@ func (e *Engine) publishTee(now time.Time) {
 		if err != nil {
 			return
 		}
-		if !found {
-			if e.cells.create(teeKey, now) != nil {
-				return
-			}
-			continue
-		}
 		b := append(e.buf[:0], 0)
 		n := 0
 		if len(v) > 0 && len(v) == 1+int(v[0])*teeEntrySize {
@@ -57,7 +51,7 @@ func (e *Engine) publishTee(now time.Time) {
 		b = binary.LittleEndian.AppendUint64(b, uint64(ns+int64(e.leaseTTL)))
 		b[0] = byte(n + 1)
 		e.buf = b
-		ok, err := e.host.Store.Set(teeKey, b, cas)
+		ok, err := e.cells.setNew(teeKey, b, cas, found)
 		if err != nil {
 			return
 		}

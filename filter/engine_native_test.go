@@ -1,0 +1,372 @@
+package filter
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/pluginconf"
+	"github.com/tokentriage/tokentriage/shared/rate"
+)
+
+var nativeT0 = time.Date(2026, 8, 9, 20, 44, 50, 0, time.UTC)
+
+// testEngines starts n engines (one per VM) over one store, as the VMs of
+// one host process.
+func testEngines(t testing.TB, n int, store *memStore, clock *manualClock, config string) []*Engine {
+	t.Helper()
+	cfg, err := pluginconf.Decode([]byte(config))
+	if err != nil {
+		t.Fatalf("plugin configuration: %v", err)
+	}
+	out := make([]*Engine, n)
+	for i := range out {
+		var seed [32]byte
+		binary.LittleEndian.PutUint64(seed[:], uint64(i+1))
+		e, err := NewEngine(cfg, Host{Store: store, Now: clock.Now, Metrics: &countMetrics{}, Seed: seed, Log: testLog(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+const noGovernance = `{"governance":{"enabled":true,"limits":[]}}`
+
+// TestCreateUnderRacingEngines: engines racing to create and update the
+// same fresh cells never lose an update. Each cell is a fixed window
+// counting every admitted take, so the count it ends with is the number of
+// takes that reported success.
+func TestCreateUnderRacingEngines(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) { testCreateUnderRacingEngines(t, st.new()) })
+	}
+}
+
+func testCreateUnderRacingEngines(t *testing.T, store *memStore) {
+	const engines, keys, takes = 6, 40, 30
+	clock := &manualClock{t: nativeT0}
+	es := testEngines(t, engines, store, clock, noGovernance)
+	p := rate.Params{Amount: 60000, Burst: 60000, Period: time.Minute}
+	var admitted [keys]atomic.Int64
+	var contention atomic.Int64
+	var wg sync.WaitGroup
+	for _, e := range es {
+		wg.Add(1)
+		go func(e *Engine) {
+			defer wg.Done()
+			for i := 0; i < takes; i++ {
+				for k := 0; k < keys; k++ {
+					res, err := e.cells.rateTake(fmt.Sprintf("k%d|rpm|n|||fixed_window", k), rate.FixedWindow, clock.Now(), 1, p)
+					switch {
+					case err != nil:
+						contention.Add(1)
+					case res.Allowed:
+						admitted[k].Add(1)
+					}
+				}
+			}
+		}(e)
+	}
+	wg.Wait()
+	for k := 0; k < keys; k++ {
+		res, err := es[0].cells.ratePeek(fmt.Sprintf("k%d|rpm|n|||fixed_window", k), rate.FixedWindow, clock.Now(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counted := p.Amount - res.Remaining; counted != admitted[k].Load() {
+			t.Errorf("cell %d counts %d takes, %d reported success: updates were lost", k, counted, admitted[k].Load())
+		}
+	}
+	if c := contention.Load(); c != 0 {
+		t.Errorf("%d takes gave up on contention", c)
+	}
+}
+
+// TestGaugeExpiryOfLostVM: leases held by a VM that is gone come back when
+// its entry expires; a live VM keeps its entry fresh from its tick.
+func TestGaugeExpiryOfLostVM(t *testing.T) {
+	store := newMemStore()
+	clock := &manualClock{t: nativeT0}
+	es := testEngines(t, 2, store, clock, `{"governance":{"enabled":true,"limits":[]},"lease_ttl":"15m"}`)
+	lost, live := es[0], es[1]
+	const key, limit = "c|concurrency|n|||", 3
+	ttl := 15 * time.Minute
+	for i := 0; i < 2; i++ {
+		if ok, _, err := lost.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); !ok || err != nil {
+			t.Fatalf("lost VM acquire %d: %v %v", i, ok, err)
+		}
+	}
+	if ok, _, _ := live.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); !ok {
+		t.Fatal("live VM could not take the third lease")
+	}
+	// Full: 2 (lost) + 1 (live).
+	if ok, seen, _ := live.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); ok || seen != 3 {
+		t.Fatalf("fourth lease: taken %v, saw %d; want refused at 3", ok, seen)
+	}
+	// Ticks pass; only the live VM ticks.
+	for step := time.Duration(0); step < ttl; step += time.Minute {
+		clock.Advance(time.Minute)
+		live.Tick()
+		got, _ := live.cells.gaugeRead(key, clock.Now())
+		if clock.Now().Sub(nativeT0) < ttl && got != 3 {
+			t.Fatalf("at +%v the gauge reads %d, want 3 (the lost VM's entry has not expired)", clock.Now().Sub(nativeT0), got)
+		}
+	}
+	clock.Advance(time.Second)
+	if got, _ := live.cells.gaugeRead(key, clock.Now()); got != 1 {
+		t.Fatalf("after the TTL the gauge reads %d, want 1 (the live VM's lease, refreshed by its tick)", got)
+	}
+	for i := 0; i < 2; i++ {
+		if ok, _, _ := live.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); !ok {
+			t.Fatalf("lease %d after expiry was refused", i)
+		}
+	}
+	// A double release frees one slot, not two.
+	live.cells.gaugeRelease(key, clock.Now(), ttl)
+	live.cells.gaugeRelease(key, clock.Now(), ttl)
+	live.cells.gaugeRelease(key, clock.Now(), ttl)
+	live.cells.gaugeRelease(key, clock.Now(), ttl)
+	if got, _ := live.cells.gaugeRead(key, clock.Now()); got != 0 {
+		t.Errorf("after releasing everything the gauge reads %d", got)
+	}
+	if v := store.raw(key); len(v) != 1 || v[0] != 0 {
+		t.Errorf("the drained gauge cell is %x, want no entries", v)
+	}
+}
+
+// TestGaugeRacingEngines: engines racing acquire and release never see the
+// gauge above its cap, and it drains to 0.
+func TestGaugeRacingEngines(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) { testGaugeRacingEngines(t, st.new()) })
+	}
+}
+
+func testGaugeRacingEngines(t *testing.T, store *memStore) {
+	const engines, rounds, limit = 6, 200, 4
+	clock := &manualClock{t: nativeT0}
+	es := testEngines(t, engines, store, clock, noGovernance)
+	const key = "c|concurrency|n|||"
+	var held, peak atomic.Int64
+	var wg sync.WaitGroup
+	for _, e := range es {
+		wg.Add(1)
+		go func(e *Engine) {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				ok, _, err := e.cells.gaugeAcquire(key, limit, false, clock.Now(), time.Minute)
+				if err != nil {
+					t.Errorf("acquire: %v", err)
+					return
+				}
+				if !ok {
+					continue
+				}
+				n := held.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				held.Add(-1)
+				if err := e.cells.gaugeRelease(key, clock.Now(), time.Minute); err != nil {
+					t.Errorf("release: %v", err)
+				}
+			}
+		}(e)
+	}
+	wg.Wait()
+	if p := peak.Load(); p > limit {
+		t.Errorf("peak %d leases held at once, above the cap %d", p, limit)
+	}
+	if got, _ := es[0].cells.gaugeRead(key, clock.Now()); got != 0 {
+		t.Errorf("gauge %d after every lease was released", got)
+	}
+}
+
+// TestTeeBoundAcrossVMs: the bound of a LedgerSettled 429 sums every VM's
+// unacknowledged and dropped rows as of its last tick; a VM that stopped
+// ticking drops out after the lease TTL.
+func TestTeeBoundAcrossVMs(t *testing.T) {
+	store := newMemStore()
+	clock := &manualClock{t: nativeT0}
+	cfg := `{"governance":{"enabled":true,"limits":[]},"accountant":{"cluster":"a"},"lease_ttl":"1m"}`
+	es := testEngines(t, 3, store, clock, cfg)
+	for i, e := range es {
+		e.host.Caller = &fakeCaller{} // answered never: rows stay unacknowledged
+		for j := 0; j < 10*(i+1); j++ {
+			e.rows.push([]byte("{}\n"))
+		}
+	}
+	es[0].rows.dropped = 7
+	es[0].Tick()
+	es[1].Tick()
+	if b := es[2].bound(clock.Now()); b.TeeLagRows != 10+20+30 || b.DroppedRows != 7 {
+		t.Errorf("bound %+v, want lag 60 dropped 7", b)
+	}
+	// VM 1 stops ticking; VM 0 keeps going.
+	for i := 0; i < 6; i++ {
+		clock.Advance(15 * time.Second)
+		es[0].Tick()
+	}
+	if b := es[2].bound(clock.Now()); b.TeeLagRows != 10+30 || b.DroppedRows != 7 {
+		t.Errorf("bound after VM 1 went quiet %+v, want lag 40 dropped 7", b)
+	}
+	v := store.raw(teeKey)
+	if len(v) == 0 || v[0] != 1 {
+		t.Errorf("tee cell holds %d entries, want 1 (VM 1 expired, VM 2 never published)", v[0])
+	}
+}
+
+// TestRowQueueBound: the queue keeps at most maxUnacked rows, batches and
+// acknowledgements move its head, and it compacts.
+func TestRowQueueBound(t *testing.T) {
+	var q rowQueue
+	now := nativeT0
+	for i := 0; i < maxUnacked+10; i++ {
+		q.push([]byte(fmt.Sprintf("%d\n", i)))
+	}
+	if q.lag() != maxUnacked || q.dropped != 10 {
+		t.Fatalf("lag %d dropped %d", q.lag(), q.dropped)
+	}
+	b := q.batch(now, false)
+	if string(b[:2]) != "0\n" || q.inflight != batchRows {
+		t.Fatalf("first batch starts %q, %d rows in flight", b[:8], q.inflight)
+	}
+	if q.batch(now, true) != nil {
+		t.Fatal("a second batch while one is in flight")
+	}
+	q.acked(now, false)
+	if q.batch(now, false) != nil {
+		t.Fatal("a batch during the backoff")
+	}
+	if q.batch(now, true) == nil {
+		t.Fatal("a forced batch was not sent")
+	}
+	q.acked(now, true)
+	if q.lag() != maxUnacked-batchRows || q.sent != batchRows {
+		t.Fatalf("after an ack: lag %d sent %d", q.lag(), q.sent)
+	}
+	for q.lag() > 0 {
+		if q.batch(now, false) == nil {
+			t.Fatal("no batch while rows wait")
+		}
+		q.acked(now, true)
+	}
+	if len(q.rows) != 0 || q.head != 0 {
+		t.Errorf("drained queue holds %d rows, head %d", len(q.rows), q.head)
+	}
+	if !q.push([]byte("x\n")) {
+		t.Error("a drained queue refused a row")
+	}
+}
+
+// TestVersionRecordRoundTrip: the sync version record survives encoding,
+// and every truncation or corruption is refused rather than misread.
+func TestVersionRecordRoundTrip(t *testing.T) {
+	for _, v := range []syncVersions{
+		{},
+		{plan: "p", keys: "k1", runtime: "r2", snapshot: "s3", generatedAt: nativeT0, replicas: 3},
+		{plan: string(make([]byte, 300)), snapshot: "x", replicas: 1 << 20},
+	} {
+		b := v.append(nil)
+		got, ok := decodeVersions(b)
+		if !ok || got != v {
+			t.Errorf("round trip of %+v: %+v %v", v, got, ok)
+		}
+		for n := 0; n < len(b); n++ {
+			if _, ok := decodeVersions(b[:n]); ok {
+				t.Errorf("a record truncated to %d of %d bytes decoded", n, len(b))
+			}
+		}
+		if _, ok := decodeVersions(append(b, 0)); ok {
+			t.Error("a record with a trailing byte decoded")
+		}
+	}
+}
+
+// TestSnapshotRoundTrip: the binary snapshot part decodes to what was
+// encoded, and truncations are errors.
+func TestSnapshotRoundTrip(t *testing.T) {
+	ids := []string{"a|budget_usd|org:acme||month|", "b|quota_tokens|org:acme/team:ml||day|"}
+	b := appendSnapshot(nil, nativeT0, ids, []int64{100, 200}, []int64{12600, 7})
+	s, err := decodeSnapshot(b, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.generatedAt.Equal(nativeT0) || len(s.entries) != 2 || s.entries[ids[0]] != (snapEntry{100, 12600}) || s.entries[ids[1]] != (snapEntry{200, 7}) {
+		t.Errorf("decoded %+v", s)
+	}
+	for n := 0; n < len(b); n++ {
+		if _, err := decodeSnapshot(b[:n], "v1"); err == nil {
+			t.Errorf("a snapshot truncated to %d of %d bytes decoded", n, len(b))
+		}
+	}
+}
+
+// TestSyncThroughSharedData: what the polling VM writes (the parts and the
+// version record) is what every other VM loads, on both rule sets; the
+// replica name is the same for every VM of the host.
+func TestSyncThroughSharedData(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			store := st.new()
+			clock := &manualClock{t: nativeT0}
+			cfg := `{"governance":{"enabled":true,"tenants":[{"org":"acme"}],"limits":[
+				{"id":"b","attach":{"level":"org"},"type":"budget_usd","amount_usd":1,"period":"month","override":{"allow":true}}]},"accountant":{"cluster":"a"}}`
+			es := testEngines(t, 3, store, clock, cfg)
+			callers := make([]*fakeCaller, len(es))
+			for i, e := range es {
+				if e.replica != es[0].replica || len(e.replica) < 10 {
+					t.Errorf("VM %d names the replica %q, VM 0 %q", i, e.replica, es[0].replica)
+				}
+				callers[i] = &fakeCaller{}
+				e.host.Caller = callers[i]
+			}
+			answer := func(body string) {
+				t.Helper()
+				for _, e := range es {
+					e.Tick()
+				}
+				n := 0
+				for _, c := range callers {
+					for _, call := range c.take() {
+						if strings.HasPrefix(call.path, "/tt/internal/v1/sync") {
+							n++
+							call.cb(200, []byte(body))
+						}
+					}
+				}
+				if n != 1 {
+					t.Fatalf("%d VMs polled in one interval, want 1", n)
+				}
+				clock.Advance(time.Second)
+			}
+			answer(`{"plan":{"version":"p"},"keys":{"version":"k1","items":[{"kid":"vk_AAAAAAAAAAAA","sha256":"` + strings.Repeat("a", 64) + `","owner":"org:acme","scopes":{}}]},
+				"runtime":{"version":"r1","overrides":[{"limit_id":"b","node":"org:acme","amount":5}]},
+				"snapshot":{"version":"s1","generated_at":"2026-08-09T20:44:50Z","entries":[{"id":"b|budget_usd|org:acme||month|","period_start":"2026-08-01T00:00:00Z","value":42}]},"replicas":2}`)
+			for i, e := range es {
+				e.refresh(clock.Now())
+				if e.keys["vk_AAAAAAAAAAAA"] == nil || e.snap == nil || e.snap.entries["b|budget_usd|org:acme||month|"].value != 42 || e.replicas != 2 {
+					t.Errorf("VM %d after sync: keys %d, snapshot %+v, replicas %d", i, len(e.keys), e.snap, e.replicas)
+				}
+				if amt, ok := e.armed.Override("b", "org:acme"); !ok || amt != 5 {
+					t.Errorf("VM %d: override %d %v", i, amt, ok)
+				}
+			}
+			// A heartbeat: nothing moved but generated_at.
+			answer(`{"plan":{"version":"p"},"keys":{"version":"k1"},"runtime":{"version":"r1"},
+				"snapshot":{"version":"s1","generated_at":"2026-08-09T20:44:52Z"},"replicas":2}`)
+			for i, e := range es {
+				e.refresh(clock.Now())
+				if e.keys["vk_AAAAAAAAAAAA"] == nil || e.snap.entries["b|budget_usd|org:acme||month|"].value != 42 ||
+					!e.snap.generatedAt.Equal(nativeT0.Add(2*time.Second)) {
+					t.Errorf("VM %d after a heartbeat: keys %d, snapshot %+v", i, len(e.keys), e.snap)
+				}
+			}
+		})
+	}
+}
