@@ -3,7 +3,6 @@ package filter
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // One VM of the host polls the accountant per interval, elected by a lease
@@ -43,11 +43,7 @@ func (v *syncVersions) append(dst []byte) []byte {
 		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s)))
 		dst = append(dst, s...)
 	}
-	var ns int64 // 0: no heartbeat time (a zero time has no UnixNano)
-	if !v.generatedAt.IsZero() {
-		ns = v.generatedAt.UnixNano()
-	}
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(ns))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(v.generatedAt.UnixNano()))
 	return binary.LittleEndian.AppendUint32(dst, uint32(v.replicas))
 }
 
@@ -106,8 +102,8 @@ func (e *Engine) refresh(now time.Time) {
 	armAgain := false
 	if v.keys != cur.keys {
 		if b, ok := e.part(syncKeysKey); ok {
-			var keys []syncwire.Key
-			if err := json.Unmarshal(b, &keys); err != nil {
+			keys, err := decodeKeys(b)
+			if err != nil {
 				e.logf(LogError, "sync: decoding the key table: %v", err)
 			}
 			e.keys = buildKeyTable(e.cfg.Keys, keys, e.keys)
@@ -118,8 +114,7 @@ func (e *Engine) refresh(now time.Time) {
 	}
 	if v.runtime != cur.runtime {
 		if b, ok := e.part(syncRTKey); ok {
-			var rt syncwire.Runtime
-			if err := json.Unmarshal(b, &rt); err != nil {
+			if rt, err := decodeRuntime(b); err != nil {
 				e.logf(LogError, "sync: decoding the runtime plane: %v", err)
 			} else {
 				e.runtime = runtimeOf(rt)
@@ -201,6 +196,130 @@ type planError string
 func (e planError) Error() string { return string(e) }
 
 const errNoPlan = planError("the accountant has no governance block")
+
+// decodeKeys reads the key table part, a JSON array of syncwire.Key, with
+// gjson. A missing or null field reads as its zero value (a null scope list
+// stays nil: unrestricted). An entry of the wrong shape is left out rather
+// than read loosely (a scope list misread as absent would widen the key);
+// the error names the first one.
+func decodeKeys(b []byte) ([]syncwire.Key, error) {
+	r := gjson.ParseBytes(b)
+	if r.Type == gjson.Null {
+		return nil, nil
+	}
+	if !r.IsArray() {
+		return nil, shapeError("keys", "a list", r)
+	}
+	var keys []syncwire.Key
+	var first error
+	for i, v := range r.Array() {
+		if err := checkShape(v, "keys["+strconv.Itoa(i)+"]", keyShape); err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		keys = append(keys, syncwire.Key{
+			KID:     v.Get("kid").Str,
+			SHA256:  v.Get("sha256").Str,
+			Owner:   v.Get("owner").Str,
+			Revoked: v.Get("revoked").Type == gjson.True,
+			Scopes: vkey.Scopes{
+				Models:           stringList(v.Get("scopes.models")),
+				Providers:        stringList(v.Get("scopes.providers")),
+				Endpoints:        stringList(v.Get("scopes.endpoints")),
+				AllowPassthrough: v.Get("scopes.allow_passthrough").Type == gjson.True,
+			},
+		})
+	}
+	return keys, first
+}
+
+// decodeRuntime reads the runtime plane part, a JSON syncwire.Runtime,
+// with gjson; a part of the wrong shape is refused whole.
+func decodeRuntime(b []byte) (syncwire.Runtime, error) {
+	r := gjson.ParseBytes(b)
+	if err := checkShape(r, "runtime", runtimeShape); err != nil {
+		return syncwire.Runtime{}, err
+	}
+	rt := syncwire.Runtime{Version: r.Get("version").Str, Nodes: stringList(r.Get("nodes"))}
+	for i, v := range r.Get("overrides").Array() {
+		if err := checkShape(v, "runtime.overrides["+strconv.Itoa(i)+"]", overrideShape); err != nil {
+			return syncwire.Runtime{}, err
+		}
+		n, _ := strconv.ParseInt(v.Get("amount").Raw, 10, 64)
+		rt.Overrides = append(rt.Overrides, syncwire.Override{LimitID: v.Get("limit_id").Str, Node: v.Get("node").Str, Amount: n})
+	}
+	return rt, nil
+}
+
+// syncField is one member a synced object may carry and the kind it must
+// have when present and not null: 's' string, 'b' boolean, 'i' integer
+// (int64), 'o' object, 'l' list of strings, 'a' list.
+type syncField struct {
+	path string
+	kind byte
+}
+
+var (
+	keyShape      = []syncField{{"kid", 's'}, {"sha256", 's'}, {"owner", 's'}, {"revoked", 'b'}, {"scopes", 'o'}, {"scopes.models", 'l'}, {"scopes.providers", 'l'}, {"scopes.endpoints", 'l'}, {"scopes.allow_passthrough", 'b'}}
+	runtimeShape  = []syncField{{"version", 's'}, {"nodes", 'l'}, {"overrides", 'a'}}
+	overrideShape = []syncField{{"limit_id", 's'}, {"node", 's'}, {"amount", 'i'}}
+	kindNames     = map[byte]string{'s': "a string", 'b': "true or false", 'i': "an integer", 'o': "an object", 'l': "a list of strings", 'a': "a list"}
+)
+
+// checkShape checks that v is an object whose fields have their kinds.
+func checkShape(v gjson.Result, at string, fields []syncField) error {
+	if !v.IsObject() {
+		return shapeError(at, "an object", v)
+	}
+	for _, f := range fields {
+		x := v.Get(f.path)
+		bad := x
+		ok := x.Type == gjson.Null
+		switch f.kind {
+		case 's':
+			ok = ok || x.Type == gjson.String
+		case 'b':
+			ok = ok || x.Type == gjson.True || x.Type == gjson.False
+		case 'i':
+			_, err := strconv.ParseInt(x.Raw, 10, 64)
+			ok = ok || x.Type == gjson.Number && err == nil
+		case 'o':
+			ok = ok || x.IsObject()
+		case 'a':
+			ok = ok || x.IsArray()
+		case 'l':
+			ok = ok || x.IsArray()
+			for _, e := range x.Array() {
+				if ok && e.Type != gjson.String {
+					ok, bad = false, e
+				}
+			}
+		}
+		if !ok {
+			return shapeError(at+"."+f.path, kindNames[f.kind], bad)
+		}
+	}
+	return nil
+}
+
+func shapeError(at, want string, got gjson.Result) error {
+	return planError(at + ": expected " + want + ", got " + got.Type.String())
+}
+
+// stringList reads a list checkShape has checked: null or absent is nil,
+// [] is empty.
+func stringList(v gjson.Result) []string {
+	if !v.IsArray() {
+		return nil
+	}
+	out := []string{}
+	for _, e := range v.Array() {
+		out = append(out, e.Str)
+	}
+	return out
+}
 
 func runtimeOf(rt syncwire.Runtime) govern.Runtime {
 	out := govern.Runtime{Nodes: rt.Nodes}
@@ -291,29 +410,14 @@ func (e *Engine) takeSyncLease(now time.Time) bool {
 		return false
 	}
 	if found {
-		holder, until := decodeLease(v)
+		holder, until := decodeLock(v)
 		if holder != 0 && holder != e.vm && now.UnixNano() < until {
 			return false
 		}
 	}
 	until := now.Add(e.syncEvery + e.callTimeout()).UnixNano()
-	ok, err := e.cells.setNew(syncLeaseKey, leaseValue(e.cells.scratch[:0], e.vm, until), cas, found)
+	ok, err := e.host.Store.Set(syncLeaseKey, lockValue(nil, e.vm, until), cas)
 	return err == nil && ok
-}
-
-// The sync lease cell holds the polling VM and when its lease ends:
-//
-//	vm u32 | until i64 unix ns
-func leaseValue(dst []byte, vm uint32, until int64) []byte {
-	dst = binary.LittleEndian.AppendUint32(dst, vm)
-	return binary.LittleEndian.AppendUint64(dst, uint64(until))
-}
-
-func decodeLease(b []byte) (vm uint32, until int64) {
-	if len(b) != 12 {
-		return 0, 0
-	}
-	return binary.LittleEndian.Uint32(b), int64(binary.LittleEndian.Uint64(b[4:]))
 }
 
 // applySync writes an accountant answer into shared data: each part that
@@ -371,10 +475,14 @@ func (e *Engine) applySync(body []byte, sent syncVersions) error {
 	if n := r.Get("replicas").Int(); n > 0 {
 		v.replicas = int(n)
 	}
-	return e.cells.put(syncVerKey, v.append(nil))
+	_, err := e.host.Store.Set(syncVerKey, v.append(nil), 0)
+	return err
 }
 
-func (e *Engine) setPart(key string, b []byte) error { return e.cells.put(key, b) }
+func (e *Engine) setPart(key string, b []byte) error {
+	_, err := e.host.Store.Set(key, b, 0)
+	return err
+}
 
 func encodeSnapshotPart(s gjson.Result, generatedAt time.Time) ([]byte, error) {
 	entries := s.Get("entries").Array()

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"slices"
+	"sort"
 	"strconv"
 	"unicode/utf8"
 )
@@ -102,24 +102,23 @@ func (e *canonical) value(v reflect.Value) {
 			e.buf = append(e.buf, "null"...)
 			return
 		}
-		keys := v.MapKeys()
-		slices.SortFunc(keys, func(a, b reflect.Value) int {
-			switch x, y := a.String(), b.String(); {
-			case x < y:
-				return -1
-			case x > y:
-				return 1
-			}
-			return 0
-		})
+		type entry struct {
+			key   string
+			value reflect.Value
+		}
+		entries := make([]entry, 0, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			entries = append(entries, entry{it.Key().String(), it.Value()})
+		}
+		sort.Slice(entries, func(a, b int) bool { return entries[a].key < entries[b].key })
 		e.buf = append(e.buf, '{')
-		for i, k := range keys {
+		for i, en := range entries {
 			if i > 0 {
 				e.buf = append(e.buf, ',')
 			}
-			e.buf = appendJSONString(e.buf, k.String())
+			e.buf = appendJSONString(e.buf, en.key)
 			e.buf = append(e.buf, ':')
-			e.value(v.MapIndex(k))
+			e.value(en.value)
 		}
 		e.buf = append(e.buf, '}')
 	case reflect.String:

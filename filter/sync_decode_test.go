@@ -1,0 +1,83 @@
+package filter
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/shared/vkey"
+)
+
+// TestDecodeSyncParts: what the accountant writes with encoding/json, the
+// gjson readers read back as encoding/json would.
+func TestDecodeSyncParts(t *testing.T) {
+	keys := []syncwire.Key{
+		{KID: "vk_FEKZdMs2UQRi", SHA256: "ab", Owner: "org:acme/team:ml", Revoked: true,
+			Scopes: vkey.Scopes{Models: []string{"gpt-*", "caf\u00e9\"\\"}, Providers: []string{}, AllowPassthrough: true}},
+		{KID: "vk_000000000000", Owner: "org:acme"},
+	}
+	b, _ := json.Marshal(keys)
+	got, err := decodeKeys(b)
+	if err != nil || !reflect.DeepEqual(got, keys) {
+		t.Errorf("decodeKeys(%s) = %+v, %v", b, got, err)
+	}
+	if got, err := decodeKeys([]byte(`[]`)); err != nil || got != nil {
+		t.Errorf("decodeKeys([]) = %#v, %v", got, err)
+	}
+
+	rt := syncwire.Runtime{Version: "r7", Nodes: []string{"org:acme/team:new"},
+		Overrides: []syncwire.Override{{LimitID: "org_monthly_budget", Node: "org:acme", Amount: 9223372036854775807}, {LimitID: "x", Node: "y", Amount: -3}}}
+	b, _ = json.Marshal(rt)
+	gotRT, err := decodeRuntime(b)
+	if err != nil || !reflect.DeepEqual(gotRT, rt) {
+		t.Errorf("decodeRuntime(%s) = %+v, %v", b, gotRT, err)
+	}
+	if gotRT, err := decodeRuntime([]byte(`{"version":"v","nodes":null}`)); err != nil || !reflect.DeepEqual(gotRT, syncwire.Runtime{Version: "v"}) {
+		t.Errorf("decodeRuntime(null nodes) = %+v, %v", gotRT, err)
+	}
+}
+
+// TestDecodeSyncPartsMalformed: a key entry of the wrong shape is left out
+// (never read as unrestricted); a malformed runtime plane is refused.
+func TestDecodeSyncPartsMalformed(t *testing.T) {
+	keyTests := []struct {
+		in   string
+		kids []string
+		err  string
+	}{
+		{in: `{"kid":"a"}`, err: "keys: expected a list, got JSON"},
+		{in: `[{"kid":"a"},7,{"kid":"b"}]`, kids: []string{"a", "b"}, err: "keys[1]: expected an object, got Number"},
+		{in: `[{"kid":"a","scopes":{"models":"gpt-*"}},{"kid":"b"}]`, kids: []string{"b"}, err: "keys[0].scopes.models: expected a list of strings, got String"},
+		{in: `[{"kid":"a","scopes":{"models":["x",1]}}]`, err: "keys[0].scopes.models: expected a list of strings, got Number"},
+		{in: `[{"kid":"a","scopes":[]}]`, err: "keys[0].scopes: expected an object, got JSON"},
+		{in: `[{"kid":"a","revoked":"yes"},{"kid":1}]`, err: "keys[0].revoked: expected true or false, got String"},
+		{in: `[{"kid":"a","scopes":{"allow_passthrough":1}}]`, err: "keys[0].scopes.allow_passthrough: expected true or false, got Number"},
+	}
+	for _, tc := range keyTests {
+		got, err := decodeKeys([]byte(tc.in))
+		var kids []string
+		for _, k := range got {
+			kids = append(kids, k.KID)
+		}
+		if err == nil || err.Error() != tc.err || !reflect.DeepEqual(kids, tc.kids) {
+			t.Errorf("decodeKeys(%s) = %v, %v; want %v, %q", tc.in, kids, err, tc.kids, tc.err)
+		}
+	}
+	rtTests := []struct{ in, err string }{
+		{in: `[]`, err: "runtime: expected an object, got JSON"},
+		{in: `{"nodes":"org:a"}`, err: "runtime.nodes: expected a list of strings, got String"},
+		{in: `{"overrides":{}}`, err: "runtime.overrides: expected a list, got JSON"},
+		{in: `{"overrides":[1]}`, err: "runtime.overrides[0]: expected an object, got Number"},
+		{in: `{"overrides":[{"amount":1.5}]}`, err: "runtime.overrides[0].amount: expected an integer, got Number"},
+		{in: `{"overrides":[{"amount":1e3}]}`, err: "runtime.overrides[0].amount: expected an integer, got Number"},
+		{in: `{"overrides":[{"amount":"5"}]}`, err: "runtime.overrides[0].amount: expected an integer, got String"},
+		{in: `{"overrides":[{"limit_id":5}]}`, err: "runtime.overrides[0].limit_id: expected a string, got Number"},
+		{in: `{"version":true}`, err: "runtime.version: expected a string, got True"},
+	}
+	for _, tc := range rtTests {
+		if _, err := decodeRuntime([]byte(tc.in)); err == nil || err.Error() != tc.err {
+			t.Errorf("decodeRuntime(%s) = %v, want %q", tc.in, err, tc.err)
+		}
+	}
+}
