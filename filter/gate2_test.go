@@ -332,3 +332,27 @@ func jsonRows(rows []ledger.Row) string {
 	b, _ := json.MarshalIndent(rows, "", "  ")
 	return string(b)
 }
+
+// TestAbsurdUsageIsBounded: a provider that reports more tokens than any
+// model can produce charges the tpm window a bounded amount, so one broken
+// answer cannot lock a team out for years; the row keeps the report.
+func TestAbsurdUsageIsBounded(t *testing.T) {
+	absurd := http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"x","model":"gpt-4o","usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":99999999999999999999}}`)
+	})
+	lim := `{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":100000000,"period":"1m"}`
+	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, upstream: absurd})
+	resp := r.chat(dev1Key, chatGermany)
+	mustStatus(t, resp, 200)
+	if got := r.meLimit(dev1Key, "team_tpm")["observed"]; got != float64(1<<24) {
+		t.Errorf("team_tpm observed %v, want the ceiling %d", got, 1<<24)
+	}
+	r.step(time.Second)
+	if row, ok := r.acct.row(resp.Headers.Get("X-Tt-Request-Id")); !ok || row.Usage.Total <= 1<<24 {
+		t.Errorf("row usage %+v: want the reported figure kept", row.Usage)
+	}
+	// Ten seconds at 100M a minute drain the 16.7M charged.
+	r.step(10 * time.Second)
+	mustStatus(t, r.chat(dev1Key, chatGermany), 200)
+}

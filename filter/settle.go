@@ -7,6 +7,10 @@ import (
 	"github.com/tokentriage/tokentriage/shared/llm"
 )
 
+// maxSettleTokens bounds what one request's usage can charge a tpm window:
+// 16,777,216 tokens, several times the largest context any model offers.
+const maxSettleTokens = 1 << 24
+
 // Done settles a request on every terminal path (served, upstream error,
 // client reset, local reply), exactly once: leases are released, tpm
 // reserves are reconciled against the usage, and one ledger row is queued
@@ -26,6 +30,13 @@ func (e *Engine) Done(s *Stream) {
 		actual := s.usage.Total
 		if actual == 0 {
 			actual = s.usage.Input + s.usage.Output
+		}
+		if actual > maxSettleTokens || actual < 0 {
+			// A usage report no model can produce (a broken or hostile
+			// upstream) would lock the window for years: the row keeps what
+			// was reported, the window is charged the ceiling.
+			e.logf(LogWarn, "request %s: the provider reported %d tokens; tpm is charged %d", s.id, actual, int64(maxSettleTokens))
+			actual = maxSettleTokens
 		}
 		for _, r := range s.reserves {
 			if err := e.cells.rateAdjust(r.key, r.alg, now, actual-r.amount, r.params); err != nil {

@@ -43,7 +43,11 @@ func (v *syncVersions) append(dst []byte) []byte {
 		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s)))
 		dst = append(dst, s...)
 	}
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(v.generatedAt.UnixNano()))
+	var ns int64 // 0: no heartbeat time (a zero time has no UnixNano)
+	if !v.generatedAt.IsZero() {
+		ns = v.generatedAt.UnixNano()
+	}
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(ns))
 	return binary.LittleEndian.AppendUint32(dst, uint32(v.replicas))
 }
 
@@ -410,14 +414,29 @@ func (e *Engine) takeSyncLease(now time.Time) bool {
 		return false
 	}
 	if found {
-		holder, until := decodeLock(v)
+		holder, until := decodeLease(v)
 		if holder != 0 && holder != e.vm && now.UnixNano() < until {
 			return false
 		}
 	}
 	until := now.Add(e.syncEvery + e.callTimeout()).UnixNano()
-	ok, err := e.host.Store.Set(syncLeaseKey, lockValue(nil, e.vm, until), cas)
+	ok, err := e.cells.setNew(syncLeaseKey, leaseValue(e.cells.scratch[:0], e.vm, until), cas, found)
 	return err == nil && ok
+}
+
+// The sync lease cell holds the polling VM and when its lease ends:
+//
+//	vm u32 | until i64 unix ns
+func leaseValue(dst []byte, vm uint32, until int64) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, vm)
+	return binary.LittleEndian.AppendUint64(dst, uint64(until))
+}
+
+func decodeLease(b []byte) (vm uint32, until int64) {
+	if len(b) != 12 {
+		return 0, 0
+	}
+	return binary.LittleEndian.Uint32(b), int64(binary.LittleEndian.Uint64(b[4:]))
 }
 
 // applySync writes an accountant answer into shared data: each part that
@@ -475,14 +494,10 @@ func (e *Engine) applySync(body []byte, sent syncVersions) error {
 	if n := r.Get("replicas").Int(); n > 0 {
 		v.replicas = int(n)
 	}
-	_, err := e.host.Store.Set(syncVerKey, v.append(nil), 0)
-	return err
+	return e.cells.put(syncVerKey, v.append(nil))
 }
 
-func (e *Engine) setPart(key string, b []byte) error {
-	_, err := e.host.Store.Set(key, b, 0)
-	return err
-}
+func (e *Engine) setPart(key string, b []byte) error { return e.cells.put(key, b) }
 
 func encodeSnapshotPart(s gjson.Result, generatedAt time.Time) ([]byte, error) {
 	entries := s.Get("entries").Array()
