@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"time"
 
@@ -63,7 +64,12 @@ func (p *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		binary.LittleEndian.PutUint64(h.Seed[i:], rand.Uint64())
 	}
 	if a := cfg.Accountant; a != nil {
-		h.Caller = &callout{cluster: a.Cluster, authority: a.Authority, token: a.Token}
+		token, err := a.BearerToken(os.Getenv) // the VM's WASI environment
+		if err != nil {
+			proxywasm.LogCriticalf("tokentriage: %v", err)
+			return types.OnPluginStartStatusFailed
+		}
+		h.Caller = &callout{cluster: a.Cluster, authority: a.Authority, token: token}
 	}
 	e, err := NewEngine(cfg, h)
 	if err != nil {

@@ -142,6 +142,39 @@ func (v *validator) accountant(c *Config) {
 	if a.TimeoutMS < 0 {
 		v.at("accountant.timeout_ms", "must be positive, got %d (default %d)", a.TimeoutMS, DefaultTimeoutMS)
 	}
+	switch {
+	case a.TokenEnv == "":
+	case a.Token != "":
+		v.at("accountant.token_env", "set only one of token and token_env (token_env names the environment variable that holds the token)")
+	case !isEnvName(a.TokenEnv):
+		v.at("accountant.token_env", "%q is not an environment variable name (letters, digits and _, not starting with a digit), e.g. TT_ACCOUNTANT_TOKEN", a.TokenEnv)
+	}
+}
+
+// BearerToken is the bearer token for internal calls: Token, or the value
+// of the environment variable TokenEnv names, looked up with getenv (the
+// filter passes os.Getenv, which reads the VM's WASI environment). A
+// TokenEnv whose variable is unset or empty is an error saying how to set
+// it; no token at all is "" and no error.
+func (a *Accountant) BearerToken(getenv func(string) string) (string, error) {
+	if a.TokenEnv == "" {
+		return a.Token, nil
+	}
+	if t := getenv(a.TokenEnv); t != "" {
+		return t, nil
+	}
+	return "", fmt.Errorf("accountant.token_env: the environment variable %s is not set in the wasm VM (or is empty); pass it with Envoy's vm_config.environment_variables (key_values, or host_env_keys from Envoy's own environment), or Istio's WasmPlugin vmConfig.env", a.TokenEnv)
+}
+
+// isEnvName reports whether s is a portable environment variable name.
+func isEnvName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func (v *validator) providers(ps []Provider) {

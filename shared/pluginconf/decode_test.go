@@ -61,7 +61,7 @@ func TestDecodeProblems(t *testing.T) {
 		{
 			name: "unknown field",
 			json: `{"accountant":{"clusterr":"x"}}`,
-			want: []string{`accountant: unknown field "clusterr" (known: cluster, authority, timeout_ms, token)`},
+			want: []string{`accountant: unknown field "clusterr" (known: cluster, authority, timeout_ms, token, token_env)`},
 		},
 		{
 			name: "plan is not a field",
@@ -79,6 +79,21 @@ func TestDecodeProblems(t *testing.T) {
 				`accountant.cluster: required (the host's upstream cluster that reaches the accountant)`,
 				`accountant.timeout_ms: must be positive, got -5 (default 2000)`,
 			},
+		},
+		{
+			name: "token and token_env are exclusive",
+			json: `{"accountant":{"cluster":"a","token":"s3cret","token_env":"TT_TOKEN"}}`,
+			want: []string{`accountant.token_env: set only one of token and token_env (token_env names the environment variable that holds the token)`},
+		},
+		{
+			name: "token_env is a variable name",
+			json: `{"accountant":{"cluster":"a","token_env":"tt-token"}}`,
+			want: []string{`accountant.token_env: "tt-token" is not an environment variable name (letters, digits and _, not starting with a digit), e.g. TT_ACCOUNTANT_TOKEN`},
+		},
+		{
+			name: "token_env does not start with a digit",
+			json: `{"accountant":{"cluster":"a","token_env":"1TOKEN"}}`,
+			want: []string{`accountant.token_env: "1TOKEN" is not an environment variable name (letters, digits and _, not starting with a digit), e.g. TT_ACCOUNTANT_TOKEN`},
 		},
 		{
 			name: "providers",
@@ -132,5 +147,52 @@ func TestDecodeSyntaxError(t *testing.T) {
 	var se *config.SyntaxError
 	if !errors.As(err, &se) || se.Line != 2 {
 		t.Fatalf("error %v (%T), want a *config.SyntaxError on line 2", err, err)
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	env := map[string]string{"TT_TOKEN": "from-env", "EMPTY": ""}
+	getenv := func(k string) string { return env[k] }
+	tests := []struct {
+		json, token, err string
+	}{
+		{json: `{"accountant":{"cluster":"a"}}`},
+		{json: `{"accountant":{"cluster":"a","token":"inline"}}`, token: "inline"},
+		{json: `{"accountant":{"cluster":"a","token_env":"TT_TOKEN"}}`, token: "from-env"},
+		{json: `{"accountant":{"cluster":"a","token_env":"tt_Token_2"}}`,
+			err: "accountant.token_env: the environment variable tt_Token_2 is not set in the wasm VM (or is empty); pass it with Envoy's vm_config.environment_variables (key_values, or host_env_keys from Envoy's own environment), or Istio's WasmPlugin vmConfig.env"},
+		{json: `{"accountant":{"cluster":"a","token_env":"EMPTY"}}`,
+			err: "accountant.token_env: the environment variable EMPTY is not set in the wasm VM (or is empty); pass it with Envoy's vm_config.environment_variables (key_values, or host_env_keys from Envoy's own environment), or Istio's WasmPlugin vmConfig.env"},
+	}
+	for _, tc := range tests {
+		c, err := Decode([]byte(tc.json))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.json, err)
+		}
+		token, err := c.Accountant.BearerToken(getenv)
+		if token != tc.token || (err == nil) != (tc.err == "") || err != nil && err.Error() != tc.err {
+			t.Errorf("%s: BearerToken = %q, %v; want %q, %q", tc.json, token, err, tc.token, tc.err)
+		}
+	}
+}
+
+// TestDecodeAmountForms: the plugin configuration reaches the filter
+// through hosts that carry numbers as float64 (Istio's pluginConfig), so a
+// tiny amount arrives in exponent form; quoted amounts read too, exactly.
+func TestDecodeAmountForms(t *testing.T) {
+	c, err := Decode([]byte(`{"governance":{"enabled":true,"tenants":[{"org":"acme"}],"limits":[
+		{"id":"tiny","attach":{"level":"org"},"type":"budget_usd","amount_usd":1e-7,"period":"day","override":{"allow":true,"max_amount_usd":"0.000001"}},
+		{"id":"small","attach":{"level":"org"},"type":"budget_usd","amount_usd":"2.5E-6","period":"day","override":{"allow":true,"max_amount_usd":1E-5}}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id            string
+		amount, ceilN int64
+	}{{"tiny", 100, 1000}, {"small", 2500, 10000}} {
+		l := c.Plan.Limit(tc.id)
+		if l == nil || l.Amount != tc.amount || l.OverrideMax != tc.ceilN {
+			t.Errorf("%s: %+v, want amount %d and ceiling %d nanodollars", tc.id, l, tc.amount, tc.ceilN)
+		}
 	}
 }

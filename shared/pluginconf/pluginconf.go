@@ -54,6 +54,12 @@ type Accountant struct {
 	TimeoutMS int64 `json:"timeout_ms"`
 	// Token, when set, is sent as a bearer token on internal calls.
 	Token string `json:"token"`
+	// TokenEnv names the environment variable that holds the bearer token
+	// instead, so the token stays out of the configuration. The filter
+	// reads it from the VM's environment (WASI) at plugin start: Envoy's
+	// vm_config.environment_variables, Istio's WasmPlugin vmConfig.env.
+	// At most one of Token and TokenEnv.
+	TokenEnv string `json:"token_env"`
 }
 
 // StaticKey is one entry of the static key table.
