@@ -43,6 +43,12 @@ func testContext(t testing.TB) context.Context {
 // of the test, checking the stop flushed every ledger row.
 func startDev(t testing.TB, config, upstream string) *devserver.Server {
 	t.Helper()
+	return startModule(t, config, upstream, testwasm.Filter(t))
+}
+
+// startModule is startDev serving another filter module.
+func startModule(t testing.TB, config, upstream string, module []byte) *devserver.Server {
+	t.Helper()
 	s, err := devserver.Start(testContext(t), devserver.Options{
 		ConfigPath:       config,
 		DataDir:          t.TempDir(),
@@ -50,7 +56,7 @@ func startDev(t testing.TB, config, upstream string) *devserver.Server {
 		AccountantListen: "127.0.0.1:0",
 		Upstream:         upstream,
 		Workers:          2,
-		Module:           testwasm.Filter(t),
+		Module:           module,
 		AdminToken:       "e2e-admin-token",
 	})
 	if err != nil {
