@@ -4,27 +4,60 @@
 // share one shared-data store, and serves HTTP through it as a reverse proxy.
 //
 // The same Host is what tests drive (Do, a ManualClock, SharedData, Metric,
-// Logs) and what `tokentriage dev` serves (ServeHTTP, the real clock, a real
-// upstream). Where Envoy's behaviour is surprising, the host reproduces it and
-// says so; shared/proxy-wasm.md is the fact sheet this package follows and
-// RATIONALE.md explains the choices that are this package's own.
+// Logs, Counts) and what `tokentriage dev` serves (ServeHTTP, RealClock, a
+// real upstream). shared/proxy-wasm.md is the fact sheet it follows;
+// RATIONALE.md says where and why it departs from Envoy.
 //
-// What a filter author must know, in short:
-//   - _initialize runs with host calls restricted to proxy_log and WASI; any
-//     other proxy_* call traps with "restricted_callback". The guest allocator
-//     runs restricted the same way (proxy_log, fd_write, clock_time_get).
-//   - Request headers are readable only in proxy_on_request_headers and, after
-//     that callback returned Pause, until the stream continues; response
-//     headers likewise. Cache what later callbacks need.
+// # Lifecycle
+//
+// New compiles the module once and, like Envoy, starts a canary VM that runs
+// _initialize, proxy_on_context_create(1, 0), proxy_on_vm_start and
+// proxy_on_configure and is then discarded; a false from either fails New
+// with the plugin's last warning or error lines. Each worker VM then does the
+// same and serves. Close resets in-flight streams and gives every root context
+// proxy_on_done, then proxy_on_delete.
+//
+// # What a filter author must know
+//
+//   - _initialize runs with host calls restricted to proxy_log and a few WASI
+//     calls; any other proxy_* call traps with "restricted_callback", so Go
+//     init() must not call the host. The guest allocator runs restricted the
+//     same way (proxy_log, fd_write, clock_time_get only).
+//   - Request headers are reachable in proxy_on_request_headers and, if that
+//     callback paused, until the stream continues; after Continue they are
+//     gone, in the request body callbacks as in the response ones (a value
+//     read is BAD_ARGUMENT, the pairs are empty). Response headers likewise.
+//     In proxy_on_log the request and response headers are readable again,
+//     and nothing is writable. Cache what later callbacks need.
 //   - After Pause in a body callback the next body callback reports the total
-//     buffered size, and get_buffer_bytes returns all of it.
-//   - proxy_continue_stream and proxy_send_local_response take effect after the
-//     current callback returns. A local reply sent before the response started
-//     runs this filter's own response callbacks.
-//   - HTTP callouts are delivered to the root context, never inside the
-//     calling callback; a failure is (0,0,0) with proxy_get_status code 11 and a
-//     timeout is a 504.
-//   - A trap fails the VM: with FailOpen false every stream on it is answered
-//     503 (details wasm_fail_stream); with FailOpen true streams pass through
-//     unfiltered. Nothing is called on a failed VM again.
+//     buffered, and proxy_get_buffer_bytes returns all of it; Continue passes
+//     each chunk as it comes. A body of unknown length ends with an empty body
+//     callback carrying end_of_stream. Buffering past Config.BufferLimit
+//     (1 MiB by default, Envoy's) is a 413 for a request, a 500 for a
+//     response.
+//   - proxy_continue_stream, proxy_close_stream and proxy_send_local_response
+//     act after the current callback returns. A callback that sent a local
+//     reply counts as Pause whatever it returned; a second local reply is
+//     BAD_ARGUMENT. A local reply sent before the response began runs this
+//     filter's own response callbacks; sent later, it replaces the response
+//     without them, or resets the stream once bytes reached the client.
+//   - HTTP callouts go to Config.Clusters by name and need :method, :path and
+//     :authority. Their answer comes to proxy_on_http_call_response on the
+//     root context when the VM is free, never inside the callback that made
+//     the call; a failure is (0, 0, 0) with proxy_get_status (11, "reset"); a
+//     timeout, on the host's Clock, is a 504 "upstream request timeout".
+//   - A trap fails the VM. With FailOpen false the stream and every later
+//     stream on that VM are answered 503 (details wasm_fail_stream), streams
+//     paused on it included; with FailOpen true they pass through unfiltered.
+//     Nothing is called on a failed VM again (ReloadOnFailure replaces it). A
+//     Go panic does not print its value under Envoy's WASI (see RATIONALE.md):
+//     log before you trap.
+//   - Every request carries x-request-id (request.id); one is made up when
+//     the client sent none.
+//   - The upstream gets the request when the filter releases its body (at
+//     once when it has none or no length), with the exact length of what the
+//     filter let through when all of it is known by then. A changed body that
+//     streams goes chunked. A response the filter buffers and rewrites gets
+//     its exact Content-Length; a filter that changes a streamed response body
+//     must remove content-length in proxy_on_response_headers.
 package wasmtest
