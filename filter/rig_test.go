@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -90,6 +91,8 @@ type rigOptions struct {
 	upstream http.Handler
 	// acct seeds the accountant's state before the host starts.
 	acct func(a *fakeAccountant)
+	// log receives every line the VMs log.
+	log io.Writer
 }
 
 // rig is one host running the real filter.wasm, with a manual clock, the
@@ -135,6 +138,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		Clock:        r.clock,
 		Upstream:     wasmtest.Cluster{Handler: r.stub},
 		MaxLogs:      1 << 14,
+		Log:          o.log,
 	}
 	if o.upstream != nil {
 		cfg.Upstream = wasmtest.Cluster{Handler: o.upstream}
