@@ -1,6 +1,8 @@
 package wasmtest
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -95,5 +97,20 @@ func TestResponseBufferedAndRewritten(t *testing.T) {
 	}
 	if got := resp.Headers.Get("Content-Length"); got != itoa(int64(len(resp.Body))) {
 		t.Errorf("Content-Length %q for a %d-byte body", got, len(resp.Body))
+	}
+}
+
+// A filter that changes a chunk after the request's content-length went
+// upstream breaks it; the host says so and the upstream exchange fails.
+func TestStreamedEditAfterLengthWentUpstream(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(echo))
+	defer upstream.Close()
+	h := newHost(t, Config{Upstream: Cluster{URL: upstream.URL}})
+	resp := h.Do(Request{Headers: hdr("X-Mode", "late-edit"), BodyChunks: chunks("ab", "cd")})
+	if resp.Status != 503 {
+		t.Errorf("got %d\n%s", resp.Status, resp.Body)
+	}
+	if !hasLog(h, "request body changed length after content-length 4 went upstream") {
+		t.Errorf("no log line explains the failure: %v", h.Logs())
 	}
 }

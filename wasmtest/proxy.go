@@ -156,7 +156,10 @@ func (s *stream) cancelUpstream() {
 	s.px.fx = s.px.fx[:j]
 }
 
-var errStreamCancelled = errors.New("wasmtest: stream cancelled")
+var (
+	errStreamCancelled = errors.New("wasmtest: stream cancelled")
+	errLengthChanged   = errors.New("wasmtest: the request body no longer matches the content-length sent upstream")
+)
 
 // resetStream ends the stream abruptly: the client sees its connection
 // dropped (or Response.Reset from Do).
@@ -305,7 +308,7 @@ func (s *stream) startUpstream(rest []effect) {
 	}
 	var body io.ReadCloser = http.NoBody
 	if cl != 0 {
-		px.upBody = newBodyQueue(s)
+		px.upBody = newBodyQueue(s, cl)
 		body = px.upBody
 	}
 	ctx, cancel := context.WithCancel(px.r.Context())
@@ -549,11 +552,13 @@ type bodyQueue struct {
 	err     error
 	trl     hmap
 	trailer http.Header
-	starved bool // the driver waits for the queue to drain
+	starved bool  // the driver waits for the queue to drain
+	promise int64 // the Content-Length sent upstream, -1 none
+	read    int64
 }
 
-func newBodyQueue(s *stream) *bodyQueue {
-	q := &bodyQueue{s: s}
+func newBodyQueue(s *stream, promise int64) *bodyQueue {
+	q := &bodyQueue{s: s, promise: promise}
 	q.cond.L = &q.mu
 	return q
 }
@@ -604,6 +609,14 @@ func (q *bodyQueue) Read(p []byte) (int, error) {
 		q.mu.Unlock()
 		return 0, err
 	}
+	if q.promise >= 0 && (q.read > q.promise || len(q.chunks) == 0 && q.read != q.promise) {
+		// The filter changed a body whose length had already gone out.
+		q.err = errLengthChanged
+		q.mu.Unlock()
+		q.s.h.logs.add(q.s.v.index, q.s.v.name, LogError, "request body changed length after content-length "+strconv.FormatInt(q.promise, 10)+
+			" went upstream; a filter that changes a streamed request body must remove content-length in proxy_on_request_headers")
+		return 0, errLengthChanged
+	}
 	if len(q.chunks) == 0 {
 		if q.trailer != nil {
 			for _, pr := range q.trl {
@@ -617,7 +630,11 @@ func (q *bodyQueue) Read(p []byte) (int, error) {
 		q.mu.Unlock()
 		return 0, io.EOF
 	}
+	if q.promise >= 0 && int64(len(p)) > q.promise-q.read+1 {
+		p = p[:q.promise-q.read+1] // one byte past the promise shows a longer body
+	}
 	n := copy(p, q.chunks[0])
+	q.read += int64(n)
 	q.chunks[0] = q.chunks[0][n:]
 	if len(q.chunks[0]) == 0 {
 		q.chunks[0] = nil

@@ -289,6 +289,10 @@ func onRequestBody(id, size int32, eos bool) int32 {
 		return 0
 	case "trap-body":
 		panic("boom in request body")
+	case "late-edit":
+		if len(c.bodySizes) == 2 {
+			setBuffer(bufReqBody, maxInt32, 0, []byte("x"))
+		}
 	case "add-trailers":
 		if eos {
 			c.note("trailer=" + itoa(addHeader(mapReqTrailers, "x-added-trailer", "t")))
