@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,29 +50,13 @@ func pooledTransport() *http.Transport {
 // bare reports ratio = its req/s ÷ the bare proxy's (DESIGN.md's budget for
 // dev: ≥ 0.7). Run them together:
 //
-//	go test ./e2e -run '^$' -bench DevThroughput -benchtime 5s
+//	go test ./e2e -run '^$' -bench 'DevThroughput$' -benchtime 5s
 func BenchmarkDevThroughput(b *testing.B) {
-	st := stub.New(stub.Options{History: -1})
-	up := httptest.NewServer(st)
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
-	bare := httputil.NewSingleHostReverseProxy(u)
-	bare.Transport = pooledTransport()
-	bareFront := httptest.NewServer(bare)
-	defer bareFront.Close()
-
-	noop := startModule(b, "testdata/bench.yaml", up.URL, testwasm.Noop(b))
-	s := startDev(b, "testdata/bench.yaml", up.URL)
-	key := mint(testContext(b), b, s, dev1)
-
+	sys := newBenchSystems(b)
 	var bareRate float64
-	for _, c := range []struct{ name, url string }{
-		{"bare", bareFront.URL},
-		{"noop", noop.URL()},
-		{"dev", s.URL()},
-	} {
+	for _, c := range sys.fronts {
 		b.Run(c.name, func(b *testing.B) {
-			client := &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, DisableCompression: true}}
+			client := benchClient()
 			defer client.CloseIdleConnections()
 			target := c.url + "/v1/chat/completions"
 			var failed atomic.Int64
@@ -80,20 +66,9 @@ func BenchmarkDevThroughput(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader(benchBody))
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set("Authorization", "Bearer "+key)
-					resp, err := client.Do(req)
-					if err != nil {
+					if err := benchRequest(client, target, sys.key); err != nil {
 						failed.Add(1)
 						lastErr.Store(err.Error())
-						continue
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						failed.Add(1)
-						lastErr.Store(resp.Status)
 					}
 				}
 			})
@@ -111,4 +86,114 @@ func BenchmarkDevThroughput(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDevThroughputRatio measures the same three fronts as
+// BenchmarkDevThroughput, interleaved: each iteration sends a batch of
+// requests from the same parallel clients to bare, noop and dev in turn,
+// and the ratios are of the summed times. A load spike from other work on
+// the machine then hits all three alike instead of one sub-benchmark.
+//
+//	go test ./e2e -run '^$' -bench DevThroughputRatio -benchtime 100x -count 3
+func BenchmarkDevThroughputRatio(b *testing.B) {
+	sys := newBenchSystems(b)
+	client := benchClient()
+	defer client.CloseIdleConnections()
+	const batch = 16 * benchClients
+	spent := make([]time.Duration, len(sys.fronts))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, f := range sys.fronts {
+			d, err := benchBatch(client, f.url+"/v1/chat/completions", sys.key, batch, 2*benchClients)
+			if err != nil {
+				b.Fatalf("%s: %v", f.name, err)
+			}
+			spent[j] += d
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N * batch)
+	for j, f := range sys.fronts {
+		b.ReportMetric(n/spent[j].Seconds(), f.name+"-req/s")
+		if j > 0 {
+			b.ReportMetric(float64(spent[0])/float64(spent[j]), f.name+"-ratio")
+		}
+	}
+}
+
+// benchSystems are the fronts the throughput benchmarks compare, all in
+// front of one stub upstream: a bare reverse proxy, the dev system serving
+// the no-op filter, and the dev system serving the filter.
+type benchSystems struct {
+	fronts []struct{ name, url string }
+	key    string
+}
+
+func newBenchSystems(b *testing.B) *benchSystems {
+	st := stub.New(stub.Options{History: -1})
+	up := httptest.NewServer(st)
+	b.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	bare := httputil.NewSingleHostReverseProxy(u)
+	bare.Transport = pooledTransport()
+	bareFront := httptest.NewServer(bare)
+	b.Cleanup(bareFront.Close)
+
+	noop := startModule(b, "testdata/bench.yaml", up.URL, testwasm.Noop(b))
+	s := startDev(b, "testdata/bench.yaml", up.URL)
+	return &benchSystems{
+		fronts: []struct{ name, url string }{
+			{"bare", bareFront.URL},
+			{"noop", noop.URL()},
+			{"dev", s.URL()},
+		},
+		key: mint(testContext(b), b, s, dev1),
+	}
+}
+
+func benchClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, DisableCompression: true}}
+}
+
+// benchRequest sends one chat completion and reads the whole answer.
+func benchRequest(client *http.Client, target, key string) error {
+	req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader(benchBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", target, resp.Status)
+	}
+	return nil
+}
+
+// benchBatch sends n requests from clients goroutines and returns how long
+// they took.
+func benchBatch(client *http.Client, target, key string, n, clients int) (time.Duration, error) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var lastErr atomic.Value
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/clients; i++ {
+				if err := benchRequest(client, target, key); err != nil {
+					failed.Add(1)
+					lastErr.Store(err.Error())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		return 0, fmt.Errorf("%d of %d requests failed; the last: %v", f, n, lastErr.Load())
+	}
+	return time.Since(start), nil
 }
