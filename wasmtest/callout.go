@@ -200,8 +200,8 @@ func (c *callout) runHandler(h http.Handler, req *http.Request) {
 }
 
 // timedOut is Envoy's async client timing out: a 504 it makes up itself.
+// deliver cancels the exchange once the 504 is in, so a late answer loses.
 func (c *callout) timedOut() {
-	c.cancel()
 	body := []byte("upstream request timeout")
 	c.deliver(&calloutResponse{
 		headers: hmap{{":status", "504"}, {"content-length", strconv.Itoa(len(body))}, {"content-type", "text/plain"}},

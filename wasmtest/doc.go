@@ -52,6 +52,10 @@
 //     Nothing is called on a failed VM again (ReloadOnFailure replaces it). A
 //     Go panic does not print its value under Envoy's WASI (see RATIONALE.md):
 //     log before you trap.
+//   - Shared data follows Envoy's CAS rules: a set with CAS 0 is
+//     unconditional, and a set of a missing key succeeds whatever its CAS. To
+//     create a key exactly once when racing other VMs, set it with a non-zero
+//     CAS that no key has (a get that found nothing returns CAS 0).
 //   - Every request carries x-request-id (request.id); one is made up when
 //     the client sent none.
 //   - The upstream gets the request when the filter releases its body (at

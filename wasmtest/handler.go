@@ -37,6 +37,12 @@ func (s *stream) runHandler(h http.Handler, req *http.Request, gen int) {
 		}
 	}()
 	h.ServeHTTP(w, req)
+	if err := req.Context().Err(); err != nil && !w.sent {
+		// Cancelled (the client went away, or a local reply): whatever the
+		// handler made of it never left.
+		w.send(upEvent{gen: gen, err: err})
+		return
+	}
 	w.finish()
 }
 

@@ -609,7 +609,7 @@ func (q *bodyQueue) Read(p []byte) (int, error) {
 		q.mu.Unlock()
 		return 0, err
 	}
-	if q.promise >= 0 && (q.read > q.promise || len(q.chunks) == 0 && q.read != q.promise) {
+	if q.promise >= 0 && (q.read == q.promise && len(q.chunks) > 0 || len(q.chunks) == 0 && q.read != q.promise) {
 		// The filter changed a body whose length had already gone out.
 		q.err = errLengthChanged
 		q.mu.Unlock()
@@ -630,8 +630,8 @@ func (q *bodyQueue) Read(p []byte) (int, error) {
 		q.mu.Unlock()
 		return 0, io.EOF
 	}
-	if q.promise >= 0 && int64(len(p)) > q.promise-q.read+1 {
-		p = p[:q.promise-q.read+1] // one byte past the promise shows a longer body
+	if q.promise >= 0 && int64(len(p)) > q.promise-q.read {
+		p = p[:q.promise-q.read]
 	}
 	n := copy(p, q.chunks[0])
 	q.read += int64(n)

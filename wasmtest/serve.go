@@ -205,6 +205,12 @@ func (s *stream) onUpstreamEvent(ev upEvent) {
 	if ev.gen != px.upGen || px.upBlocked {
 		return
 	}
+	if px.r.Context().Err() != nil {
+		// The client is gone: whatever the upstream says is moot.
+		px.ending, px.reset, px.clientGone = true, true, true
+		s.cancelUpstream()
+		return
+	}
 	d := &s.resp
 	switch {
 	case ev.status != 0:
@@ -226,10 +232,6 @@ func (s *stream) onUpstreamEvent(ev upEvent) {
 		if ev.data != nil && !eos && !px.ending {
 			s.data(d, ev.data, ev.eos)
 		}
-	case ev.err != nil && px.r.Context().Err() != nil:
-		// The upstream failed because the client went away.
-		px.ending, px.reset, px.clientGone = true, true, true
-		s.cancelUpstream()
 	case ev.err != nil:
 		s.upstreamError(ev.err)
 	case ev.trl != nil:

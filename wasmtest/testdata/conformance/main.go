@@ -120,7 +120,9 @@ func onTick(root int32) {
 }
 
 // casIncrement adds one to a decimal counter in shared data, retrying on
-// CAS_MISMATCH; it returns the new value and the retries it took.
+// CAS_MISMATCH; it returns the new value and the retries it took. A missing
+// key is created with a CAS no key can have: with CAS 0 the set would be
+// unconditional and a racing creator's value would be overwritten.
 func casIncrement(key string) (int, int) {
 	retries := 0
 	for {
@@ -128,6 +130,8 @@ func casIncrement(key string) (int, int) {
 		n := 0
 		if st == 0 {
 			n, _ = strconv.Atoi(string(v))
+		} else {
+			cas = -1
 		}
 		n++
 		switch setShared(key, []byte(strconv.Itoa(n)), cas) {
