@@ -91,7 +91,6 @@ type Host struct {
 	inflight    atomic.Int64
 	idle        chan struct{}
 	callouts    calloutTracker
-	failures    atomic.Int64
 	transport   *http.Transport
 	retired     []*vm
 	retiredMu   sync.Mutex
@@ -276,9 +275,6 @@ func (h *Host) reload(w *worker) *vm {
 	h.retiredMu.Unlock()
 	return nv
 }
-
-// vmFailed is told of every VM failure (with that VM locked).
-func (h *Host) vmFailed(v *vm) { h.failures.Add(1) }
 
 // Close shuts the host down: in-flight streams are reset, every root
 // context gets proxy_on_done (and proxy_on_delete), pending callouts and

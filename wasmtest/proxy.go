@@ -76,7 +76,6 @@ type proxyState struct {
 	upGen       int
 	upCancel    context.CancelFunc
 	upBody      *bodyQueue
-	upHasBody   bool
 	respPending bool
 	respReading bool // the upstream response has a body to read
 	respTrlDecl bool // the upstream declared trailers
@@ -104,7 +103,6 @@ func (s *stream) notify() {
 
 func (s *stream) releaseHeaders(d *direction) {
 	if d.resp {
-		s.respHeaderBytes = d.hdr.byteSize()
 		s.px.fx = append(s.px.fx, effect{kind: fxClientHeaders})
 		return
 	}
@@ -123,8 +121,6 @@ func (s *stream) releaseBody(d *direction) {
 	s.px.fx = append(s.px.fx, effect{kind: k, data: d.body})
 	d.body = nil
 }
-
-func (s *stream) releaseTrailers(d *direction) {}
 
 func (s *stream) releaseEnd(d *direction) {
 	if d.resp {
@@ -189,7 +185,6 @@ func (s *stream) directReply(lr *localReply) {
 	s.px.commitWait = false
 	s.resp.state = dsDone
 	s.resp.hdrOK, s.resp.bodyOK, s.resp.trlOK = false, false, false
-	s.status = lr.status
 	s.px.fx = append(s.px.fx, effect{kind: fxClientDirect, reply: lr})
 }
 

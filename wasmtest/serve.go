@@ -218,7 +218,6 @@ func (s *stream) onUpstreamEvent(ev upEvent) {
 			return
 		}
 		s.respBegun = true
-		s.status = ev.status
 		s.details = "via_upstream"
 		eos := ev.headersEOS || s.method == http.MethodHead
 		px.respReading = !eos && !(ev.data != nil && ev.eos)
@@ -266,7 +265,7 @@ func (s *stream) requestMap(r *http.Request) (hmap, bool) {
 		id = newRequestID()
 		m = append(m, hpair{"x-request-id", id})
 	}
-	s.method, s.path, s.authority, s.scheme, s.reqID = r.Method, path, r.Host, scheme, id
+	s.method = r.Method
 	s.proto = r.Proto
 	s.start = s.h.clock.Now()
 	s.remoteAddr = r.RemoteAddr

@@ -83,14 +83,13 @@ type stream struct {
 	inLog      bool
 	props      map[string][]byte // proxy_set_property (filter state wasm.*)
 	details    string            // response code details
-	status     int               // response code once known
 	counts     Counts
 
 	// request facts for properties
-	method, path, authority, scheme, proto, reqID string
-	start                                         time.Time
-	remoteAddr, localAddr                         string
-	reqHeaderBytes, respHeaderBytes               int
+	method, proto         string
+	start                 time.Time
+	remoteAddr, localAddr string
+	reqHeaderBytes        int
 
 	// proxy side (driver goroutine)
 	px proxyState
@@ -237,9 +236,6 @@ func (s *stream) bodyCall(d *direction, eos bool) {
 		s.releaseBody(d)
 		if eos {
 			d.state = dsDone
-			if d.hasTrl {
-				s.releaseTrailers(d)
-			}
 			s.releaseEnd(d)
 			return
 		}
@@ -263,7 +259,6 @@ func (s *stream) trailersCall(d *direction) {
 		d.trlOK = false
 		d.bodyOK = false
 		s.releaseBody(d)
-		s.releaseTrailers(d)
 		s.releaseEnd(d)
 		d.state = dsDone
 		return
@@ -306,7 +301,6 @@ func (s *stream) resume(d *direction) {
 		d.trlOK = false
 		d.bodyOK = false
 		s.releaseBody(d)
-		s.releaseTrailers(d)
 		s.releaseEnd(d)
 		d.state = dsDone
 	}
@@ -397,7 +391,6 @@ func (s *stream) localReply(lr *localReply) {
 				hdr = append(hdr, hpair{"content-type", "text/plain"})
 			}
 		}
-		s.status = lr.status
 		s.resp = direction{resp: true, hdr: hdr, headersEOS: len(lr.body) == 0}
 		if len(lr.body) == 0 {
 			s.resp.gotEOS = true

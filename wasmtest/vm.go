@@ -56,7 +56,6 @@ type vm struct {
 	pluginCfg  bool // PLUGIN_CONFIGURATION readable (root create, vm_start, configure)
 	rootLocal  bool // the root context called send_local_response (held, as Envoy)
 	touched    []*stream
-	inCallback bool
 
 	calls     map[uint32]*callout
 	nextCall  uint32
@@ -273,9 +272,7 @@ func (v *vm) callDefault(fn api.Function, def uint64, what string, args ...uint6
 	copy(v.stack[:], args)
 	v.total.GuestCalls++
 	v.counts.GuestCalls++
-	v.inCallback = true
 	err := fn.CallWithStack(v.ctx, v.stack[:])
-	v.inCallback = false
 	v.effID, v.eff = 0, nil
 	if err != nil {
 		v.fail(what, err)
@@ -307,7 +304,6 @@ func (v *vm) fail(what string, err error) {
 	}
 	v.cancelCallouts()
 	v.stopTick()
-	v.h.vmFailed(v)
 }
 
 // afterCall runs what a call into the VM deferred for streams other than
@@ -350,9 +346,14 @@ func (v *vm) shutdown() {
 	if v.rootAlive && !v.failed.Load() {
 		v.enterRoot()
 		r, ok := v.callDefault(v.fn.done, 1, "proxy_on_done", uint64(v.rootID))
-		if ok && r != 0 {
+		switch {
+		case ok && r != 0:
 			v.enterRoot()
 			v.call(v.fn.delete, "proxy_on_delete", uint64(v.rootID))
+		case ok:
+			// Envoy would wait for proxy_done; the host is closing.
+			v.rootHold = true
+			v.h.logs.add(v.index, v.name, LogDebug, "the root context answered proxy_on_done with false; closing without waiting for proxy_done")
 		}
 		v.rootAlive = false
 	}
