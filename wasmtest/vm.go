@@ -44,18 +44,18 @@ type vm struct {
 	stack      [8]uint64
 	allocStack [1]uint64
 
-	rootID     uint32
-	nextID     uint32
-	rootAlive  bool
-	rootHold   bool // root context answered on_done with false; waits for proxy_done
-	streams    map[uint32]*stream
-	curID      uint32  // context of the running top-level call
-	cur        *stream // its stream, nil for the root context
-	effID      uint32  // proxy_set_effective_context, 0 = none
-	eff        *stream
-	pluginCfg  bool // PLUGIN_CONFIGURATION readable (root create, vm_start, configure)
-	rootLocal  bool // the root context called send_local_response (held, as Envoy)
-	touched    []*stream
+	rootID    uint32
+	nextID    uint32
+	rootAlive bool
+	rootHold  bool // root context answered on_done with false; waits for proxy_done
+	streams   map[uint32]*stream
+	curID     uint32  // context of the running top-level call
+	cur       *stream // its stream, nil for the root context
+	effID     uint32  // proxy_set_effective_context, 0 = none
+	eff       *stream
+	pluginCfg bool // PLUGIN_CONFIGURATION readable (root create, vm_start, configure)
+	rootLocal bool // the root context called send_local_response (held, as Envoy)
+	touched   []*stream
 
 	calls     map[uint32]*callout
 	nextCall  uint32
