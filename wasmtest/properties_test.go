@@ -58,3 +58,19 @@ func TestLogLevel(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// An allocator that answers 0 makes the host call INVALID_MEMORY_ACCESS; an
+// allocator that calls the host traps (cpp-host runs malloc restricted).
+func TestAllocatorBehaviours(t *testing.T) {
+	h := newHost(t, Config{})
+	if resp := h.Do(Request{Headers: hdr("X-Mode", "alloc-zero")}); string(resp.Body) != "st=6" {
+		t.Errorf("got %q", resp.Body)
+	}
+	if resp := h.Do(Request{Headers: hdr("X-Mode", "alloc-restricted")}); resp.Status != 503 {
+		t.Errorf("got %d %q", resp.Status, resp.Body)
+	}
+	_, why := h.Failed(1)
+	if want := "Function: proxy_on_memory_allocate failed: restricted_callback: env.proxy_get_property is not allowed"; !strings.HasPrefix(why, want) {
+		t.Errorf("failure %q, want prefix %q", why, want)
+	}
+}

@@ -45,7 +45,7 @@ var (
 	plugin    string
 	tickID    int32
 	allocs    int
-	initNotes []string
+	allocMode string // "zero": answer the next allocation with 0; "restricted": call the host from it
 )
 
 func init() {
@@ -66,6 +66,14 @@ func abiVersion() {}
 func onMemoryAllocate(size int32) *byte {
 	if size <= 0 {
 		panic("the host asked for " + strconv.Itoa(int(size)) + " bytes")
+	}
+	switch allocMode {
+	case "zero":
+		allocMode = ""
+		return nil
+	case "restricted":
+		allocMode = ""
+		getProperty("plugin_name")
 	}
 	allocs++
 	b := make([]byte, size)
@@ -253,6 +261,15 @@ func onRequestHeaders(id, n int32, eos bool) int32 {
 	case "wasi":
 		sendLocal(200, "", wasiCalls(), nil)
 		return 1
+	case "alloc-zero":
+		allocMode = "zero"
+		_, st := getHeader(mapReqHeaders, "x-mode")
+		sendLocal(200, "", "st="+itoa(st), nil)
+		return 1
+	case "alloc-restricted":
+		allocMode = "restricted"
+		getHeader(mapReqHeaders, "x-mode")
+		return 0
 	case "allocs":
 		sendLocal(200, "", strconv.Itoa(allocs), nil)
 		return 1
