@@ -11,7 +11,6 @@ import (
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
-	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
 // fakeAccountant serves the accountant's side of shared/syncwire from the
@@ -19,7 +18,7 @@ import (
 // when the filter's version differs, its version alone when current, as the
 // accountant does), and an ingest endpoint that records rows by request id.
 type fakeAccountant struct {
-	clock *wasmtest.ManualClock
+	clock interface{ Now() time.Time }
 
 	mu       sync.Mutex
 	plan     syncwire.Plan
@@ -48,7 +47,7 @@ type fakeAccountant struct {
 	rawErrors []string
 }
 
-func newFakeAccountant(clock *wasmtest.ManualClock) *fakeAccountant {
+func newFakeAccountant(clock interface{ Now() time.Time }) *fakeAccountant {
 	return &fakeAccountant{clock: clock, heartbeat: true, rows: map[string]ledger.Row{}}
 }
 

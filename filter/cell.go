@@ -20,8 +20,8 @@ type cells struct {
 	store   Store
 	vm      uint32
 	scratch []byte
-	retries uint64            // CAS retries, for the metric
-	held    map[string]uint32 // leases this VM holds, per gauge key
+	retries uint64                // CAS retries, for the metric
+	held    map[string]*gaugeHold // leases this VM holds, per gauge key
 	// strictCAS is set once the host has shown that it refuses a non-zero
 	// cas on a missing key (a host whose every set is a strict
 	// compare-and-swap, where cas 0 means "absent"): creating sets then

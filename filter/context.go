@@ -53,7 +53,7 @@ func (p *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		p.counter[i] = proxywasm.DefineCounterMetric(name)
 	}
 	h := Host{
-		Store:   sharedData{},
+		Store:   &sharedData{buf: make([]byte, 0, 256)},
 		Now:     time.Now,
 		Metrics: p,
 		Log:     hostLog,
@@ -121,9 +121,15 @@ type httpContext struct {
 	head     RequestHead
 }
 
-var _ types.HttpContext = (*httpContext)(nil)
+var (
+	_ types.HttpContext = (*httpContext)(nil)
+	_ BodySource        = (*httpContext)(nil)
+)
 
 func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
+	if c.s == nil {
+		return types.ActionContinue
+	}
 	hdrs, err := proxywasm.GetHttpRequestHeaders()
 	if err != nil {
 		proxywasm.LogErrorf("tokentriage: reading request headers: %v", err)
@@ -148,26 +154,44 @@ func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 			c.head.Route = string(b)
 		}
 	}
-	return c.apply(c.e.RequestHeaders(c.s, &c.head))
+	return c.apply(c.e.RequestHeaders(c.s, &c.head), hdrs)
 }
 
 func (c *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
-	if !c.s.governs || c.s.replied {
+	if c.s == nil || !c.s.governs || c.s.replied {
 		return types.ActionContinue
 	}
-	return c.apply(c.e.RequestBody(c.s, size, eos, func() []byte {
-		b, err := proxywasm.GetHttpRequestBody(0, size)
-		if err != nil {
-			proxywasm.LogErrorf("tokentriage: reading the request body: %v", err)
-		}
-		return b
-	}))
+	return c.apply(c.e.RequestBody(c.s, size, eos, c), nil)
 }
 
-// apply carries out a verdict on the request.
-func (c *httpContext) apply(v Verdict) types.Action {
-	for _, h := range v.RemoveHeaders {
-		_ = proxywasm.RemoveHttpRequestHeader(h)
+// Body reads the buffered request body (BodySource).
+func (c *httpContext) Body(n int) []byte {
+	b, err := proxywasm.GetHttpRequestBody(0, n)
+	if err != nil {
+		proxywasm.LogErrorf("tokentriage: reading the request body: %v", err)
+	}
+	return b
+}
+
+// apply carries out a verdict on the request. hdrs are the request headers
+// when the callback read them: several removals are then one host call
+// that sets the map without them.
+func (c *httpContext) apply(v Verdict, hdrs [][2]string) types.Action {
+	if len(v.RemoveHeaders) >= 2 && hdrs != nil {
+		kept := c.e.pairs[:0]
+		for _, kv := range hdrs {
+			if !contains(v.RemoveHeaders, kv[0]) {
+				kept = append(kept, kv)
+			}
+		}
+		c.e.pairs = kept[:0]
+		if err := proxywasm.ReplaceHttpRequestHeaders(kept); err != nil {
+			proxywasm.LogErrorf("tokentriage: rewriting the request headers: %v", err)
+		}
+	} else {
+		for _, h := range v.RemoveHeaders {
+			_ = proxywasm.RemoveHttpRequestHeader(h)
+		}
 	}
 	for _, h := range v.SetHeaders {
 		_ = proxywasm.ReplaceHttpRequestHeader(h[0], h[1])
@@ -191,8 +215,12 @@ func (c *httpContext) apply(v Verdict) types.Action {
 }
 
 func (c *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
+	if c.s == nil {
+		return types.ActionContinue // settled already; nothing comes after that
+	}
 	status, contentType := 0, ""
-	if hdrs, err := proxywasm.GetHttpResponseHeaders(); err == nil {
+	hdrs, err := proxywasm.GetHttpResponseHeaders()
+	if err == nil {
 		for _, kv := range hdrs {
 			switch kv[0] {
 			case ":status":
@@ -203,11 +231,27 @@ func (c *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		}
 	}
 	rh := c.e.ResponseHeaders(c.s, status, contentType)
-	for _, h := range rh.Add {
-		_ = proxywasm.AddHttpResponseHeader(h[0], h[1])
-	}
-	if rh.RemoveContentLength {
-		_ = proxywasm.RemoveHttpResponseHeader("content-length")
+	if edits := len(rh.Add); edits >= 2 && err == nil {
+		// One host call instead of one per header: the map as it was
+		// (less content-length when the body may change), then ours.
+		all := c.e.pairs[:0]
+		for _, kv := range hdrs {
+			if !rh.RemoveContentLength || kv[0] != "content-length" {
+				all = append(all, kv)
+			}
+		}
+		all = append(all, rh.Add...)
+		c.e.pairs = all[:0]
+		if err := proxywasm.ReplaceHttpResponseHeaders(all); err != nil {
+			proxywasm.LogErrorf("tokentriage: rewriting the response headers: %v", err)
+		}
+	} else {
+		for _, h := range rh.Add {
+			_ = proxywasm.AddHttpResponseHeader(h[0], h[1])
+		}
+		if rh.RemoveContentLength {
+			_ = proxywasm.RemoveHttpResponseHeader("content-length")
+		}
 	}
 	c.wantBody = rh.WantBody
 	if eos {
@@ -217,6 +261,9 @@ func (c *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 }
 
 func (c *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
+	if c.s == nil {
+		return types.ActionContinue
+	}
 	if !c.wantBody {
 		if eos {
 			c.s.respDone = true
@@ -238,19 +285,31 @@ func (c *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 	return types.ActionContinue
 }
 
+// OnHttpStreamDone settles the request. The binding calls it exactly once
+// per HTTP context, and nothing after it, so the stream goes back to the
+// engine's pool here.
 func (c *httpContext) OnHttpStreamDone() {
+	if c.s == nil {
+		return
+	}
 	c.e.Done(c.s)
 	c.e.Release(c.s)
-	c.s = &Stream{settled: true} // late callbacks, if any, see a settled stream
+	c.s = nil
 }
 
-// sharedData is Store over the host's shared data.
-type sharedData struct{}
+// sharedData is Store over the host's shared data. Values come back in one
+// buffer of its own, reused from get to get (the VM is single-threaded and
+// every caller reads a value before its next get), so reading a cell does
+// not allocate.
+type sharedData struct{ buf []byte }
 
-var _ Store = sharedData{}
+var _ Store = (*sharedData)(nil)
 
-func (sharedData) Get(key string) ([]byte, uint32, bool, error) {
-	v, cas, err := proxywasm.GetSharedData(key)
+func (d *sharedData) Get(key string) ([]byte, uint32, bool, error) {
+	v, cas, err := proxywasm.GetSharedDataInto(key, d.buf[:0])
+	if cap(v) > cap(d.buf) && cap(v) <= maxSharedScratch {
+		d.buf = v[:0] // grow to the largest small value seen
+	}
 	switch {
 	case err == nil:
 		return v, cas, true, nil
@@ -260,7 +319,11 @@ func (sharedData) Get(key string) ([]byte, uint32, bool, error) {
 	return nil, 0, false, err
 }
 
-func (sharedData) Set(key string, value []byte, cas uint32) (bool, error) {
+// maxSharedScratch bounds the buffer sharedData keeps: cells are a few
+// dozen bytes; large values (the synced parts) get their own.
+const maxSharedScratch = 4096
+
+func (*sharedData) Set(key string, value []byte, cas uint32) (bool, error) {
 	err := proxywasm.SetSharedData(key, value, cas)
 	switch {
 	case err == nil:

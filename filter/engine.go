@@ -48,6 +48,11 @@ type Engine struct {
 	free []*Stream // finished streams, reused
 	inst []govern.Instance
 	buf  []byte
+	// Scratch for what a callback hands the binding, which applies it
+	// before the next callback.
+	removeScratch []string
+	addScratch    [][2]string
+	pairs         [][2]string // the binding's header map rewrites
 }
 
 // NewEngine starts a VM's engine from the decoded plugin configuration. It
@@ -69,9 +74,11 @@ func NewEngine(cfg *pluginconf.Config, h Host) (*Engine, error) {
 		replicas:      1,
 		ingestHeaders: [][2]string{{"content-type", "application/x-ndjson"}},
 		inst:          make([]govern.Instance, 0, 16),
+		removeScratch: make([]string, 0, 4),
+		addScratch:    make([][2]string, 0, 8),
 	}
 	e.vm = uint32(e.rng.Uint64()) | 1 // never 0: 0 marks a free lock
-	e.cells = cells{store: h.Store, vm: e.vm, held: map[string]uint32{}}
+	e.cells = cells{store: h.Store, vm: e.vm, held: map[string]*gaugeHold{}}
 	replica, err := e.ensureReplica()
 	if err != nil {
 		return nil, fmt.Errorf("filter: engine: naming the replica: %w", err)

@@ -49,8 +49,7 @@ func FuzzEngine(f *testing.F) {
 			chunks := splitIn3(body, split)
 			for i, c := range chunks {
 				buffered += len(c)
-				all := body[:buffered]
-				v = e.RequestBody(s, buffered, i == len(chunks)-1, func() []byte { return all })
+				v = e.RequestBody(s, buffered, i == len(chunks)-1, bytesBody(body[:buffered]))
 				if v.Action != ActPause {
 					break
 				}
@@ -70,7 +69,7 @@ func FuzzEngine(f *testing.F) {
 		}
 		e.Done(s)
 		e.Release(s)
-		if n := len(e.cells.held); n != 0 {
+		if n := e.cells.holding(); n != 0 {
 			t.Fatalf("%d gauges still hold leases after the request settled", n)
 		}
 		e.Tick()

@@ -98,15 +98,16 @@ func TestGaugeExpiryOfLostVM(t *testing.T) {
 	const key, limit = "c|concurrency|n|||", 3
 	ttl := 15 * time.Minute
 	for i := 0; i < 2; i++ {
-		if ok, _, err := lost.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); !ok || err != nil {
+		if ok, _, _, err := lost.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); !ok || err != nil {
 			t.Fatalf("lost VM acquire %d: %v %v", i, ok, err)
 		}
 	}
-	if ok, _, _ := live.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); !ok {
+	ok, _, hold, _ := live.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl)
+	if !ok {
 		t.Fatal("live VM could not take the third lease")
 	}
 	// Full: 2 (lost) + 1 (live).
-	if ok, seen, _ := live.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); ok || seen != 3 {
+	if ok, seen, _, _ := live.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); ok || seen != 3 {
 		t.Fatalf("fourth lease: taken %v, saw %d; want refused at 3", ok, seen)
 	}
 	// Ticks pass; only the live VM ticks.
@@ -123,15 +124,14 @@ func TestGaugeExpiryOfLostVM(t *testing.T) {
 		t.Fatalf("after the TTL the gauge reads %d, want 1 (the live VM's lease, refreshed by its tick)", got)
 	}
 	for i := 0; i < 2; i++ {
-		if ok, _, _ := live.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); !ok {
+		if ok, _, _, _ := live.cells.gaugeAcquire(key, limit, false, clock.Now(), ttl); !ok {
 			t.Fatalf("lease %d after expiry was refused", i)
 		}
 	}
 	// A double release frees one slot, not two.
-	live.cells.gaugeRelease(key, clock.Now(), ttl)
-	live.cells.gaugeRelease(key, clock.Now(), ttl)
-	live.cells.gaugeRelease(key, clock.Now(), ttl)
-	live.cells.gaugeRelease(key, clock.Now(), ttl)
+	for i := 0; i < 4; i++ {
+		live.cells.gaugeRelease(hold, clock.Now(), ttl)
+	}
 	if got, _ := live.cells.gaugeRead(key, clock.Now()); got != 0 {
 		t.Errorf("after releasing everything the gauge reads %d", got)
 	}
@@ -160,7 +160,7 @@ func testGaugeRacingEngines(t *testing.T, store *memStore) {
 		go func(e *Engine) {
 			defer wg.Done()
 			for i := 0; i < rounds; i++ {
-				ok, _, err := e.cells.gaugeAcquire(key, limit, false, clock.Now(), time.Minute)
+				ok, _, hold, err := e.cells.gaugeAcquire(key, limit, false, clock.Now(), time.Minute)
 				if err != nil {
 					t.Errorf("acquire: %v", err)
 					return
@@ -172,7 +172,7 @@ func testGaugeRacingEngines(t *testing.T, store *memStore) {
 				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 				}
 				held.Add(-1)
-				if err := e.cells.gaugeRelease(key, clock.Now(), time.Minute); err != nil {
+				if err := e.cells.gaugeRelease(hold, clock.Now(), time.Minute); err != nil {
 					t.Errorf("release: %v", err)
 				}
 			}

@@ -138,3 +138,8 @@ func (f *fakeCaller) take() []*fakeCall {
 func testLog(t testing.TB) func(LogLevel, string) {
 	return func(l LogLevel, msg string) { t.Logf("filter log %d: %s", l, msg) }
 }
+
+// bytesBody is a BodySource over bytes already in memory.
+type bytesBody []byte
+
+func (b bytesBody) Body(n int) []byte { return b[:min(n, len(b))] }

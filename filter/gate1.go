@@ -43,7 +43,9 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	}
 
 	// The virtual key never reaches the upstream, whatever happens next.
-	var v Verdict
+	// The verdict's header list is the engine's scratch: the binding applies
+	// it before the next callback.
+	v := Verdict{RemoveHeaders: e.removeScratch[:0]}
 	key := bearer(h.Authorization)
 	if isVirtualKey(key) {
 		v.RemoveHeaders = append(v.RemoveHeaders, "authorization")
@@ -90,7 +92,11 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	case authOK:
 		s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
 	}
-	s.chain = govern.AppendChain(s.chain[:0], s.owner, s.kid)
+	if ent != nil && auth == authOK {
+		s.chain = append(s.chain[:0], ent.chain...) // computed once per key
+	} else {
+		s.chain = govern.AppendChain(s.chain[:0], s.owner, s.kid)
+	}
 	s.ep = llm.EndpointOf(s.path)
 	s.governs = s.ep != llm.Unknown
 	s.dims = govern.Dims{Endpoint: s.path, Provider: e.provider(h, s.path)}
@@ -174,12 +180,12 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 func (e *Engine) checkConcurrency(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
 	l := in.Limit
 	limit := e.shareCap(in.Amount, l.Store)
-	taken, live, err := e.cells.gaugeAcquire(in.ID, limit, false, now, e.leaseTTL)
+	taken, live, hold, err := e.cells.gaugeAcquire(in.ID, limit, false, now, e.leaseTTL)
 	if err != nil {
 		return e.uncheckable(s, in, v, "its shared-data gauge could not be updated: "+err.Error())
 	}
 	if taken {
-		s.leases = append(s.leases, lease{key: in.ID})
+		s.leases = append(s.leases, lease{hold: hold})
 		return nil
 	}
 	if !e.over(s, in) {
@@ -305,8 +311,8 @@ func (e *Engine) releaseLeases(s *Stream, now time.Time) {
 	for i := range s.leases {
 		if l := &s.leases[i]; !l.released {
 			l.released = true
-			if err := e.cells.gaugeRelease(l.key, now, e.leaseTTL); err != nil {
-				e.logf(LogWarn, "releasing a concurrency lease on %s: %v (it expires on its own)", l.key, err)
+			if err := e.cells.gaugeRelease(l.hold, now, e.leaseTTL); err != nil {
+				e.logf(LogWarn, "releasing a concurrency lease on %s: %v (it expires on its own)", l.hold.key, err)
 			}
 		}
 	}

@@ -13,10 +13,15 @@ import (
 // MaxBody is the request body cap.
 func (e *Engine) MaxBody() int64 { return e.cfg.MaxBodyBytes }
 
+// BodySource reads the buffered request body: its first n bytes.
+type BodySource interface {
+	Body(n int) []byte
+}
+
 // RequestBody handles a request body callback. size is the number of bytes
-// buffered so far (the host reports the total after a Pause); body reads
-// them, and is called only at the end of the stream of a governed request.
-func (e *Engine) RequestBody(s *Stream, size int, eos bool, body func() []byte) Verdict {
+// buffered so far (the host reports the total after a Pause); body is read
+// only at the end of the stream of a governed request.
+func (e *Engine) RequestBody(s *Stream, size int, eos bool, body BodySource) Verdict {
 	if !s.governs || s.replied {
 		return Verdict{}
 	}
@@ -32,7 +37,7 @@ func (e *Engine) RequestBody(s *Stream, size int, eos bool, body func() []byte) 
 	if !eos {
 		return Verdict{Action: ActPause}
 	}
-	return e.gate2(s, body(), Verdict{})
+	return e.gate2(s, body.Body(size), Verdict{})
 }
 
 // gate2 parses the complete body, checks the model scope, and evaluates

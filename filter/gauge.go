@@ -83,53 +83,73 @@ func appendGaugeEntry(dst []byte, e gaugeEntry) []byte {
 // was taken and the live gauge it saw before taking it. Uncontended it is
 // one get and one set, the first lease on a gauge included; a refusal
 // writes nothing.
-func (c *cells) gaugeAcquire(key string, limit int64, force bool, now time.Time, ttl time.Duration) (taken bool, live int64, err error) {
+func (c *cells) gaugeAcquire(key string, limit int64, force bool, now time.Time, ttl time.Duration) (taken bool, live int64, h *gaugeHold, err error) {
 	ns := now.UnixNano()
+	h = c.held[key]
+	if h == nil {
+		h = &gaugeHold{key: key}
+		c.held[key] = h
+	}
 	for attempt := 0; attempt < maxCASRetries; attempt++ {
 		v, cas, found, err := c.store.Get(key)
 		if err != nil {
-			return false, 0, err
+			return false, 0, nil, err
 		}
-		live = gaugeOthers(v, c.vm, ns) + int64(c.held[key])
+		live = gaugeOthers(v, c.vm, ns) + int64(h.count)
 		if live >= limit && !force {
-			return false, live, nil
+			return false, live, nil, nil
 		}
-		mine := c.held[key]
-		c.scratch = gaugeRewrite(c.scratch, v, c.vm, mine+1, ns, ns+int64(ttl))
+		c.scratch = gaugeRewrite(c.scratch, v, c.vm, h.count+1, ns, ns+int64(ttl))
 		swapped, err := c.setNew(key, c.scratch, cas, found)
 		if err != nil {
-			return false, live, err
+			return false, live, nil, err
 		}
 		if swapped {
-			c.held[key] = mine + 1
-			return true, live, nil
+			h.count++
+			return true, live, h, nil
 		}
 		c.retries++
 	}
-	return false, 0, errContention
+	return false, 0, nil, errContention
 }
 
-// gaugeRelease returns one lease this VM holds on the gauge at key.
-func (c *cells) gaugeRelease(key string, now time.Time, ttl time.Duration) error {
-	mine := c.held[key]
-	if mine == 0 {
+// gaugeHold is this VM's tally of the leases it holds on one gauge. A
+// lease keeps a pointer to it, so releasing needs no map lookup; holds
+// stay in the map while the VM lives (one per gauge it has used), and a
+// hold at zero costs nothing on the tick.
+type gaugeHold struct {
+	key   string
+	count uint32
+}
+
+// gaugeRelease returns one lease this VM holds on the gauge h tallies.
+func (c *cells) gaugeRelease(h *gaugeHold, now time.Time, ttl time.Duration) error {
+	if h == nil || h.count == 0 {
 		return nil // nothing held: a double release frees nothing
 	}
-	mine--
-	if mine == 0 {
-		delete(c.held, key)
-	} else {
-		c.held[key] = mine
-	}
-	return c.gaugeWrite(key, mine, now, ttl)
+	h.count--
+	return c.gaugeWrite(h.key, h.count, now, ttl)
 }
 
 // gaugeRefreshAll pushes forward the expiry of this VM's entry on every
 // gauge it holds leases on. Called from the tick.
 func (c *cells) gaugeRefreshAll(now time.Time, ttl time.Duration) {
-	for key, mine := range c.held {
-		_ = c.gaugeWrite(key, mine, now, ttl)
+	for key, h := range c.held {
+		if h.count > 0 {
+			_ = c.gaugeWrite(key, h.count, now, ttl)
+		}
 	}
+}
+
+// holding reports how many gauges this VM holds leases on.
+func (c *cells) holding() int {
+	n := 0
+	for _, h := range c.held {
+		if h.count > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // gaugeWrite sets this VM's entry on the gauge at key to count.
@@ -162,8 +182,12 @@ func (c *cells) gaugeRead(key string, now time.Time) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if !found {
-		return int64(c.held[key]), nil
+	var mine int64
+	if h := c.held[key]; h != nil {
+		mine = int64(h.count)
 	}
-	return gaugeOthers(v, c.vm, now.UnixNano()) + int64(c.held[key]), nil
+	if !found {
+		return mine, nil
+	}
+	return gaugeOthers(v, c.vm, now.UnixNano()) + mine, nil
 }

@@ -3,6 +3,7 @@ package filter
 import (
 	"crypto/subtle"
 
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
@@ -19,6 +20,8 @@ type keyEntry struct {
 	// verified is the last presented key that hashed to sha256, so a key
 	// in steady use costs a constant-time compare instead of a SHA-256.
 	verified string
+	// chain is the key's resolution chain (govern.AppendChain), built once.
+	chain []string
 }
 
 // keyTable maps kid to key. Synced keys replace static ones with the same
@@ -37,6 +40,7 @@ func buildKeyTable(static []pluginconf.StaticKey, synced []syncwire.Key, old key
 		if o := old[kid]; o != nil && o.sha256 == e.sha256 {
 			e.verified = o.verified
 		}
+		e.chain = govern.AppendChain(nil, e.owner, e.kid)
 	}
 	return t
 }

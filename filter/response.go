@@ -13,7 +13,8 @@ const maxJSONCopy = 8 << 20
 
 // ResponseHead is what the response headers callback decides.
 type ResponseHead struct {
-	// Add are headers to add to the response.
+	// Add are headers to add to the response; the engine's scratch, valid
+	// until its next callback.
 	Add [][2]string
 	// RemoveContentLength is set when the filter may change the body's
 	// length (it strips a usage chunk it caused).
@@ -32,7 +33,7 @@ func (e *Engine) ResponseHeaders(s *Stream, status int, contentType string) Resp
 	if s.replied {
 		return h // a local reply carries its own headers
 	}
-	h.Add = append(h.Add, [2]string{wire.HeaderRequestID, s.id})
+	h.Add = append(e.addScratch[:0], [2]string{wire.HeaderRequestID, s.id})
 	if s.unarmed {
 		h.Add = append(h.Add, [2]string{HeaderGovernance, "unarmed"})
 	} else if len(s.suspended) > 0 {
@@ -41,6 +42,7 @@ func (e *Engine) ResponseHeaders(s *Stream, status int, contentType string) Resp
 	if e.plan != nil && e.plan.DiscloseLimits && !s.unarmed {
 		h.Add = s.disclosure.AppendHeaders(h.Add)
 	}
+	e.addScratch = h.Add[:0]
 	if !s.governs || !s.parsed {
 		return h
 	}

@@ -9,7 +9,8 @@ import (
 // per vm_id, shared by every worker VM of the host process, with Envoy's
 // compare-and-swap rules: Get returns the value and its cas; Set with a
 // non-zero cas fails (swapped false) when the key changed since; Set on a
-// missing key always succeeds whatever the cas.
+// missing key always succeeds whatever the cas. The value Get returns may
+// be overwritten by the next Get: callers copy what they keep.
 type Store interface {
 	Get(key string) (value []byte, cas uint32, found bool, err error)
 	Set(key string, value []byte, cas uint32) (swapped bool, err error)

@@ -60,7 +60,7 @@ type Stream struct {
 
 // lease is one concurrency lease taken at gate 1.
 type lease struct {
-	key      string
+	hold     *gaugeHold
 	released bool
 }
 
@@ -114,7 +114,8 @@ type Verdict struct {
 	Reply *Reply
 	// RemoveHeaders and SetHeaders edit the request headers (only while
 	// they are still writable: in the headers callback, or in the body
-	// callback when the headers callback paused).
+	// callback when the headers callback paused). RemoveHeaders may be the
+	// engine's scratch, valid until its next callback.
 	RemoveHeaders []string
 	SetHeaders    [][2]string
 	// Body, when non-nil, replaces the buffered request body.

@@ -84,6 +84,7 @@ func decodeVersions(b []byte) (syncVersions, bool) {
 // syncState is what this VM has loaded.
 type syncState struct {
 	raw      []byte // the version record as last read
+	next     []byte // the version record being loaded
 	loaded   syncVersions
 	nextPoll time.Time
 	polling  bool
@@ -93,10 +94,16 @@ type syncState struct {
 // refresh reloads whatever another VM (or this one) synced since the last
 // look. It costs one shared-data read when nothing changed.
 func (e *Engine) refresh(now time.Time) {
-	raw, _, found, err := e.host.Store.Get(syncVerKey)
-	if err != nil || !found || bytes.Equal(raw, e.sync.raw) {
+	if e.host.Caller == nil {
+		return // no accountant: nothing is ever synced
+	}
+	got, _, found, err := e.host.Store.Get(syncVerKey)
+	if err != nil || !found || bytes.Equal(got, e.sync.raw) {
 		return
 	}
+	// The parts are read with further gets, which may reuse got's buffer.
+	e.sync.next = append(e.sync.next[:0], got...)
+	raw := e.sync.next
 	v, ok := decodeVersions(raw)
 	if !ok {
 		return
@@ -179,9 +186,10 @@ func (e *Engine) refresh(now time.Time) {
 	}
 }
 
+// part reads one synced part; a copy, since decoders may keep slices of it.
 func (e *Engine) part(key string) ([]byte, bool) {
 	b, _, found, err := e.host.Store.Get(key)
-	return b, err == nil && found
+	return append([]byte(nil), b...), err == nil && found
 }
 
 func compilePlan(b []byte) (*govern.Plan, error) {
