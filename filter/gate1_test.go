@@ -272,13 +272,17 @@ func TestPostures(t *testing.T) {
 	mustStatus(t, resp, 200)
 	shadowID := resp.Headers.Get("X-Tt-Request-Id")
 
-	// Hold one request so soft_conc is full, then breach it.
+	// Hold one request so soft_conc is full, then breach it: the second is
+	// admitted over the cap and held too.
 	up.close()
 	done := make(chan struct{})
 	go func() { defer close(done); r.chat(dev1Key, chatGermany) }()
 	waitFor(t, "one request held", func() bool { return up.inflight.Load() == 1 })
+	breach := make(chan wasmtest.Response)
+	go func() { breach <- r.chat(dev1Key, chatGermany) }()
+	waitFor(t, "the breach held", func() bool { return up.inflight.Load() == 2 })
 	up.open()
-	resp = r.chat(dev1Key, chatGermany)
+	resp = <-breach
 	<-done
 	mustStatus(t, resp, 200)
 	softID := resp.Headers.Get("X-Tt-Request-Id")
