@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,5 +212,54 @@ func TestLedgerLag(t *testing.T) {
 		if lag != c.lag || ok != c.ok {
 			t.Errorf("step %d: lag %d ok %v, want %d %v", i, lag, ok, c.lag, c.ok)
 		}
+	}
+}
+
+// TestRefusalsKeepConnectionsUsable sends requests the filter refuses at
+// the headers (no key, an unknown key), each followed by a served one, on
+// one keep-alive client: none of them fails, and the connections are
+// reused rather than dropped after each refusal.
+func TestRefusalsKeepConnectionsUsable(t *testing.T) {
+	s := start(t, Options{})
+	ctx := testContext(t)
+	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dials atomic.Int64
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	body := `{"model":"gpt-4o-mini","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+	const rounds = 50
+	for i := 0; i < rounds; i++ {
+		for _, c := range []struct {
+			auth string
+			want int
+		}{
+			{"", 401},
+			{"Bearer tt-vk_UnknownKey00-0123456789abcdefghijABCDEFGHIJ01", 401},
+			{"Bearer " + k.Key, 200},
+		} {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/v1/chat/completions", strings.NewReader(body))
+			if c.auth != "" {
+				req.Header.Set("Authorization", c.auth)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Fatalf("round %d: %d, want %d", i, resp.StatusCode, c.want)
+			}
+		}
+	}
+	if n := dials.Load(); n > 1 {
+		t.Errorf("%d connections for %d sequential requests: refusals drop the connection", n, 3*rounds)
 	}
 }
