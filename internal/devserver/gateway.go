@@ -47,7 +47,7 @@ func (g gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.host.ServeHTTP(w, r)
 		return
 	}
-	b := &joinedBody{rc: r.Body}
+	b := &joinedBody{rc: r.Body, length: r.ContentLength}
 	r.Body = b
 	defer b.join(w) // also when the host aborts the response with a panic
 	g.host.ServeHTTP(w, r)
@@ -56,8 +56,10 @@ func (g gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // joinedBody is a request body whose reads end with the handler.
 type joinedBody struct {
 	rc     io.ReadCloser
+	length int64 // the declared Content-Length, -1 when unknown
 	mu     sync.Mutex
 	done   bool
+	read   int64
 	eof    bool // a read returned io.EOF
 	active int
 	idle   chan struct{} // closed when the last read in flight returns after join
@@ -73,7 +75,8 @@ func (b *joinedBody) Read(p []byte) (int, error) {
 	b.mu.Unlock()
 	n, err := b.rc.Read(p)
 	b.mu.Lock()
-	b.eof = b.eof || err == io.EOF
+	b.read += int64(n)
+	b.eof = b.eof || err == io.EOF || b.read == b.length
 	b.active--
 	if b.active == 0 && b.idle != nil {
 		close(b.idle)
