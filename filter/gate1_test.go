@@ -189,6 +189,19 @@ func TestGate2RefusalKeepsRPMReturnsLeases(t *testing.T) {
 			t.Errorf("after %d gate-2 refusals team_tpm remaining %v, want 20000", i, got["remaining"])
 		}
 	}
+	// The rows say who refused, and carry no usage.
+	r.step(time.Second)
+	rows := r.acct.ledger()
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	want := ledger.Ref{LimitID: "org_monthly_budget", LimitType: "budget_usd", Node: "org:acme"}
+	for _, row := range rows {
+		if row.Decision != ledger.Refused || row.ErrorType != "budget_exceeded" || row.Status != 429 ||
+			row.RefusedBy == nil || *row.RefusedBy != want || row.Usage != (ledger.Usage{}) || row.Model != "gpt-4o-mini" {
+			t.Errorf("refused row: %+v refused_by %+v", row, row.RefusedBy)
+		}
+	}
 }
 
 // TestAnonymousResolvesToGlobal: with require_key off, traffic without a
