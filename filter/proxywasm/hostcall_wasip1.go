@@ -96,6 +96,18 @@ func proxySetProperty(path *byte, pathSize uint32, value *byte, valueSize uint32
 //go:wasmimport env proxy_get_status
 func proxyGetStatus(retCode *uint32, retMsg unsafe.Pointer, retMsgSize *uint32) uint32
 
+// out holds the host calls' out-parameters. A pointer to a local passed to
+// a wasmimport escapes, so locals would cost a heap allocation per call; a
+// VM runs one callback at a time and the allocator the host may call back
+// into during an import never touches out, so one package-level set serves.
+// Every h* function copies what it needs out of it before returning.
+var out struct {
+	p          *byte
+	n, n2, cas uint32
+	id         uint32
+	v          uint64
+}
+
 // The h* functions below are the binding's host calls: the same names and
 // signatures as the native stand-in's (hostcall_native.go). Each counts
 // itself. Byte results are blocks proxy_on_memory_allocate handed out for
@@ -108,9 +120,8 @@ func hLog(level uint32, msg string) uint32 {
 
 func hGetLogLevel() (uint32, uint32) {
 	hostCalls.Add(1)
-	var l uint32
-	st := proxyGetLogLevel(&l)
-	return l, st
+	st := proxyGetLogLevel(&out.n)
+	return out.n, st
 }
 
 func hSetTickPeriod(ms uint32) uint32 {
@@ -130,10 +141,9 @@ func hDone() uint32 {
 
 func hGetBufferBytes(bt, start, max uint32) ([]byte, uint32) {
 	hostCalls.Add(1)
-	var p *byte
-	var n uint32
-	st := proxyGetBufferBytes(bt, start, max, unsafe.Pointer(&p), &n)
-	return received(p, n, st), st
+	out.p, out.n = nil, 0
+	st := proxyGetBufferBytes(bt, start, max, unsafe.Pointer(&out.p), &out.n)
+	return received(st), st
 }
 
 func hSetBufferBytes(bt, start, size uint32, data []byte) uint32 {
@@ -143,16 +153,15 @@ func hSetBufferBytes(bt, start, size uint32, data []byte) uint32 {
 
 func hGetBufferStatus(bt uint32) (length, flags, status uint32) {
 	hostCalls.Add(1)
-	status = proxyGetBufferStatus(bt, &length, &flags)
-	return length, flags, status
+	status = proxyGetBufferStatus(bt, &out.n, &out.n2)
+	return out.n, out.n2, status
 }
 
 func hGetHeaderMapPairs(mt uint32) ([]byte, uint32) {
 	hostCalls.Add(1)
-	var p *byte
-	var n uint32
-	st := proxyGetHeaderMapPairs(mt, unsafe.Pointer(&p), &n)
-	return received(p, n, st), st
+	out.p, out.n = nil, 0
+	st := proxyGetHeaderMapPairs(mt, unsafe.Pointer(&out.p), &out.n)
+	return received(st), st
 }
 
 func hSetHeaderMapPairs(mt uint32, data []byte) uint32 {
@@ -162,17 +171,15 @@ func hSetHeaderMapPairs(mt uint32, data []byte) uint32 {
 
 func hGetHeaderMapSize(mt uint32) (uint32, uint32) {
 	hostCalls.Add(1)
-	var n uint32
-	st := proxyGetHeaderMapSize(mt, &n)
-	return n, st
+	st := proxyGetHeaderMapSize(mt, &out.n)
+	return out.n, st
 }
 
 func hGetHeaderMapValue(mt uint32, key string) ([]byte, uint32) {
 	hostCalls.Add(1)
-	var p *byte
-	var n uint32
-	st := proxyGetHeaderMapValue(mt, key, unsafe.Pointer(&p), &n)
-	return received(p, n, st), st
+	out.p, out.n = nil, 0
+	st := proxyGetHeaderMapValue(mt, key, unsafe.Pointer(&out.p), &out.n)
+	return received(st), st
 }
 
 func hAddHeaderMapValue(mt uint32, key, value string) uint32 {
@@ -208,23 +215,23 @@ func hSendLocalResponse(status uint32, details string, body, headers []byte, grp
 
 func hHttpCall(upstream string, headers, body, trailers []byte, timeoutMs uint32) (uint32, uint32) {
 	hostCalls.Add(1)
-	var id uint32
 	st := proxyHttpCall(upstream, unsafe.SliceData(headers), uint32(len(headers)),
 		unsafe.SliceData(body), uint32(len(body)),
-		unsafe.SliceData(trailers), uint32(len(trailers)), timeoutMs, &id)
-	return id, st
+		unsafe.SliceData(trailers), uint32(len(trailers)), timeoutMs, &out.id)
+	return out.id, st
 }
 
 // hGetSharedData receives the value into dst when it fits (alloc.go).
 func hGetSharedData(key string, dst []byte) ([]byte, uint32, uint32) {
 	hostCalls.Add(1)
-	var p *byte
-	var n, cas uint32
+	out.p, out.n, out.cas = nil, 0, 0
 	if len(dst) > 0 {
 		allocSteer = dst
 	}
-	st := proxyGetSharedData(key, unsafe.Pointer(&p), &n, &cas)
+	st := proxyGetSharedData(key, unsafe.Pointer(&out.p), &out.n, &out.cas)
 	allocSteer = nil
+	p, n, cas := out.p, out.n, out.cas
+	out.p = nil
 	if st != 0 || p == nil || n == 0 {
 		return nil, cas, st
 	}
@@ -241,9 +248,8 @@ func hSetSharedData(key string, value []byte, cas uint32) uint32 {
 
 func hDefineMetric(metricType uint32, name string) (uint32, uint32) {
 	hostCalls.Add(1)
-	var id uint32
-	st := proxyDefineMetric(metricType, name, &id)
-	return id, st
+	st := proxyDefineMetric(metricType, name, &out.id)
+	return out.id, st
 }
 
 func hIncrementMetric(id uint32, delta int64) uint32 {
@@ -258,17 +264,15 @@ func hRecordMetric(id uint32, value uint64) uint32 {
 
 func hGetMetric(id uint32) (uint64, uint32) {
 	hostCalls.Add(1)
-	var v uint64
-	st := proxyGetMetric(id, &v)
-	return v, st
+	st := proxyGetMetric(id, &out.v)
+	return out.v, st
 }
 
 func hGetProperty(path []byte) ([]byte, uint32) {
 	hostCalls.Add(1)
-	var p *byte
-	var n uint32
-	st := proxyGetProperty(unsafe.SliceData(path), uint32(len(path)), unsafe.Pointer(&p), &n)
-	return received(p, n, st), st
+	out.p, out.n = nil, 0
+	st := proxyGetProperty(unsafe.SliceData(path), uint32(len(path)), unsafe.Pointer(&out.p), &out.n)
+	return received(st), st
 }
 
 func hSetProperty(path, value []byte) uint32 {
@@ -278,15 +282,17 @@ func hSetProperty(path, value []byte) uint32 {
 
 func hGetStatus() (uint32, []byte, uint32) {
 	hostCalls.Add(1)
-	var code, n uint32
-	var p *byte
-	st := proxyGetStatus(&code, unsafe.Pointer(&p), &n)
-	return code, received(p, n, st), st
+	out.p, out.n = nil, 0
+	st := proxyGetStatus(&out.n2, unsafe.Pointer(&out.p), &out.n)
+	return out.n2, received(st), st
 }
 
-// received views the block the host wrote for a call; an empty result is
-// (nil, 0) and was never allocated.
-func received(p *byte, n, st uint32) []byte {
+// received views the block the host wrote into out for a call, and clears
+// out.p so the package variable does not keep the block alive; an empty
+// result is (nil, 0) and was never allocated.
+func received(st uint32) []byte {
+	p, n := out.p, out.n
+	out.p = nil
 	if st != 0 || p == nil || n == 0 {
 		return nil
 	}
