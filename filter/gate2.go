@@ -30,6 +30,7 @@ func (e *Engine) RequestBody(s *Stream, size int, eos bool, body BodySource) Ver
 		e.releaseLeases(s, e.host.Now())
 		if s.unarmed {
 			s.governs = false // nothing is governed yet: stop buffering it
+			s.forwarded = true
 			return Verdict{}
 		}
 		return e.reject(s, Verdict{}, wire.TooLarge(s.id, e.cfg.MaxBodyBytes))
@@ -48,6 +49,7 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 	req, err := llm.ParseRequest(s.path, body)
 	if err != nil {
 		if s.unarmed {
+			s.forwarded = true
 			return v // nothing is governed yet: let the provider answer it
 		}
 		e.releaseLeases(s, now)
@@ -84,6 +86,7 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 		}
 	}
 	v.Action = ActContinue
+	s.forwarded = true
 	return v
 }
 

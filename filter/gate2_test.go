@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -355,4 +356,38 @@ func TestAbsurdUsageIsBounded(t *testing.T) {
 	// Ten seconds at 100M a minute drain the 16.7M charged.
 	r.step(10 * time.Second)
 	mustStatus(t, r.chat(dev1Key, chatGermany), 200)
+}
+
+// TestAbandonedBodyIsNotARow: a client that goes away while its body is
+// still arriving was never forwarded: its lease comes back, and no row
+// reaches the accountant (a row would count as a forwarded request).
+func TestAbandonedBodyIsNotARow(t *testing.T) {
+	lims := `{"id":"user_concurrency","attach":{"level":"user"},"type":"concurrency","amount":1},
+		{"id":"user_daily_requests","attach":{"level":"user"},"type":"quota_requests","amount":100,"period":"day"}`
+	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) { a.setSnapshot("s0") }})
+	r.sync()
+	body, feed := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	q := httptest.NewRequest("POST", "/v1/chat/completions", body).WithContext(ctx)
+	q.Header.Set("Authorization", "Bearer "+dev1Key.key)
+	q.Header.Set("Content-Type", "application/json")
+	q.ContentLength = -1
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { recover() }() // the host aborts the handler for a reset stream
+		r.h.ServeHTTP(httptest.NewRecorder(), q)
+	}()
+	feed.Write([]byte(`{"model":"gpt-4o-mini","messages":[`))
+	waitFor(t, "the lease", func() bool { return r.meLimit(dev1Key, "user_concurrency")["observed"] == 1.0 })
+	cancel()
+	feed.CloseWithError(context.Canceled)
+	<-done
+	waitFor(t, "the lease to come back", func() bool { return r.meLimit(dev1Key, "user_concurrency")["observed"] == 0.0 })
+	mustStatus(t, r.chat(dev1Key, chatGermany), 200)
+	r.step(time.Second)
+	if rows := r.acct.ledger(); len(rows) != 1 || rows[0].Status != 200 {
+		t.Errorf("rows: %s", jsonRows(rows))
+	}
 }

@@ -25,6 +25,12 @@ func (e *Engine) Done(s *Stream) {
 	if s.id == "" || (!s.governs && s.refusal.errorType == "") {
 		return // not LLM traffic (passthrough, /tt/v1/me, governance off)
 	}
+	if s.governs && !s.forwarded && s.refusal.errorType == "" {
+		// The client went away before its body was complete: nothing
+		// reached the provider, and a row would count as a forwarded
+		// request. The rpm arrival stays counted, as for any refusal.
+		return
+	}
 	if s.refusal.errorType == "" && !s.replied {
 		e.settleUsage(s)
 		actual := s.usage.Total

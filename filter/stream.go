@@ -38,6 +38,7 @@ type Stream struct {
 	// The request as parsed at gate 2.
 	req          llm.Request
 	parsed       bool
+	forwarded    bool // gate 2 let it go to the provider
 	bodySize     int
 	stripUsage   bool
 	replacedBody bool
