@@ -126,6 +126,7 @@ func TestRowsDroppedBeyondBound(t *testing.T) {
 	if got := r.metric("tokentriage.ledger.rows_dropped"); got != extra {
 		t.Errorf("tokentriage.ledger.rows_dropped = %d, want %d", got, extra)
 	}
+	// The accountant hears of the drops at the next poll that reaches it.
 	// The accountant comes back: every kept row arrives, once.
 	r.acct.set(func(a *fakeAccountant) { a.down = false })
 	for i := 0; i < 40; i++ {
@@ -140,6 +141,10 @@ func TestRowsDroppedBeyondBound(t *testing.T) {
 	}
 	if len(rows) != 4096+5+1 || refused != 1 {
 		t.Errorf("%d rows (%d refused) after recovery, want %d (1 refused)", len(rows), refused, 4096+5+1)
+	}
+	polls := r.acct.pollQueries()
+	if last := polls[len(polls)-1]; !strings.Contains(last, fmt.Sprintf("dropped=%d", extra)) {
+		t.Errorf("the last poll %q does not report the %d dropped rows", last, extra)
 	}
 	// Drained: the bound is back to zero.
 	resp = r.do(req{path: "/v1/chat/completions", key: searchKey, body: chatGermany, vm: 2})

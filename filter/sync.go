@@ -365,6 +365,9 @@ func (e *Engine) poll(now time.Time) {
 	q = appendQuery(q, '&', "runtime", v.runtime)
 	q = appendQuery(q, '&', "snapshot", v.snapshot)
 	q = appendQuery(q, '&', "replica", e.replica)
+	// The host's rows dropped on overflow, every VM's (the accountant
+	// exports the count).
+	q = appendQuery(q, '&', "dropped", itoa(e.bound(now).DroppedRows))
 	e.buf = q
 	e.sync.polling = true
 	err := e.host.Caller.Call("GET", string(q), nil, nil, e.callTimeout(), func(status int, body []byte) {
