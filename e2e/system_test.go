@@ -109,6 +109,7 @@ type meLimit struct {
 	LimitID     string `json:"limit_id"`
 	Type        string `json:"type"`
 	Node        string `json:"node"`
+	Amount      int64  `json:"amount"`
 	Observed    int64  `json:"observed"`
 	ObservedUSD struct {
 		USD       json.Number `json:"usd"`

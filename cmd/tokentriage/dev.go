@@ -106,6 +106,10 @@ func runDev(e *env, o devFlags) int {
 		}
 	}()
 
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	s, err := devserver.Start(e.ctx, devserver.Options{
 		ConfigPath:       o.config,
@@ -143,9 +147,6 @@ func runDev(e *env, o devFlags) int {
 	}
 	b.print(e.stdout)
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	for {
 		select {
 		case <-hup:

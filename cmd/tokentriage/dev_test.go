@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -415,4 +416,96 @@ func (c curl) do(ctx context.Context, t *testing.T) answer {
 	}
 	a.output = out.String()
 	return a
+}
+
+// TestDevReloadsOnSIGHUP edits the config under a running `tokentriage
+// dev` and sends SIGHUP: the filter enforces the new plan from its next
+// sync, with no restart.
+func TestDevReloadsOnSIGHUP(t *testing.T) {
+	t.Setenv("TT_ADMIN_TOKEN", "sighup-test-token")
+	ctx := testContext(t)
+	dir := t.TempDir()
+	wasm := filepath.Join(dir, "filter.wasm")
+	if err := os.WriteFile(wasm, testwasm.Filter(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../../examples/tokentriage.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "tokentriage.yaml")
+	if err := os.WriteFile(config, example, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(runCtx, []string{"dev", "-c", config, "--listen", "127.0.0.1:0", "--accountant-listen", "127.0.0.1:0",
+			"--data", filepath.Join(dir, "data"), "--wasm", wasm, "--workers", "2"}, &stdout, &stderr)
+	}()
+	waitFor(ctx, t, done, &stdout, &stderr, "Ctrl-C stops it")
+	out := stdout.String()
+	if strings.Contains(out, "sighup-test-token") || !strings.Contains(out, "Admin token: TT_ADMIN_TOKEN, as set.") {
+		t.Errorf("an admin token from the environment is not printed:\n%s", out)
+	}
+	key := regexp.MustCompile(`(?m)^  export TT_KEY=(\S+)$`).FindStringSubmatch(out)
+	gateway := regexp.MustCompile(`(?m)^  gateway     (http://\S+)`).FindStringSubmatch(out)
+	if key == nil || gateway == nil {
+		t.Fatalf("no key or gateway printed:\n%s", out)
+	}
+	rpm := func() int64 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, gateway[1]+"/tt/v1/me", nil)
+		req.Header.Set("Authorization", "Bearer "+key[1])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var doc struct {
+			Limits []struct {
+				LimitID string `json:"limit_id"`
+				Amount  int64  `json:"amount"`
+			} `json:"limits"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range doc.Limits {
+			if l.LimitID == "user_rpm" {
+				return l.Amount
+			}
+		}
+		return -1
+	}
+	if got := rpm(); got != 3 {
+		t.Fatalf("user_rpm %d before the reload, want 3", got)
+	}
+	edited := strings.Replace(string(example), "      amount: 3\n      period: 1m", "      amount: 7\n      period: 1m", 1)
+	if edited == string(example) {
+		t.Fatal("the example's user_rpm amount is not where this test edits it")
+	}
+	if err := os.WriteFile(config, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for got := rpm(); got != 7; got = rpm() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("user_rpm still %d after SIGHUP:\n%s", got, stderr.String())
+		case <-tick.C:
+		}
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "SIGHUP: reloading the config") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
 }
