@@ -27,7 +27,8 @@ import (
 // new read of the host's reaches the connection, a read in flight is
 // waited for, and the rest of the body (up to maxDrain) is read here,
 // inside the handler, as net/http does for a handler that is not full
-// duplex.
+// duplex (RATIONALE.md, "Why does `tokentriage dev` finish each request
+// body itself?").
 type gateway struct{ host http.Handler }
 
 var _ http.Handler = gateway{}

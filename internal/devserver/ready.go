@@ -24,7 +24,8 @@ const MePath = "/tt/v1/me"
 const pollEvery = 100 * time.Millisecond
 
 // waitArmed waits until the filter has a plan: /tt/v1/me answers anything
-// but the 503 of a filter still waiting for its first sync.
+// but the 503 of a filter still waiting for its first sync (RATIONALE.md,
+// "Why does `tokentriage dev` poll /tt/v1/me before it prints?").
 func (s *Server) waitArmed(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ArmTimeout)
 	defer cancel()
