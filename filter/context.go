@@ -164,6 +164,13 @@ func (c *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
 	return c.apply(c.e.RequestBody(c.s, size, eos, c), nil)
 }
 
+func (c *httpContext) OnHttpRequestTrailers(int) types.Action {
+	if c.s == nil || !c.s.governs || c.s.replied {
+		return types.ActionContinue
+	}
+	return c.apply(c.e.RequestTrailers(c.s, c), nil)
+}
+
 // Body reads the buffered request body (BodySource).
 func (c *httpContext) Body(n int) []byte {
 	b, err := proxywasm.GetHttpRequestBody(0, n)

@@ -41,6 +41,27 @@ func (e *Engine) RequestBody(s *Stream, size int, eos bool, body BodySource) Ver
 	return e.gate2(s, body.Body(size), Verdict{})
 }
 
+// RequestTrailers handles the request trailers. A body followed by
+// trailers never reaches a body callback with end of stream (the last one
+// reports eos false), so gate 2 runs here, on what was buffered: without
+// it, a client could skip gate 2 by sending trailers.
+func (e *Engine) RequestTrailers(s *Stream, body BodySource) Verdict {
+	if !s.governs || s.replied || s.forwarded {
+		return Verdict{}
+	}
+	b := body.Body(int(e.cfg.MaxBodyBytes) + 1)
+	if int64(len(b)) > e.cfg.MaxBodyBytes {
+		return e.RequestBody(s, len(b), true, bytesSource(b))
+	}
+	s.bodySize = len(b)
+	return e.gate2(s, b, Verdict{})
+}
+
+// bytesSource is a BodySource over bytes already read.
+type bytesSource []byte
+
+func (b bytesSource) Body(n int) []byte { return b[:min(n, len(b))] }
+
 // gate2 parses the complete body, checks the model scope, and evaluates
 // budget_usd, quota_tokens, quota_requests (from the snapshot) and tpm (a
 // reserve), deepest instance first, stopping at the first over.

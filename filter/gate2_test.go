@@ -391,3 +391,43 @@ func TestAbandonedBodyIsNotARow(t *testing.T) {
 		t.Errorf("rows: %s", jsonRows(rows))
 	}
 }
+
+// TestTrailersDoNotSkipGate2: a body followed by trailers ends on a body
+// callback without end of stream; gate 2 runs at the trailers all the same
+// (scopes, the tpm reserve, the include_usage rewrite), so trailers are no
+// way around it.
+func TestTrailersDoNotSkipGate2(t *testing.T) {
+	scoped := newTestKey("vk_scopedscoped", "org:acme/team:ml/user:dev2").withScopes(`{"models":["gpt-4o*"]}`)
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{scoped}, extra: []string{`"max_body_bytes":1000`}})
+	send := func(body string, chunks ...string) wasmtest.Response {
+		q := wasmtest.Request{Method: "POST", Path: "/v1/chat/completions",
+			Headers:  http.Header{"Authorization": {"Bearer " + scoped.key}, "Content-Type": {"application/json"}},
+			Trailers: http.Header{"X-Checksum": {"1"}}}
+		for _, c := range append([]string{body}, chunks...) {
+			if c != "" {
+				q.BodyChunks = append(q.BodyChunks, []byte(c))
+			}
+		}
+		return r.h.Do(q)
+	}
+	if resp := send(chatBody("o4-mini", germany)); resp.Status != 403 {
+		t.Errorf("a model outside the scope, with trailers: %d %s", resp.Status, resp.Body)
+	}
+	resp := send(`{"model":"gpt-4o","messages":[{"role":"user",`, `"content":"What is the capital of Germany?"}],"stream":true}`)
+	mustStatus(t, resp, 200)
+	if got := resp.Headers.Get("X-Ratelimit-Remaining-Tokens"); got != "3609" {
+		t.Errorf("tpm reserve with trailers: remaining %q, want 3609", got)
+	}
+	if sent, _ := r.stub.Last(); !bytes.Contains(sent.Body, []byte(`"include_usage":true`)) {
+		t.Errorf("the body with trailers was not rewritten: %s", sent.Body)
+	}
+	if bytes.Contains(resp.Body, []byte(`"usage":{`)) {
+		t.Errorf("the usage chunk the filter asked for reached the client: %s", resp.Body)
+	}
+	if resp := send(chatBody("gpt-4o", strings.Repeat("z", 2000))); resp.Status != 413 {
+		t.Errorf("an oversized body with trailers: %d", resp.Status)
+	}
+	if resp := send(`{"model":`); resp.Status != 400 {
+		t.Errorf("an unreadable body with trailers: %d", resp.Status)
+	}
+}
