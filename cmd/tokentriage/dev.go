@@ -139,23 +139,24 @@ func runDev(e *env, o devFlags) int {
 		token: token, generated: generated, defaultAcct: o.acctListen == devserver.DefaultAccountantListen,
 	}
 	key, err := s.MintKey(e.ctx, o.demoOwner, vkey.Scopes{})
-	if err != nil {
+	switch {
+	case e.ctx.Err() != nil: // interrupted while minting: just stop
+	case err != nil:
 		fmt.Fprintf(e.stderr, "tokentriage dev: no demo key: %v (pass --demo-owner NODE naming a node of the config's tenants)\n", err)
-	} else {
+		b.print(e.stdout)
+	default:
 		b.key, b.kid, b.owner = key.Key, key.KID, key.Owner
 		b.limit = demoLimit(s.Accountant().Armed(), key.Owner, key.KID)
+		b.print(e.stdout)
 	}
-	b.print(e.stdout)
 
-	for {
+	for e.ctx.Err() == nil {
 		select {
 		case <-hup:
 			log.Info("SIGHUP: reloading the config", "config", o.config)
 			s.Reload() // logs the new plan, or every problem of a rejected config
-			continue
 		case <-e.ctx.Done():
 		}
-		break
 	}
 	fmt.Fprintln(e.stderr, "tokentriage dev: stopping: finishing requests in flight and flushing the ledger (a second signal exits at once)")
 	if err := s.Shutdown(context.Background()); err != nil {

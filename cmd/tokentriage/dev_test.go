@@ -509,3 +509,35 @@ func TestDevReloadsOnSIGHUP(t *testing.T) {
 		t.Errorf("stderr: %s", stderr.String())
 	}
 }
+
+// TestDevWithoutDemoKey names a demo owner the config does not know: dev
+// says why there is no key and serves all the same.
+func TestDevWithoutDemoKey(t *testing.T) {
+	t.Setenv("TT_ADMIN_TOKEN", "")
+	ctx := testContext(t)
+	dir := t.TempDir()
+	wasm := filepath.Join(dir, "filter.wasm")
+	if err := os.WriteFile(wasm, testwasm.Filter(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(runCtx, []string{"dev", "-c", "../../examples/tokentriage.yaml", "--listen", "127.0.0.1:0", "--accountant-listen", "127.0.0.1:0",
+			"--data", filepath.Join(dir, "data"), "--wasm", wasm, "--workers", "1", "--demo-owner", "org:globex"}, &stdout, &stderr)
+	}()
+	waitFor(ctx, t, done, &stdout, &stderr, "Ctrl-C stops it")
+	if !strings.Contains(stdout.String(), "No demo key was minted (see the error above); mint one with tokentriage keys mint --owner NODE.") ||
+		strings.Contains(stdout.String(), "curl ") {
+		t.Errorf("stdout:\n%s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "tokentriage dev: no demo key: devserver: minting a key for org:globex: ") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+}
