@@ -225,7 +225,7 @@ func (c *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 	if c.s == nil {
 		return types.ActionContinue // settled already; nothing comes after that
 	}
-	status, contentType := 0, ""
+	status, contentType, contentEncoding := 0, "", ""
 	hdrs, err := proxywasm.GetHttpResponseHeaders()
 	if err == nil {
 		for _, kv := range hdrs {
@@ -234,10 +234,12 @@ func (c *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 				status, _ = strconv.Atoi(kv[1])
 			case "content-type":
 				contentType = kv[1]
+			case "content-encoding":
+				contentEncoding = kv[1]
 			}
 		}
 	}
-	rh := c.e.ResponseHeaders(c.s, status, contentType)
+	rh := c.e.ResponseHeaders(c.s, status, contentType, contentEncoding)
 	if edits := len(rh.Add); edits >= 2 && err == nil {
 		// One host call instead of one per header: the map as it was
 		// (less content-length when the body may change), then ours.

@@ -74,7 +74,7 @@ func NewEngine(cfg *pluginconf.Config, h Host) (*Engine, error) {
 		replicas:      1,
 		ingestHeaders: [][2]string{{"content-type", "application/x-ndjson"}},
 		inst:          make([]govern.Instance, 0, 16),
-		removeScratch: make([]string, 0, 4),
+		removeScratch: make([]string, 0, 6),
 		addScratch:    make([][2]string, 0, 8),
 	}
 	e.vm = uint32(e.rng.Uint64()) | 1 // never 0: 0 marks a free lock

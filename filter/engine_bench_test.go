@@ -43,7 +43,7 @@ func BenchmarkGate1Native(b *testing.B) {
 		if v := e.RequestHeaders(s, &head); v.Action != ActContinue {
 			b.Fatalf("refused: %+v", v.Reply)
 		}
-		e.ResponseHeaders(s, 200, "application/json")
+		e.ResponseHeaders(s, 200, "application/json", "")
 		e.Done(s)
 		e.Release(s)
 	}
@@ -73,7 +73,7 @@ func BenchmarkFullNative(b *testing.B) {
 		if v := e.RequestBody(s, len(body), true, bytesBody(body)); v.Action != ActContinue {
 			b.Fatalf("refused at gate 2: %s", v.Reply.Body)
 		}
-		e.ResponseHeaders(s, 200, "text/event-stream")
+		e.ResponseHeaders(s, 200, "text/event-stream", "")
 		for i, ev := range events {
 			e.ResponseBody(s, ev, i == len(events)-1)
 		}

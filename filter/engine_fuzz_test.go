@@ -56,7 +56,7 @@ func FuzzEngine(f *testing.F) {
 			}
 		}
 		if v.Action != ActReply && v.Reply == nil {
-			h := e.ResponseHeaders(s, 200, ctype)
+			h := e.ResponseHeaders(s, 200, ctype, "")
 			if h.WantBody {
 				chunks := splitIn3(resp, rsplit)
 				for i, c := range chunks {

@@ -25,6 +25,12 @@ type RequestHead struct {
 	EndOfStream bool // headers-only request
 }
 
+// governedHeaders are removed from a governed request before it goes on:
+// content-length, because gate 2 may rewrite the body; accept-encoding,
+// because the usage the filter settles on must come back readable (a
+// provider that compresses its answer leaves the filter only an estimate).
+var governedHeaders = []string{"content-length", "accept-encoding"}
+
 // MePath is answered by the filter itself.
 const MePath = "/tt/v1/me"
 
@@ -71,7 +77,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 			s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
 		}
 		if s.governs {
-			v.RemoveHeaders = append(v.RemoveHeaders, "content-length")
+			v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
 		}
 		return v
 	}
@@ -136,7 +142,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		// back from this filter too, in Envoy); the body is buffered at gate
 		// 2. Its length may change there (stream_options), so the length
 		// header goes, as Envoy's ext_proc does for a mutable body.
-		v.RemoveHeaders = append(v.RemoveHeaders, "content-length")
+		v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
 	}
 	return v
 }

@@ -2,6 +2,7 @@ package filter_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -429,5 +430,48 @@ func TestTrailersDoNotSkipGate2(t *testing.T) {
 	}
 	if resp := send(`{"model":`); resp.Status != 400 {
 		t.Errorf("an unreadable body with trailers: %d", resp.Status)
+	}
+}
+
+// TestCompressionIsNotAsked: a governed request goes to the provider
+// without accept-encoding, so its usage comes back readable; an answer
+// compressed anyway passes through untouched and settles on an estimate.
+func TestCompressionIsNotAsked(t *testing.T) {
+	var gzipped []byte
+	{
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(`{"id":"x","model":"gpt-4o","usage":{"prompt_tokens":8,"completion_tokens":20,"total_tokens":28}}`))
+		zw.Close()
+		gzipped = b.Bytes()
+	}
+	st := stub.New(stub.Options{})
+	mux := http.NewServeMux()
+	mux.Handle("/", st)
+	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, q *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(gzipped)
+	})
+	key := dev1Key.withScopes(`{"allow_passthrough":true}`)
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{key}, accountant: true, upstream: mux})
+	resp := r.do(req{path: "/v1/chat/completions", key: key, body: chatGermany, headers: map[string]string{"Accept-Encoding": "gzip, br"}})
+	mustStatus(t, resp, 200)
+	if last, _ := st.Last(); last.Header.Get("Accept-Encoding") != "" {
+		t.Errorf("a governed request reached the provider with Accept-Encoding %q", last.Header.Get("Accept-Encoding"))
+	}
+	mustStatus(t, r.do(req{method: "GET", path: "/v1/models", key: key, headers: map[string]string{"Accept-Encoding": "gzip"}}), 200)
+	if last, _ := st.Last(); last.Header.Get("Accept-Encoding") != "gzip" {
+		t.Errorf("a passthrough request lost its Accept-Encoding: %q", last.Header.Get("Accept-Encoding"))
+	}
+	resp = r.do(req{path: "/v1/completions", key: key, body: `{"model":"gpt-4o","prompt":"What is the capital of Germany?"}`})
+	mustStatus(t, resp, 200)
+	if !bytes.Equal(resp.Body, gzipped) {
+		t.Errorf("the compressed answer was changed on its way to the client")
+	}
+	r.step(time.Second)
+	row, ok := r.acct.row(resp.Headers.Get("X-Tt-Request-Id"))
+	if !ok || !row.Estimated.Output || row.Usage.Input != 8 {
+		t.Errorf("compressed answer's row: %+v", row)
 	}
 }

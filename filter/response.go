@@ -26,7 +26,7 @@ type ResponseHead struct {
 // ResponseHeaders handles the response headers: the request id on every
 // response, the disclosure headers on served ones, and the choice of how
 // usage will be read (SSE scanner or a copy of the JSON body).
-func (e *Engine) ResponseHeaders(s *Stream, status int, contentType string) ResponseHead {
+func (e *Engine) ResponseHeaders(s *Stream, status int, contentType, contentEncoding string) ResponseHead {
 	s.status = status
 	s.respSeen = true
 	var h ResponseHead
@@ -44,6 +44,11 @@ func (e *Engine) ResponseHeaders(s *Stream, status int, contentType string) Resp
 	}
 	e.addScratch = h.Add[:0]
 	if !s.governs || !s.parsed {
+		return h
+	}
+	if contentEncoding != "" && contentEncoding != "identity" {
+		// Compressed although the filter asked for no encoding: its usage
+		// cannot be read here, so the request settles on an estimate.
 		return h
 	}
 	switch {
