@@ -148,7 +148,11 @@ func (e *Engine) refresh(now time.Time) {
 			cur.plan = v.plan
 		default:
 			if b, ok := e.part(syncPlanKey); ok {
-				if p, err := compilePlan(b); err != nil {
+				if p, err := compilePlan(b); err == errNoPlan && e.plan == nil {
+					e.logf(LogWarn, "sync: the accountant (plan version %q) has no governance block; nothing is governed until it has one", short(v.plan))
+				} else if err == errNoPlan {
+					e.logf(LogWarn, "sync: the accountant (plan version %q) has no governance block now; keeping the plan in force", short(v.plan))
+				} else if err != nil {
 					e.logf(LogError, "sync: the accountant's plan %s does not compile here; keeping the plan in force: %v", short(v.plan), err)
 				} else {
 					plan = p
@@ -462,6 +466,12 @@ func (e *Engine) applySync(body []byte, sent syncVersions) error {
 		v.plan = p.Get("version").String()
 		if g := p.Get("governance"); g.Exists() {
 			if err := e.setPart(syncPlanKey, []byte(g.Raw)); err != nil {
+				return err
+			}
+		} else if v.plan != sent.plan {
+			// A new version with no governance block: say so, or every VM
+			// would wait for a part that never comes.
+			if err := e.setPart(syncPlanKey, []byte("null")); err != nil {
 				return err
 			}
 		}

@@ -170,6 +170,23 @@ func TestPlanFromAccountant(t *testing.T) {
 		t.Errorf("X-Tt-Governance %q, want unarmed", got)
 	}
 	mustStatus(t, r.me(dev1Key), 503)
+	// An accountant without a governance block: still unarmed, said once,
+	// and the VMs settle on that version rather than waiting for a plan.
+	r.acct.setPlan("p0", "")
+	r.sync()
+	r.sync()
+	if resp := r.chat(dev1Key, chatGermany); resp.Headers.Get("X-Tt-Governance") != "unarmed" {
+		t.Errorf("with an empty plan: %v", resp.Headers)
+	}
+	said := 0
+	for _, l := range r.h.Logs() {
+		if strings.Contains(l.Message, "has no governance block") {
+			said++
+		}
+	}
+	if said != r.h.Workers() {
+		t.Errorf("the missing governance block was logged %d times by %d VMs, want once each", said, r.h.Workers())
+	}
 	fixed := strings.Replace(limTeamRPM, `"period":"1m"`, `"period":"1m","algorithm":"fixed_window"`, 1)
 	r.acct.setPlan("p1", gov(fixed, `,"require_key":true`))
 	r.sync()
