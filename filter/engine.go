@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
@@ -40,6 +41,7 @@ type Engine struct {
 	sync     syncState
 
 	rows          rowQueue
+	row           ledger.Row // the row being encoded
 	ingestHeaders [][2]string
 	lastRefresh   time.Time // of lease expiries and tee stats
 	teeLag        int

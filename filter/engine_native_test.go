@@ -233,8 +233,12 @@ func TestRowQueueBound(t *testing.T) {
 		t.Fatalf("lag %d dropped %d", q.lag(), q.dropped)
 	}
 	b := q.batch(now, false)
-	if string(b[:2]) != "0\n" || q.inflight != batchRows {
-		t.Fatalf("first batch starts %q, %d rows in flight", b[:8], q.inflight)
+	want := ""
+	for i := 0; i < batchRows; i++ {
+		want += fmt.Sprintf("%d\n", i)
+	}
+	if string(b) != want || q.inflight != batchRows {
+		t.Fatalf("first batch %q…, %d rows in flight; want rows 0 to %d", b[:min(len(b), 16)], q.inflight, batchRows-1)
 	}
 	if q.batch(now, true) != nil {
 		t.Fatal("a second batch while one is in flight")
@@ -250,17 +254,63 @@ func TestRowQueueBound(t *testing.T) {
 	if q.lag() != maxUnacked-batchRows || q.sent != batchRows {
 		t.Fatalf("after an ack: lag %d sent %d", q.lag(), q.sent)
 	}
+	// Rows keep their order across compactions.
+	for next := batchRows; q.lag() > 0; {
+		b := q.batch(now, false)
+		for _, line := range strings.SplitAfter(string(b), "\n") {
+			if line == "" {
+				continue
+			}
+			if line != fmt.Sprintf("%d\n", next) {
+				t.Fatalf("row %q where row %d belongs", line, next)
+			}
+			next++
+		}
+		q.acked(now, true)
+		if next >= maxUnacked {
+			break
+		}
+	}
 	for q.lag() > 0 {
 		if q.batch(now, false) == nil {
 			t.Fatal("no batch while rows wait")
 		}
 		q.acked(now, true)
 	}
-	if len(q.rows) != 0 || q.head != 0 {
-		t.Errorf("drained queue holds %d rows, head %d", len(q.rows), q.head)
+	if len(q.ends) != 0 || len(q.data) != 0 || q.head != 0 {
+		t.Errorf("drained queue holds %d rows (%d bytes), head %d", len(q.ends), len(q.data), q.head)
 	}
 	if !q.push([]byte("x\n")) {
 		t.Error("a drained queue refused a row")
+	}
+	// Rows pushed while batches are in flight and acknowledged come out
+	// once each, in order, across compactions.
+	var r rowQueue
+	pushed, seen := 0, 0
+	for step := 0; step < 2000; step++ {
+		for k := 0; k < step%7; k++ {
+			r.push([]byte(fmt.Sprintf("%d\n", pushed)))
+			pushed++
+		}
+		if b := r.batch(now, true); b != nil {
+			for _, line := range strings.SplitAfter(string(b), "\n") {
+				if line == "" {
+					continue
+				}
+				if line != fmt.Sprintf("%d\n", seen) {
+					t.Fatalf("step %d: row %q where row %d belongs", step, line, seen)
+				}
+				seen++
+			}
+			ok := step%5 != 0 // every fifth batch fails and is sent again
+			if !ok {
+				seen -= r.inflight
+			}
+			r.acked(now, ok)
+		}
+	}
+	if r.lag() != pushed-seen {
+		t.Errorf("lag %d, pushed %d, seen %d", r.lag(), pushed, seen)
 	}
 }
 

@@ -21,48 +21,70 @@ const (
 	ingestTimout = 5 * time.Second
 )
 
+// rowQueue keeps the encoded rows back to back in one buffer, each a JSON
+// line ending in '\n', so that a batch is a slice of it rather than a copy
+// (a 256-row batch is about 150 KB, and the guest copies memory slowly) and
+// a row is encoded straight into place.
 type rowQueue struct {
-	rows     [][]byte // encoded rows, each a JSON line ending in '\n'
-	head     int      // rows[head:] are unacknowledged
-	inflight int      // rows[head:head+inflight] are in the batch in flight
-	dropped  uint64   // rows dropped on overflow since start
+	data     []byte // rows[0:] encoded back to back
+	ends     []int  // ends[i] is where row i ends in data
+	head     int    // rows head and later are unacknowledged
+	inflight int    // rows head to head+inflight are in the batch in flight
+	dropped  uint64 // rows dropped on overflow since start
 	sent     uint64
 	nextSend time.Time
 	backoff  time.Duration
-	body     []byte
-	free     [][]byte // spent row buffers, reused
 }
 
 // lag is the number of rows not yet acknowledged (tee_lag_rows).
-func (q *rowQueue) lag() int { return len(q.rows) - q.head }
+func (q *rowQueue) lag() int { return len(q.ends) - q.head }
 
-// push queues an encoded row (copied), or drops it when the queue is full.
-func (q *rowQueue) push(row []byte) bool {
+// start is where row i begins in data.
+func (q *rowQueue) start(i int) int {
+	if i == 0 {
+		return 0
+	}
+	return q.ends[i-1]
+}
+
+// room reports whether one more row fits; when it does not, the row is
+// counted as dropped.
+func (q *rowQueue) room() bool {
 	if q.lag() >= maxUnacked {
 		q.dropped++
 		return false
 	}
-	var b []byte
-	if n := len(q.free); n > 0 {
-		b, q.free = q.free[n-1][:0], q.free[:n-1]
+	return true
+}
+
+// add ends the row just appended to data (the caller appends it after
+// room said yes).
+func (q *rowQueue) add() {
+	q.data = append(q.data, '\n')
+	q.ends = append(q.ends, len(q.data))
+}
+
+// push queues an encoded row ending in '\n' (copied), or drops it when the
+// queue is full.
+func (q *rowQueue) push(row []byte) bool {
+	if !q.room() {
+		return false
 	}
-	q.rows = append(q.rows, append(b, row...))
+	q.data = append(q.data, row...)
+	q.ends = append(q.ends, len(q.data))
 	return true
 }
 
 // batch returns the next batch to send, or nil when nothing should be sent
-// now (empty, a batch in flight, or backing off).
+// now (empty, a batch in flight, or backing off). It is a slice of the
+// queue's buffer: the host copies it when the call is made.
 func (q *rowQueue) batch(now time.Time, force bool) []byte {
 	if q.inflight > 0 || q.lag() == 0 || (!force && now.Before(q.nextSend)) {
 		return nil
 	}
 	n := min(q.lag(), batchRows)
-	q.body = q.body[:0]
-	for _, r := range q.rows[q.head : q.head+n] {
-		q.body = append(q.body, r...)
-	}
 	q.inflight = n
-	return q.body
+	return q.data[q.start(q.head):q.ends[q.head+n-1]]
 }
 
 // acked records the answer to the batch in flight.
@@ -73,22 +95,22 @@ func (q *rowQueue) acked(now time.Time, ok bool) {
 		q.nextSend = now.Add(q.backoff)
 		return
 	}
-	for i := q.head; i < q.head+q.inflight; i++ {
-		q.free = append(q.free, q.rows[i])
-		q.rows[i] = nil
-	}
 	q.sent += uint64(q.inflight)
 	q.head += q.inflight
 	q.inflight = 0
 	q.backoff = 0
 	q.nextSend = time.Time{}
-	if len(q.free) > batchRows {
-		q.free = q.free[:batchRows]
-	}
-	if q.head > 0 && q.head >= len(q.rows)/2 {
-		n := copy(q.rows, q.rows[q.head:])
-		clear(q.rows[n:])
-		q.rows = q.rows[:n]
+	// Compact once half the rows are spent: the unsent tail moves to the
+	// front (usually a few rows), and the buffer keeps its capacity.
+	if q.head > 0 && q.head >= len(q.ends)/2 {
+		off := q.start(q.head)
+		n := copy(q.data, q.data[off:])
+		q.data = q.data[:n]
+		m := copy(q.ends, q.ends[q.head:])
+		q.ends = q.ends[:m]
+		for i := range q.ends {
+			q.ends[i] -= off
+		}
 		q.head = 0
 	}
 }

@@ -55,11 +55,13 @@ func (e *Engine) Done(s *Stream) {
 	if e.host.Caller == nil {
 		return // no accountant: nothing folds rows
 	}
-	e.buf = e.row(s, now).AppendJSON(e.buf[:0])
-	e.buf = append(e.buf, '\n')
-	if !e.rows.push(e.buf) {
+	if !e.rows.room() {
 		e.host.Metrics.Add(MetricRowsDropped, 1)
+		return
 	}
+	e.fillRow(&e.row, s, now)
+	e.rows.data = e.row.AppendJSON(e.rows.data)
+	e.rows.add()
 	// Rows are sent from the tick, on the root context: a callout made from
 	// a stream would be answered to a context that no longer exists.
 }
@@ -91,9 +93,10 @@ func (e *Engine) settleUsage(s *Stream) {
 	}
 }
 
-// row builds the ledger row of a finished request.
-func (e *Engine) row(s *Stream, now time.Time) *ledger.Row {
-	r := &ledger.Row{
+// fillRow writes the ledger row of a finished request into r (the
+// engine's one row, encoded at once).
+func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
+	*r = ledger.Row{
 		RequestID: s.id,
 		Start:     s.start.UTC(),
 		End:       now.UTC(),
@@ -127,5 +130,4 @@ func (e *Engine) row(s *Stream, now time.Time) *ledger.Row {
 	default:
 		r.Decision = ledger.Admitted
 	}
-	return r
 }
