@@ -12,12 +12,28 @@ import (
 // the request goes to one worker VM, its body reaches the filter chunk by
 // chunk as it arrives and the upstream only as the filter lets it, and the
 // response streams back the same way. A stream the filter or the upstream
-// resets drops the client's connection.
+// resets drops the client's connection. A body the stream left unread (a
+// local reply at the request headers) is read to its end before ServeHTTP
+// returns, so the connection serves the client's next request; one larger
+// than 256 KiB, or that stops arriving, closes it instead (clientbody.go).
 func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body *clientBody
+	if hasBody(r) {
+		r, body = withClientBody(r)
+	}
 	res := h.serve(w, r, 0)
+	if body != nil {
+		body.finish(w, res)
+	}
 	if res.reset && !res.clientGone {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// hasBody reports whether r has a body to read; the host reads such a body
+// in full-duplex mode.
+func hasBody(r *http.Request) bool {
+	return r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
 }
 
 type serveResult struct {
@@ -34,7 +50,7 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResu
 		return serveResult{}
 	}
 	defer h.leave()
-	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+	if hasBody(r) {
 		// Read the rest of the request while the response streams back.
 		http.NewResponseController(w).EnableFullDuplex()
 	}
