@@ -196,9 +196,10 @@ func pluginConfiguration(w *wasmfilterv3.Wasm) ([]byte, error) {
 }
 
 // checkTokentriage checks what the proto validators cannot: that the
-// filter is wired the way the filter and the README expect, and that its
+// filter is wired the way the filter and the README expect, that its
 // plugin configuration passes the filter's own decode and compile and
-// names clusters and routes that exist.
+// names clusters and routes that exist, and that no route to a provider
+// passes on the client's accept-encoding or credentials.
 func checkTokentriage(cfg *envoyConfig) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -213,6 +214,7 @@ func checkTokentriage(cfg *envoyConfig) error {
 	for _, h := range cfg.hcms {
 		errs = append(errs, checkFilterChain(h.path, h.msg)...)
 	}
+	accountant := ""
 	for _, w := range cfg.wasm {
 		pc := w.msg.GetConfig()
 		vm := pc.GetVmConfig()
@@ -238,6 +240,9 @@ func checkTokentriage(cfg *envoyConfig) error {
 			fail("%s.config.configuration: the filter would reject its plugin configuration: %w", w.path, err)
 			continue
 		}
+		if a := conf.Accountant; a != nil {
+			accountant = a.Cluster
+		}
 		if a := conf.Accountant; a != nil && !clusters[a.Cluster] {
 			fail("%s.config.configuration: accountant.cluster %q is not a cluster of this config (the filter's callouts would fail with BAD_ARGUMENT); clusters: %s",
 				w.path, a.Cluster, strings.Join(sortedKeys(clusters), ", "))
@@ -249,6 +254,10 @@ func checkTokentriage(cfg *envoyConfig) error {
 					w.path, i, p.Route, strings.Join(sortedKeys(routes), ", "))
 			}
 		}
+	}
+	for _, h := range cfg.hcms {
+		_, routeErrs := checkEnvoyProviderRoutes(h.path, h.msg, accountant)
+		errs = append(errs, routeErrs...)
 	}
 	return errors.Join(errs...)
 }

@@ -157,6 +157,32 @@ func TestEnvoyConfigRejects(t *testing.T) {
 			new:  "cluster: openai\n                            auto_host_rewrite: true\n                            timeout: 60s",
 			want: []string{"routes[1] (openai): route.timeout must be 0s"},
 		},
+		{
+			name: "provider route that passes accept-encoding on",
+			old:  "request_headers_to_remove: [authorization, accept-encoding]", new: "request_headers_to_remove: [authorization]",
+			want: []string{"routes[0] (anthropic): the client's accept-encoding reaches the provider (neither removed nor overwritten): add it to request_headers_to_remove"},
+		},
+		{
+			name: "openai route that passes the client's x-api-key on",
+			old:  "request_headers_to_remove: [x-api-key, accept-encoding]", new: "request_headers_to_remove: [accept-encoding]",
+			want: []string{"routes[1] (openai): the client's x-api-key reaches the provider (neither removed nor overwritten)"},
+		},
+		{
+			name: "anthropic route that passes the client's authorization on",
+			old:  "request_headers_to_remove: [authorization, accept-encoding]", new: "request_headers_to_remove: [accept-encoding]",
+			want: []string{"routes[0] (anthropic): the client's authorization reaches the provider"},
+		},
+		{
+			name: "provider key added beside the client's",
+			old:  "OPENAI_API_KEY)%\" }\n                              append_action: OVERWRITE_IF_EXISTS_OR_ADD",
+			new:  "OPENAI_API_KEY)%\" }\n                              append_action: APPEND_IF_EXISTS_OR_ADD",
+			want: []string{"routes[1] (openai): the client's authorization reaches the provider (added beside the client's value)"},
+		},
+		{
+			name: "provider key header copied from the request",
+			old:  `value: "%ENVIRONMENT(ANTHROPIC_API_KEY)%"`, new: `value: "%REQ(x-api-key)%"`,
+			want: []string{`routes[0] (anthropic): the client's x-api-key reaches the provider (set to "%REQ(x-api-key)%")`},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if n := strings.Count(src, tc.old); n != 1 {

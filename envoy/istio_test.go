@@ -193,7 +193,8 @@ var sha256Hex = regexp.MustCompile(`^[a-f0-9]{64}$`)
 // the cluster Istio builds for the accountant's Service; the Deployment
 // runs the accountant's command line with its config, data volume, port
 // and admin token wired to objects that exist; the config in the ConfigMap
-// compiles.
+// compiles; no route to a provider passes on the client's accept-encoding
+// or credentials.
 func checkIstio(files map[string][]byte) error {
 	ms, err := loadManifests(files)
 	if err != nil {
@@ -367,6 +368,11 @@ func checkIstio(files map[string][]byte) error {
 			fail("%s: subsets on %s would rename the accountant's cluster to outbound|%d|<subset>|%s", dr.path, fqdn, svcPort.Port, fqdn)
 		}
 	}
+
+	// Routes to a provider pass on neither accept-encoding nor a client
+	// credential.
+	_, routeErrs := checkIstioProviderRoutes(find[*networkingv1.VirtualService](ms), serviceHosts(svc))
+	errs = append(errs, routeErrs...)
 	return errors.Join(errs...)
 }
 
@@ -528,6 +534,16 @@ func TestIstioRejects(t *testing.T) {
 			name: "Service port Istio would treat as TCP", file: "accountant.yaml",
 			old: "      appProtocol: http\n", new: "\n",
 			want: []string{"needs appProtocol: http"},
+		},
+		{
+			name: "provider route that passes accept-encoding on", file: "providers.yaml",
+			old: "remove: [authorization, accept-encoding]", new: "remove: [authorization]",
+			want: []string{"http[0] (anthropic) route[0] to api.anthropic.com: the client's accept-encoding reaches the provider (neither removed nor overwritten): add it to headers.request.remove"},
+		},
+		{
+			name: "openai route that passes the client's x-api-key on", file: "providers.yaml",
+			old: "remove: [x-api-key, accept-encoding]", new: "remove: [accept-encoding]",
+			want: []string{"http[1] (openai) route[0] to api.openai.com: the client's x-api-key reaches the provider"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,236 @@
+package envoy_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	networkingv1 "istio.io/api/networking/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// clientHeaders are the client's request headers no provider route may
+// pass on, each with why and with what may stand in its place.
+var clientHeaders = []struct {
+	name string
+	why  string
+	// allowed reports whether a value the route itself sets is fine.
+	allowed func(value string) bool
+}{
+	{
+		name:    "accept-encoding",
+		why:     "the filter settles on the usage in the response body and cannot read a compressed one",
+		allowed: func(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "identity") },
+	},
+	{
+		name:    "authorization",
+		why:     "a client credential: the filter strips only a virtual key",
+		allowed: notFromRequest,
+	},
+	{
+		name:    "x-api-key",
+		why:     "a client credential: the filter strips only a virtual key",
+		allowed: notFromRequest,
+	},
+}
+
+// notFromRequest is a value the proxy makes up (a provider key from its
+// environment), not one copied from the client's request.
+func notFromRequest(v string) bool {
+	return !strings.Contains(v, "%REQ(") && !strings.Contains(v, "%REQ_WITHOUT_QUERY(")
+}
+
+// headerOps is what one route does to the request headers, gathered from
+// every level that applies to it.
+type headerOps struct {
+	removed map[string]bool
+	set     map[string][]string // overwritten: the client's value goes
+	added   map[string][]string // appended or added when absent: the client's value stays
+}
+
+func newHeaderOps() headerOps {
+	return headerOps{removed: map[string]bool{}, set: map[string][]string{}, added: map[string][]string{}}
+}
+
+// leaks reports how the client's header name may still reach the
+// upstream, or "" when it cannot.
+func (o headerOps) leaks(name string, allowed func(string) bool) string {
+	switch {
+	case !o.removed[name] && len(o.set[name]) == 0 && len(o.added[name]) > 0:
+		return "added beside the client's value"
+	case !o.removed[name] && len(o.set[name]) == 0:
+		return "neither removed nor overwritten"
+	}
+	for _, vs := range [][]string{o.set[name], o.added[name]} {
+		for _, v := range vs {
+			if !allowed(v) {
+				return fmt.Sprintf("set to %q", v)
+			}
+		}
+	}
+	return ""
+}
+
+// check returns one error per client header the route passes on.
+func (o headerOps) check(where, removeField string) []error {
+	var errs []error
+	for _, h := range clientHeaders {
+		if why := o.leaks(h.name, h.allowed); why != "" {
+			errs = append(errs, fmt.Errorf("%s: the client's %s reaches the provider (%s): add it to %s; %s",
+				where, h.name, why, removeField, h.why))
+		}
+	}
+	return errs
+}
+
+// envoyHeaderOps gathers a route's request header mutations from the
+// route, its virtual host and its route configuration. Envoy removes
+// before it adds at each level.
+func envoyHeaderOps(rc *routev3.RouteConfiguration, vh *routev3.VirtualHost, r *routev3.Route) headerOps {
+	ops := newHeaderOps()
+	levels := []struct {
+		remove []string
+		add    []*corev3.HeaderValueOption
+	}{
+		{r.GetRequestHeadersToRemove(), r.GetRequestHeadersToAdd()},
+		{vh.GetRequestHeadersToRemove(), vh.GetRequestHeadersToAdd()},
+		{rc.GetRequestHeadersToRemove(), rc.GetRequestHeadersToAdd()},
+	}
+	for _, l := range levels {
+		for _, h := range l.remove {
+			ops.removed[strings.ToLower(h)] = true
+		}
+		for _, a := range l.add {
+			k := strings.ToLower(a.GetHeader().GetKey())
+			v := a.GetHeader().GetValue()
+			if v == "" {
+				v = string(a.GetHeader().GetRawValue())
+			}
+			switch {
+			case a.GetAppendAction() == corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+				a.GetAppendAction() == corev3.HeaderValueOption_OVERWRITE_IF_EXISTS,
+				a.GetAppendAction() == corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD && a.GetAppend() != nil && !a.GetAppend().GetValue():
+				ops.set[k] = append(ops.set[k], v)
+			default:
+				ops.added[k] = append(ops.added[k], v)
+			}
+		}
+	}
+	return ops
+}
+
+// checkEnvoyProviderRoutes checks every route of h that forwards to a
+// cluster other than the accountant's: each is a provider route, and none
+// may pass on the client's accept-encoding or credentials. It returns how
+// many routes it checked.
+func checkEnvoyProviderRoutes(path string, h *hcmv3.HttpConnectionManager, accountant string) (int, []error) {
+	var errs []error
+	n := 0
+	rc := h.GetRouteConfig()
+	for _, vh := range rc.GetVirtualHosts() {
+		for i, r := range vh.GetRoutes() {
+			ra, ok := r.GetAction().(*routev3.Route_Route)
+			if !ok || ra.Route.GetCluster() == accountant {
+				continue
+			}
+			n++
+			where := fmt.Sprintf("%s.route_config.virtual_hosts[%s].routes[%d] (%s)", path, vh.GetName(), i, r.GetName())
+			errs = append(errs, envoyHeaderOps(rc, vh, r).check(where, "request_headers_to_remove")...)
+		}
+	}
+	return n, errs
+}
+
+// istioHeaderOps gathers what an HTTP route of a VirtualService does to
+// the request headers of one destination: the route's own operations and
+// the destination's.
+func istioHeaderOps(r *networkingv1.HTTPRoute, d *networkingv1.HTTPRouteDestination) headerOps {
+	ops := newHeaderOps()
+	for _, hs := range []*networkingv1.Headers{r.GetHeaders(), d.GetHeaders()} {
+		req := hs.GetRequest()
+		for _, k := range req.GetRemove() {
+			ops.removed[strings.ToLower(k)] = true
+		}
+		for k, v := range req.GetSet() {
+			ops.set[strings.ToLower(k)] = append(ops.set[strings.ToLower(k)], v)
+		}
+		for k, v := range req.GetAdd() {
+			ops.added[strings.ToLower(k)] = append(ops.added[strings.ToLower(k)], v)
+		}
+	}
+	return ops
+}
+
+// serviceHosts are the names a VirtualService destination may give svc.
+func serviceHosts(svc *corev1.Service) map[string]bool {
+	short := svc.Name + "." + svc.Namespace
+	return map[string]bool{svc.Name: true, short: true, short + ".svc": true, short + ".svc.cluster.local": true}
+}
+
+// checkIstioProviderRoutes checks every destination of every HTTP route of
+// the VirtualServices that is not the accountant's Service (named by its
+// short name or FQDN): none may pass on the client's accept-encoding or
+// credentials. It returns how many routes it checked.
+func checkIstioProviderRoutes(vss []located[*networkingv1.VirtualService], accountantHosts map[string]bool) (int, []error) {
+	var errs []error
+	n := 0
+	for _, vs := range vss {
+		for i, r := range vs.msg.GetHttp() {
+			checked := false
+			for j, d := range r.GetRoute() {
+				if accountantHosts[d.GetDestination().GetHost()] {
+					continue
+				}
+				checked = true
+				where := fmt.Sprintf("%s VirtualService http[%d] (%s) route[%d] to %s", vs.path, i, r.GetName(), j, d.GetDestination().GetHost())
+				errs = append(errs, istioHeaderOps(r, d).check(where, "headers.request.remove")...)
+			}
+			if checked {
+				n++
+			}
+		}
+	}
+	return n, errs
+}
+
+// TestProviderRoutesStripClientHeaders checks that the configs have
+// provider routes at all, so the rule checkTokentriage and checkIstio
+// apply to them cannot hold for want of routes: two in each Envoy config,
+// two in the Istio manifests.
+func TestProviderRoutesStripClientHeaders(t *testing.T) {
+	for _, name := range envoyConfigFiles(t) {
+		cfg, err := loadEnvoyConfig(readFile(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		total := 0
+		for _, h := range cfg.hcms {
+			n, errs := checkEnvoyProviderRoutes(h.path, h.msg, "tokentriage_accountant")
+			total += n
+			for _, err := range errs {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		if total != 2 {
+			t.Errorf("%s: %d provider routes checked, want 2 (anthropic, openai)", name, total)
+		}
+	}
+	ms, err := loadManifests(readIstio(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs := find[*corev1.Service](ms)
+	if len(svcs) != 1 {
+		t.Fatalf("istio: %d Services, want the accountant's", len(svcs))
+	}
+	n, errs := checkIstioProviderRoutes(find[*networkingv1.VirtualService](ms), serviceHosts(svcs[0].msg))
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if n != 2 {
+		t.Errorf("istio: %d provider routes checked, want 2 (anthropic, openai)", n)
+	}
+}
