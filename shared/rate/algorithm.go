@@ -10,12 +10,26 @@
 // always a parameter.
 //
 //   - gcra: a drained cell admits burst (default amount) at once, then one
-//     unit per emission interval period/amount.
+//     unit per emission interval period/amount. The cell is kept in the
+//     leaky-bucket form of GCRA: the units in use, draining at amount per
+//     period, and a cost fits while in use + cost ≤ burst.
 //   - token_bucket: a bucket of burst tokens (default amount), full when
-//     fresh, refilled continuously at amount per period.
+//     fresh, refilled continuously at amount per period. The cell keeps the
+//     tokens taken, so it decides as gcra does; the two differ only for a
+//     clock behind the cell's (token_bucket then waits for it to catch up).
 //   - fixed_window: at most amount per epoch-aligned window of one period.
 //   - sliding_window: the current window plus the previous window weighted
 //     by the share of it still inside one period back from now, rounded up.
+//
+// A State records usage and no Params, so one cell may be stepped with
+// Params whose amount or burst differ from the last step's: that is a
+// limit edited by a reload, which keeps its counter and the usage it has
+// accumulated (seed 004). Every algorithm keeps what the cell has in use
+// across the edit and judges it against the new numbers: 3 of 3 in use
+// reads as 3 of 10 after the amount becomes 10. A gcra or token_bucket
+// cell drains at the amount it is read with, from the instant of its last
+// write on. The period is part of a counter's identity and must not change
+// under a cell.
 //
 // The window algorithms count at most MaxWindowCount (65,535) per window.
 // All arithmetic is exact integer arithmetic (128-bit products where

@@ -7,6 +7,12 @@ import "time"
 // means Amount). The window algorithms ignore Burst; their capacity is
 // Amount per window, at most MaxWindowCount.
 //
+// One cell may be stepped with a different Amount or Burst from one step to
+// the next (a limit edited by a reload keeps its counter): it keeps the
+// units it has in use and judges them against the Params of the step. The
+// Period is part of the counter's identity and does not change under a
+// cell.
+//
 // An Amount or Period that is zero or negative describes a limit with no
 // capacity: nothing with a positive cost ever fits. Compile never produces
 // one; the rule is here so that no input can divide by zero.

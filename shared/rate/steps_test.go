@@ -49,29 +49,47 @@ func unfit(limit, remaining int64, reset time.Duration) Result {
 
 func runSteps(t *testing.T, a Algorithm, p Params, steps []step) {
 	t.Helper()
+	runPhases(t, a, phase{p, steps})
+}
+
+// phase is a run of steps under one Params. The cell carries over from one
+// phase to the next, as a counter does across a reload that edits its
+// limit's amount or burst (seed 004: the counter and its usage are kept).
+type phase struct {
+	p     Params
+	steps []step
+}
+
+func runPhases(t *testing.T, a Algorithm, phases ...phase) {
+	t.Helper()
 	var s State
-	for i, st := range steps {
-		var got Result
-		switch st.op {
-		case opTake:
-			var next State
-			got, next = Take(a, s, st.at, st.n, p)
-			if !got.Allowed && next != s {
-				t.Errorf("step %d: refused take changed the state from %+v to %+v", i, s, next)
+	i := 0
+	for _, ph := range phases {
+		p := ph.p
+		for _, st := range ph.steps {
+			var got Result
+			switch st.op {
+			case opTake:
+				var next State
+				got, next = Take(a, s, st.at, st.n, p)
+				if !got.Allowed && next != s {
+					t.Errorf("step %d: refused take changed the state from %+v to %+v", i, s, next)
+				}
+				s = next
+			case opPeek:
+				got = Peek(a, s, st.at, p)
+			case opAdjust:
+				s = Adjust(a, s, st.at, st.n, p)
+				got = Peek(a, s, st.at, p)
 			}
-			s = next
-		case opPeek:
-			got = Peek(a, s, st.at, p)
-		case opAdjust:
-			s = Adjust(a, s, st.at, st.n, p)
-			got = Peek(a, s, st.at, p)
-		}
-		if got != st.want {
-			t.Errorf("step %d: %s at t0+%v n=%d:\n got %+v\nwant %+v", i, a, st.at.Sub(t0), st.n, got, st.want)
-		}
-		back, err := DecodeState(s.AppendBinary(nil))
-		if err != nil || back != s {
-			t.Errorf("step %d: state %+v does not survive its encoding: %+v, %v", i, s, back, err)
+			if got != st.want {
+				t.Errorf("step %d: %s %+v at t0+%v n=%d:\n got %+v\nwant %+v", i, a, p, st.at.Sub(t0), st.n, got, st.want)
+			}
+			back, err := DecodeState(s.AppendBinary(nil))
+			if err != nil || back != s {
+				t.Errorf("step %d: state %+v does not survive its encoding: %+v, %v", i, s, back, err)
+			}
+			i++
 		}
 	}
 }

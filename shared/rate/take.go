@@ -1,9 +1,6 @@
 package rate
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // Take asks the cell s, at instant now, for cost units under the limit p,
 // and returns the decision and the cell to store. When the result is not
@@ -21,14 +18,12 @@ func Take(a Algorithm, s State, now time.Time, cost int64, p Params) (Result, St
 	l := p.limits(a)
 	n := now.UnixNano()
 	switch a {
-	case GCRA:
-		return gcraTake(s, n, uint64(cost), l)
+	case GCRA, TokenBucket:
+		return levelTake(a, s, n, uint64(cost), l)
 	case FixedWindow:
 		return fixedTake(s, n, uint64(cost), l)
 	case SlidingWindow:
 		return slidingTake(s, n, uint64(cost), l)
-	case TokenBucket:
-		return bucketTake(s, n, uint64(cost), l)
 	}
 	return Result{Allowed: cost == 0, Unfittable: cost > 0}, s
 }
@@ -61,19 +56,13 @@ func Adjust(a Algorithm, s State, now time.Time, delta int64, p Params) State {
 		mag = uint64(-(delta + 1)) + 1 // |delta| without overflow at MinInt64
 	}
 	switch a {
-	case GCRA:
-		return gcraAdjust(s, n, debit, mag, l)
+	case GCRA, TokenBucket:
+		return levelAdjust(a, s, n, debit, mag, l)
 	case FixedWindow, SlidingWindow:
 		return windowAdjust(a, s, n, debit, mag, l)
-	case TokenBucket:
-		return bucketAdjust(s, n, debit, mag, l)
 	}
 	return s
 }
 
 // nanos converts a non-negative nanosecond count to a Duration, saturating.
 func nanos(v uint64) time.Duration { return time.Duration(clampInt64(v)) }
-
-// roomAfter returns how many nanoseconds lie between now and the largest
-// int64 instant.
-func roomAfter(now int64) uint64 { return uint64(math.MaxInt64) - uint64(now) }

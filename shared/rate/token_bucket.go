@@ -1,111 +1,49 @@
 package rate
 
 // token_bucket holds up to burst tokens and refills amount tokens per
-// period, continuously; a fresh cell is full. A cost is admitted when the
-// bucket holds at least that many tokens. Refill is exact: the cell keeps
-// whole tokens and a carry in 1/period tokens.
+// period, continuously; a fresh cell is full, and a cost is admitted when
+// the bucket holds at least that many tokens. The cell keeps the tokens
+// taken rather than the tokens left: burst − tokens is the level of the
+// leaky bucket in level.go, so a burst edit keeps the units in use instead
+// of the tokens left, and token_bucket decides exactly as gcra does.
+//
+// The two differ only for a reader whose clock is behind the cell's
+// instant t (another VM's clock ahead of its own): token_bucket refills
+// nothing until its clock passes t again, and counts that lag into every
+// wait.
 
-// bucket is a token_bucket cell refilled up to now.
-type bucket struct {
-	tokens int64  // may be negative after an Adjust debit
-	carry  uint64 // fraction of the next token, in 1/period tokens
-	last   int64  // unix ns of the last refill
-	// lag is how far now is behind last (a clock behind the one that wrote
-	// the cell): refill resumes only once it has passed.
-	lag uint64
-}
-
-func bucketAt(s State, now int64, l limits) bucket {
+// bucketAt reads a token_bucket cell at now.
+func bucketAt(s State, now int64, l limits) level {
 	if s.alg != TokenBucket {
-		return bucket{tokens: int64(l.capacity), last: now}
+		return level{at: now}
 	}
-	b := bucket{tokens: s.x, carry: uint64(s.y), last: s.t}
-	if b.carry >= l.period { // the period was edited; drop the fraction
-		b.carry = 0
-	}
-	if now > b.last {
-		if b.tokens < int64(l.capacity) {
-			q, r := mul(uint64(now)-uint64(b.last), l.amount).add(u64(b.carry)).divmod(l.period)
-			b.tokens, b.carry = b.fill(q, r, l)
-		}
-		b.last = now
+	lv := level{at: s.t}
+	if s.isFormat1() {
+		lv.used = tokensLevel(s, l)
 	} else {
-		b.lag = uint64(b.last) - uint64(now)
+		lv.used = storedLevel(s, l.period)
 	}
-	if b.tokens >= int64(l.capacity) {
-		b.tokens, b.carry = int64(l.capacity), 0
+	if now > s.t {
+		lv.used = drain(lv.used, uint64(now)-uint64(s.t), l.amount)
+		lv.at = now
+	} else {
+		lv.lag = uint64(s.t) - uint64(now)
 	}
-	return b
+	return lv
 }
 
-// fill adds q whole tokens with a new carry r, stopping at capacity.
-func (b bucket) fill(q, r uint64, l limits) (int64, uint64) {
-	need := uint64(int64(l.capacity)) - uint64(b.tokens) // > 0, fits: capacity > tokens
-	if q >= need {
-		return int64(l.capacity), 0
+// tokensLevel reads a format-1 token_bucket cell: its tokens left x (below
+// zero after a debit) and the refill carry ^y in 1/period tokens, at t. The
+// units in use are burst − tokens, exact when l has the burst the cell was
+// written under.
+func tokensLevel(s State, l limits) u128 {
+	if s.x >= int64(l.capacity) {
+		return u128{}
 	}
-	return int64(uint64(b.tokens) + q), r
-}
-
-// until is the time until the bucket holds want tokens.
-func (b bucket) until(want int64, l limits) uint64 {
-	if b.tokens >= want {
-		return 0
+	short := uint64(int64(l.capacity)) - uint64(s.x) // in [1, 2^64−1]
+	carry := uint64(^s.y)
+	if carry >= l.period {
+		carry = 0
 	}
-	short := mul(uint64(want)-uint64(b.tokens), l.period).sub(u64(b.carry))
-	w := short.divCeil(l.amount)
-	if w+b.lag < w {
-		return ^uint64(0)
-	}
-	return w + b.lag
-}
-
-func (b bucket) state() State {
-	return State{alg: TokenBucket, t: b.last, x: b.tokens, y: int64(b.carry)}
-}
-
-func bucketResult(b bucket, l limits) Result {
-	r := Result{Allowed: true, Limit: int64(l.capacity)}
-	if b.tokens > 0 {
-		r.Remaining = b.tokens
-	}
-	r.ResetAfter = nanos(b.until(int64(l.capacity), l))
-	return r
-}
-
-func bucketTake(s State, now int64, cost uint64, l limits) (Result, State) {
-	if !l.ok {
-		return Result{Allowed: cost == 0, Unfittable: cost > 0}, s
-	}
-	b := bucketAt(s, now, l)
-	switch {
-	case cost == 0: // a probe always fits
-		return bucketResult(b, l), s
-	case cost > l.capacity:
-		r := bucketResult(b, l)
-		r.Allowed, r.Unfittable = false, true
-		return r, s
-	case b.tokens < int64(cost):
-		r := bucketResult(b, l)
-		r.Allowed = false
-		r.RetryAfter = nanos(b.until(int64(cost), l))
-		return r, s
-	}
-	b.tokens -= int64(cost)
-	return bucketResult(b, l), b.state()
-}
-
-func bucketAdjust(s State, now int64, debit bool, mag uint64, l limits) State {
-	b := bucketAt(s, now, l)
-	switch {
-	case debit:
-		if room := uint64(b.tokens) - 1<<63; mag > room { // room = tokens − MinInt64; saturate there
-			b.tokens = -1 << 63
-		} else {
-			b.tokens = int64(uint64(b.tokens) - mag)
-		}
-	default:
-		b.tokens, b.carry = b.fill(mag, b.carry, l)
-	}
-	return b.state()
+	return mul(short, l.period).sub(u64(carry))
 }
