@@ -67,12 +67,14 @@ type Prepared struct {
 // it outside whatever serialises the Core: it validates each row, packs its
 // request id, and prices the row in place when it carries no cost. It reads
 // only the immutable catalog and is safe to call concurrently with any
-// other method. The result is appended to out.
+// other method. A refused row was never forwarded: it costs nothing and is
+// left unpriced (its cost stays null) rather than reported as UNPRICED. The
+// result is appended to out.
 func (c *Core) Prepare(rows []ledger.Row, out []Prepared) []Prepared {
 	for i := range rows {
 		r := &rows[i]
 		k, err := validate(r)
-		if err == nil && r.Cost == nil {
+		if err == nil && r.Cost == nil && r.Decision != ledger.Refused {
 			p := c.opts.Pricing.PriceRow(r)
 			r.Cost = &ledger.Cost{Nanos: p.Nanos, Unpriced: p.Unpriced, Estimated: r.Estimated.Input || r.Estimated.Output}
 		}
@@ -121,7 +123,7 @@ func (c *Core) ingest(now time.Time, rows []ledger.Row, prep []Prepared, tag uin
 		c.dedup.insert(k, r.End, tag)
 		res.Outcomes[i] = Accepted
 		res.Accepted++
-		if r.Cost.Unpriced {
+		if r.Cost != nil && r.Cost.Unpriced {
 			res.Unpriced++
 		}
 		if r.Decision == ledger.Refused {

@@ -121,9 +121,12 @@ func (r *Replay) Add(row *ledger.Row) {
 		st.Refused++
 	}
 	cost := row.Cost
-	if cost == nil {
+	if cost == nil && forwarded {
 		p := r.pricing.PriceRow(row)
 		cost = &ledger.Cost{Nanos: p.Nanos, Unpriced: p.Unpriced}
+	}
+	if cost == nil {
+		cost = &ledger.Cost{} // refused: never forwarded, costs nothing
 	}
 	if cost.Unpriced {
 		st.Unpriced++
