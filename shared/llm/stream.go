@@ -59,6 +59,8 @@ type StreamScanner struct {
 	tail []byte // the last eventTailBytes of an oversized event
 	data []byte // scratch: the data lines of one event joined
 
+	facts eventFacts // scratch for the fast path
+
 	openai     counts // the last OpenAI-shaped usage seen
 	haveOpenAI bool
 	anthropic  counts // Anthropic usage, merged across events
@@ -304,11 +306,18 @@ func (s *StreamScanner) event(ev []byte) bool {
 	}
 	switch s.ep {
 	case ChatCompletions, Completions:
+		if strip, ok := s.fastOpenAIChunk(data, &s.facts); ok {
+			return strip
+		}
 		return s.openAIChunk(data)
 	case Responses:
-		s.responsesEvent(data)
+		if !s.fastResponsesEvent(data, &s.facts) {
+			s.responsesEvent(data)
+		}
 	case Messages:
-		s.anthropicEvent(data)
+		if !s.fastAnthropicEvent(data, &s.facts) {
+			s.anthropicEvent(data)
+		}
 	}
 	return false
 }

@@ -1,0 +1,639 @@
+package llm
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// This file is the scanner's fast path: one pass over an event's JSON that
+// checks its syntax (the rules of checkSyntax) and gathers, on the way,
+// the few members the scanner reads (the model, the streamed text, the
+// usage object, the event type). Every event used to go through gjson's
+// iterators, which walk nested values more than once and unescape every
+// string they hand out; in the wasm filter that cost 10 to 20 µs per event
+// against about 1 µs natively. See
+// RATIONALE.md#why-does-the-stream-scanner-read-events-in-one-pass.
+//
+// The fast path gives exactly what the gjson path (openAIChunk,
+// responsesEvent, anthropicEvent) gives: it applies nothing until the
+// whole event has been read, and it gives up (walkEvent returns false) on
+// anything whose gjson reading it does not mirror: invalid JSON (gjson
+// reads it leniently), a key spelt with escapes where keys matter,
+// nesting deeper than walkDepth, and shapes no provider sends (a string
+// where tool calls belong, an array where a function object belongs).
+// The scanner then takes the gjson path, unchanged. TestEventWalkMatchesGJSON
+// and FuzzEventWalk hold the two to the same results.
+
+// walkDepth bounds the nesting the fast path follows.
+const walkDepth = 64
+
+// Contexts: what the members or elements of an open container are.
+const (
+	cNone      uint8 = iota // nothing inside matters
+	cUsage                  // a usage object: only its span matters
+	cChatRoot               // a chat or completions chunk
+	cChoices                // its choices array
+	cChoice                 // one choice
+	cChatDelta              // a choice's delta
+	cToolCalls              // a delta's tool_calls (array or object)
+	cCall                   // one tool call
+	cFunction               // a tool call's function, arguments not yet seen
+	cRespRoot               // a responses event
+	cResponse               // its response object
+	cMsgRoot                // an Anthropic event
+	cMessage                // its message object
+	cMsgDelta               // its delta object
+)
+
+// Roles: what the next value is.
+const (
+	rNone      uint8 = iota
+	rRoot            // the event itself
+	rModel           // a model name (first non-empty string wins)
+	rText            // streamed text: its decoded length counts
+	rChoices         // chat: choices
+	rChoice          // chat: one element of choices
+	rChatDelta       // chat: a choice's delta
+	rToolCalls       // chat: a delta's tool_calls
+	rCall            // chat: one tool call
+	rFunction        // chat: a call's function
+	rArguments       // chat: a function's arguments
+	rUsage           // top-level usage (chat, Anthropic): the last wins
+	rType            // responses, Anthropic: the event type (the last wins)
+	rRespDelta       // responses: delta (the last wins)
+	rResponse        // responses: response (the last wins)
+	rRespUsage       // responses: response.usage (the last with counts wins)
+	rMessage         // Anthropic: message (the last wins)
+	rMsgUsage        // Anthropic: message.usage (each with counts merges)
+	rMsgDelta        // Anthropic: delta (the last wins)
+)
+
+// span is a value's bytes within the event as [start, end); end 0 means
+// none.
+type span struct{ start, end int }
+
+// eventFacts is what walkEvent gathered from one event.
+type eventFacts struct {
+	text      int64 // streamed text bytes: every chat choice's; the last Anthropic delta's
+	model     span  // the first model candidate (in the last response or message object)
+	choices   int   // elements of the last choices array; -1 without one
+	usage     span  // the last top-level usage member, when it is an object
+	typ       span  // the last type member, when it is a string
+	respDelta span  // responses: the last delta member, when it is a string
+	respObj   bool  // responses: the last response member is an object
+	respUsage counts
+	respHave  bool // respUsage holds counts
+	msgObj    bool // Anthropic: the last message member is an object
+	msgUsage  counts
+	msgHave   bool // msgUsage holds counts
+	deltaObj  bool // Anthropic: the last delta member is an object
+	callFound bool // chat: the current tool call's arguments were read
+}
+
+// roleOf is the role of the value of member key in context ctx. ok is false
+// when the key has escapes in a context where keys matter.
+func roleOf(ctx uint8, key []byte, esc bool) (role uint8, ok bool) {
+	switch ctx {
+	case cNone, cUsage:
+		return rNone, true
+	case cToolCalls:
+		return rCall, true // an object of calls: every member is one
+	}
+	if esc {
+		return rNone, false
+	}
+	switch ctx {
+	case cChatRoot:
+		switch string(key) {
+		case "model":
+			return rModel, true
+		case "choices":
+			return rChoices, true
+		case "usage":
+			return rUsage, true
+		}
+	case cChoice:
+		switch string(key) {
+		case "text":
+			return rText, true
+		case "delta":
+			return rChatDelta, true
+		}
+	case cChatDelta:
+		switch string(key) {
+		case "content", "refusal":
+			return rText, true
+		case "tool_calls":
+			return rToolCalls, true
+		}
+	case cCall:
+		if string(key) == "function" {
+			return rFunction, true
+		}
+	case cFunction:
+		if string(key) == "arguments" {
+			return rArguments, true
+		}
+	case cRespRoot:
+		switch string(key) {
+		case "type":
+			return rType, true
+		case "delta":
+			return rRespDelta, true
+		case "response":
+			return rResponse, true
+		}
+	case cResponse:
+		switch string(key) {
+		case "model":
+			return rModel, true
+		case "usage":
+			return rRespUsage, true
+		}
+	case cMsgRoot:
+		switch string(key) {
+		case "type":
+			return rType, true
+		case "message":
+			return rMessage, true
+		case "delta":
+			return rMsgDelta, true
+		case "usage":
+			return rUsage, true
+		}
+	case cMessage:
+		switch string(key) {
+		case "model":
+			return rModel, true
+		case "usage":
+			return rMsgUsage, true
+		}
+	case cMsgDelta:
+		switch string(key) {
+		case "text", "partial_json", "thinking":
+			return rText, true
+		}
+	}
+	return rNone, true
+}
+
+// strClass sorts string bytes: 0 plain, 1 the closing quote, 2 a
+// backslash, 3 a control character.
+var strClass = func() (t [256]uint8) {
+	for c := 0; c < ' '; c++ {
+		t[c] = 3
+	}
+	t['"'] = 1
+	t['\\'] = 2
+	return t
+}()
+
+// stringStop returns the offset of the first byte at or after i that ends
+// a run of plain string bytes: a quote, a backslash or a control
+// character (len(b) when there is none). It tests eight bytes at a time:
+// in wasm a loop over single bytes costs several times as much.
+func stringStop(b []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q := x ^ (ones * '"')
+		bs := x ^ (ones * '\\')
+		// A byte of t has its high bit set where x's byte is a quote, a
+		// backslash or below 0x20; borrows can only mark bytes above a
+		// match, so the lowest mark is exact.
+		t := (((q - ones) &^ q) | ((bs - ones) &^ bs) | ((x - ones*' ') &^ x)) & highs
+		if t != 0 {
+			return i + bits.TrailingZeros64(t)/8
+		}
+		i += 8
+	}
+	for i < len(b) && strClass[b[i]] == 0 {
+		i++
+	}
+	return i
+}
+
+// walkEvent reads the JSON object b in one pass for the endpoint whose
+// top-level context is root (cChatRoot, cRespRoot or cMsgRoot) and fills
+// f. It returns false when b is not valid JSON or is something the fast
+// path leaves to gjson; f is then meaningless.
+func walkEvent(b []byte, root uint8, f *eventFacts) bool {
+	*f = eventFacts{choices: -1}
+	var (
+		ctxs  [walkDepth]uint8 // context of each open container
+		roles [walkDepth]uint8 // the role its value had
+		opens [walkDepth]int   // where it opened
+		objs  uint64           // bit d: the container at depth d is an object
+	)
+	const (
+		stValue = iota // a value must start here
+		stAfter        // a value just ended
+		stKey          // an object key must start here
+	)
+	n := len(b)
+	i := 0
+	for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	if i == n || b[i] != '{' {
+		return false // not an object: [DONE], or not JSON
+	}
+	depth := 0
+	cur := cNone // context of the innermost open container
+	role := rRoot
+	state := stValue
+	for {
+		for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+			i++
+		}
+		if i == n {
+			return false // every state needs more input, or depth > 0
+		}
+		switch state {
+		case stKey:
+			if b[i] != '"' {
+				return false
+			}
+			ks := i + 1
+			esc := false
+			for i++; ; i++ {
+				if i = stringStop(b, i); i == n {
+					return false
+				}
+				if k := strClass[b[i]]; k == 1 {
+					break
+				} else if k == 3 || !validEscape(b, &i) {
+					return false
+				}
+				esc = true
+			}
+			var ok bool
+			if role, ok = roleOf(cur, b[ks:i], esc); !ok {
+				return false
+			}
+			i++
+			for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+				i++
+			}
+			if i == n || b[i] != ':' {
+				return false
+			}
+			i++
+			state = stValue
+
+		case stValue:
+			c := b[i]
+			if c == '{' || c == '[' {
+				if depth == walkDepth {
+					return false
+				}
+				obj := c == '{'
+				child := cNone
+				switch role {
+				case rRoot:
+					child = root
+				case rChoices:
+					if !obj {
+						child, f.choices = cChoices, 0
+					}
+				case rChoice:
+					if obj {
+						child = cChoice
+					}
+				case rChatDelta:
+					if obj {
+						child = cChatDelta
+					}
+				case rToolCalls:
+					child = cToolCalls
+				case rCall:
+					if !obj {
+						return false // gjson would look for the function path in an array
+					}
+					child, f.callFound = cCall, false
+				case rFunction:
+					if !f.callFound {
+						if !obj {
+							return false
+						}
+						child = cFunction
+					}
+				case rArguments:
+					f.callFound = true // not a string: no text
+				case rUsage:
+					f.usage = span{}
+					if obj {
+						child = cUsage
+					}
+				case rRespUsage, rMsgUsage:
+					if obj {
+						child = cUsage
+					}
+				case rType:
+					f.typ = span{}
+				case rRespDelta:
+					f.respDelta = span{}
+				case rResponse:
+					f.respObj, f.respHave, f.respUsage, f.model = obj, false, counts{}, span{}
+					if obj {
+						child = cResponse
+					}
+				case rMessage:
+					f.msgObj, f.msgHave, f.msgUsage, f.model = obj, false, counts{}, span{}
+					if obj {
+						child = cMessage
+					}
+				case rMsgDelta:
+					f.deltaObj, f.text = obj, 0
+					if obj {
+						child = cMsgDelta
+					}
+				}
+				ctxs[depth], roles[depth], opens[depth] = child, role, i
+				if obj {
+					objs |= 1 << depth
+				} else {
+					objs &^= 1 << depth
+				}
+				depth++
+				cur = child
+				i++
+				for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+					i++
+				}
+				if i < n && (b[i] == '}' && obj || b[i] == ']' && !obj) {
+					state = stAfter // closed below
+					continue
+				}
+				if obj {
+					state = stKey
+				} else {
+					role = elementRole(cur, f)
+				}
+				continue
+			}
+			vs := i
+			str := false
+			switch c {
+			case '"':
+				esc := false
+				for i++; ; i++ {
+					if i = stringStop(b, i); i == n {
+						return false
+					}
+					if k := strClass[b[i]]; k == 1 {
+						break
+					} else if k == 3 || !validEscape(b, &i) {
+						return false
+					}
+					esc = true
+				}
+				i++
+				str = true
+				if role == rText {
+					tl := int64(i - vs - 2)
+					if esc {
+						tl = decodedLen(view(b[vs:i]))
+					}
+					f.text = addSat(f.text, tl)
+				}
+			case 't':
+				if !hasLiteral(b, i, "true") {
+					return false
+				}
+				i += 4
+			case 'f':
+				if !hasLiteral(b, i, "false") {
+					return false
+				}
+				i += 5
+			case 'n':
+				if !hasLiteral(b, i, "null") {
+					return false
+				}
+				i += 4
+			default:
+				if c != '-' && (c < '0' || c > '9') {
+					return false
+				}
+				var cause string
+				if i, cause = scanNumber(b, i); cause != "" {
+					return false
+				}
+			}
+			switch role {
+			case rModel:
+				if str && f.model.end == 0 && i-vs > 2 {
+					f.model = span{vs, i}
+				}
+			case rArguments:
+				if !f.callFound {
+					f.callFound = true
+					if str {
+						f.text = addSat(f.text, textLenRaw(b[vs:i]))
+					}
+				}
+			case rToolCalls, rCall:
+				if str {
+					return false // gjson would look for the function path inside the string
+				}
+			case rUsage:
+				f.usage = span{}
+			case rType:
+				f.typ = span{}
+				if str {
+					f.typ = span{vs, i}
+				}
+			case rRespDelta:
+				f.respDelta = span{}
+				if str {
+					f.respDelta = span{vs, i}
+				}
+			case rResponse:
+				f.respObj, f.respHave, f.respUsage, f.model = false, false, counts{}, span{}
+			case rMessage:
+				f.msgObj, f.msgHave, f.msgUsage, f.model = false, false, counts{}, span{}
+			case rMsgDelta:
+				f.deltaObj, f.text = false, 0
+			}
+			state = stAfter
+
+		case stAfter:
+			obj := objs&(1<<(depth-1)) != 0
+			switch c := b[i]; {
+			case c == ',':
+				i++
+				if obj {
+					state = stKey
+				} else {
+					role = elementRole(cur, f)
+					state = stValue
+				}
+				continue
+			case c == '}' && obj, c == ']' && !obj:
+			default:
+				return false
+			}
+			// Close the innermost container.
+			depth--
+			if ctxs[depth] == cUsage {
+				u := span{opens[depth], i + 1}
+				switch roles[depth] {
+				case rUsage:
+					f.usage = u
+				case rRespUsage:
+					if c, ok := readCounts(gjson.Parse(view(b[u.start:u.end]))); ok {
+						f.respUsage, f.respHave = c, true
+					}
+				case rMsgUsage:
+					if c, ok := readCounts(gjson.Parse(view(b[u.start:u.end]))); ok {
+						// message_start's output_tokens is a placeholder; the
+						// count arrives in message_delta.
+						c.out, c.has = 0, c.has&^hasOut
+						f.msgUsage.merge(c)
+						f.msgHave = true
+					}
+				}
+			}
+			i++
+			if depth == 0 {
+				for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+					i++
+				}
+				return i == n
+			}
+			cur = ctxs[depth-1]
+		}
+	}
+}
+
+// elementRole is the role of the next element of an array in context ctx.
+func elementRole(ctx uint8, f *eventFacts) uint8 {
+	switch ctx {
+	case cChoices:
+		f.choices++
+		return rChoice
+	case cToolCalls:
+		return rCall
+	}
+	return rNone
+}
+
+// validEscape checks the escape whose backslash is at *i and leaves *i on
+// its last byte.
+func validEscape(b []byte, i *int) bool {
+	j := *i + 1
+	if j >= len(b) {
+		return false
+	}
+	switch b[j] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+	case 'u':
+		if j+4 >= len(b) || !isHex(b[j+1]) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) {
+			return false
+		}
+		j += 4
+	default:
+		return false
+	}
+	*i = j
+	return true
+}
+
+// textLenRaw is textLen of a string token.
+func textLenRaw(raw []byte) int64 { return decodedLen(view(raw)) }
+
+// fastOpenAIChunk is openAIChunk over walkEvent; ok is false when the
+// event needs the gjson path.
+func (s *StreamScanner) fastOpenAIChunk(data []byte, f *eventFacts) (strip, ok bool) {
+	if !walkEvent(data, cChatRoot, f) {
+		return false, false
+	}
+	if f.model.end != 0 && s.model == "" {
+		s.model = strings.Clone(f.model.str(data))
+	}
+	s.textBytes = addSat(s.textBytes, f.text)
+	if f.usage.end == 0 {
+		return false, true
+	}
+	c, have := readCounts(gjson.Parse(view(data[f.usage.start:f.usage.end])))
+	if !have {
+		return false, true
+	}
+	s.openai, s.haveOpenAI = c, true
+	if s.strip && f.choices == 0 {
+		s.stripped++ // the walk checked the event's syntax
+		return true, true
+	}
+	return false, true
+}
+
+// fastResponsesEvent is responsesEvent over walkEvent.
+func (s *StreamScanner) fastResponsesEvent(data []byte, f *eventFacts) bool {
+	if !walkEvent(data, cRespRoot, f) {
+		return false
+	}
+	if f.typ.end != 0 && f.respDelta.end != 0 {
+		switch f.typ.str(data) {
+		case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta":
+			s.textBytes = addSat(s.textBytes, textLenRaw(data[f.respDelta.start:f.respDelta.end]))
+		}
+	}
+	if !f.respObj {
+		return true
+	}
+	if f.model.end != 0 && s.model == "" {
+		s.model = strings.Clone(f.model.str(data))
+	}
+	if f.respHave {
+		s.openai, s.haveOpenAI = f.respUsage, true
+	}
+	return true
+}
+
+// fastAnthropicEvent is anthropicEvent over walkEvent.
+func (s *StreamScanner) fastAnthropicEvent(data []byte, f *eventFacts) bool {
+	if !walkEvent(data, cMsgRoot, f) {
+		return false
+	}
+	if f.typ.end == 0 {
+		return true
+	}
+	switch f.typ.str(data) {
+	case "message_start":
+		if f.msgObj {
+			if f.model.end != 0 && s.model == "" {
+				s.model = strings.Clone(f.model.str(data))
+			}
+			if f.msgHave {
+				s.anthropic.merge(f.msgUsage)
+			}
+		}
+	case "message_delta":
+		if f.usage.end != 0 {
+			if c, ok := readCounts(gjson.Parse(view(data[f.usage.start:f.usage.end]))); ok {
+				s.anthropic.merge(c)
+			}
+		}
+	case "content_block_delta":
+		if f.deltaObj {
+			s.textBytes = addSat(s.textBytes, f.text)
+		}
+	}
+	return true
+}
+
+// str is the decoded text of a string token (gjson's unescaping), aliasing
+// b when it has no escapes.
+func (sp span) str(b []byte) string {
+	raw := b[sp.start:sp.end]
+	for _, c := range raw[1 : len(raw)-1] {
+		if c == '\\' {
+			return gjson.Parse(view(raw)).Str
+		}
+	}
+	return view(raw[1 : len(raw)-1])
+}
