@@ -16,7 +16,15 @@ import (
 // GetHttpRequestBody returns up to maxSize bytes of the request body from
 // start. Available in OnHttpRequestBody, and while the body is buffered.
 func GetHttpRequestBody(start, maxSize int) ([]byte, error) {
-	return getBuffer(abi.BufferHttpRequestBody, start, maxSize)
+	return getBuffer(abi.BufferHttpRequestBody, start, maxSize, nil)
+}
+
+// GetHttpRequestBodyInto is GetHttpRequestBody that receives the bytes
+// into dst when they fit in cap(dst): body is then dst[:len(body)], and a
+// body callback that reads each chunk into the same buffer does not
+// allocate. A larger body gets a fresh slice.
+func GetHttpRequestBodyInto(start, maxSize int, dst []byte) ([]byte, error) {
+	return getBuffer(abi.BufferHttpRequestBody, start, maxSize, dst)
 }
 
 // AppendHttpRequestBody appends data to the request body.
@@ -37,7 +45,13 @@ func ReplaceHttpRequestBody(data []byte) error {
 // GetHttpResponseBody returns up to maxSize bytes of the response body from
 // start.
 func GetHttpResponseBody(start, maxSize int) ([]byte, error) {
-	return getBuffer(abi.BufferHttpResponseBody, start, maxSize)
+	return getBuffer(abi.BufferHttpResponseBody, start, maxSize, nil)
+}
+
+// GetHttpResponseBodyInto is GetHttpResponseBody that receives the bytes
+// into dst when they fit in cap(dst) (see GetHttpRequestBodyInto).
+func GetHttpResponseBodyInto(start, maxSize int, dst []byte) ([]byte, error) {
+	return getBuffer(abi.BufferHttpResponseBody, start, maxSize, dst)
 }
 
 // AppendHttpResponseBody appends data to the response body.
@@ -55,11 +69,12 @@ func ReplaceHttpResponseBody(data []byte) error {
 	return setBuffer(abi.BufferHttpResponseBody, 0, math.MaxInt32, data)
 }
 
-func getBuffer(bt uint32, start, maxSize int) ([]byte, error) {
+// getBuffer reads a buffer, into dst when it fits in cap(dst).
+func getBuffer(bt uint32, start, maxSize int, dst []byte) ([]byte, error) {
 	if start < 0 || maxSize < 0 {
 		return nil, types.ErrorStatusBadArgument
 	}
-	b, st := hGetBufferBytes(bt, clamp32(start), clamp32(maxSize))
+	b, st := hGetBufferBytes(bt, clamp32(start), clamp32(maxSize), dst[:cap(dst)])
 	if st != abi.StatusOK {
 		return nil, statusToError(st)
 	}

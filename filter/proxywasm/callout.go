@@ -35,7 +35,7 @@ func GetHttpCallResponseHeaders() ([][2]string, error) {
 // GetHttpCallResponseBody returns up to maxSize bytes of the callout
 // response's body from start. Only during a DispatchHttpCall callback.
 func GetHttpCallResponseBody(start, maxSize int) ([]byte, error) {
-	return getBuffer(abi.BufferHttpCallResponseBody, start, maxSize)
+	return getBuffer(abi.BufferHttpCallResponseBody, start, maxSize, nil)
 }
 
 // GetHttpCallResponseTrailers returns the callout response's trailers.

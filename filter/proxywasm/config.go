@@ -9,13 +9,13 @@ import (
 // GetPluginConfiguration returns the plugin configuration
 // (config.configuration in Envoy). Only during OnPluginStart.
 func GetPluginConfiguration() ([]byte, error) {
-	return getBuffer(abi.BufferPluginConfiguration, 0, math.MaxInt32)
+	return getBuffer(abi.BufferPluginConfiguration, 0, math.MaxInt32, nil)
 }
 
 // GetVMConfiguration returns the VM configuration
 // (vm_config.configuration).
 func GetVMConfiguration() ([]byte, error) {
-	return getBuffer(abi.BufferVMConfiguration, 0, math.MaxInt32)
+	return getBuffer(abi.BufferVMConfiguration, 0, math.MaxInt32, nil)
 }
 
 // SetTickPeriodMilliSeconds makes the host call the plugin context's OnTick

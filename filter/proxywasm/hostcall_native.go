@@ -51,9 +51,13 @@ func hDone() uint32 {
 	return statusNoHost
 }
 
-func hGetBufferBytes(bt, start, max uint32) ([]byte, uint32) {
+func hGetBufferBytes(bt, start, max uint32, dst []byte) ([]byte, uint32) {
 	if h := host(); h != nil {
-		return h.GetBufferBytes(bt, start, max)
+		b, st := h.GetBufferBytes(bt, start, max)
+		if st == 0 && len(b) > 0 && len(b) <= len(dst) {
+			b = dst[:copy(dst, b)]
+		}
+		return b, st
 	}
 	return nil, statusNoHost
 }

@@ -139,11 +139,16 @@ func hDone() uint32 {
 	return proxyDone()
 }
 
-func hGetBufferBytes(bt, start, max uint32) ([]byte, uint32) {
+// hGetBufferBytes receives the bytes into dst when they fit (alloc.go).
+func hGetBufferBytes(bt, start, max uint32, dst []byte) ([]byte, uint32) {
 	hostCalls.Add(1)
 	out.p, out.n = nil, 0
+	if len(dst) > 0 {
+		allocSteer = dst
+	}
 	st := proxyGetBufferBytes(bt, start, max, unsafe.Pointer(&out.p), &out.n)
-	return received(st), st
+	allocSteer = nil
+	return receivedInto(st, dst), st
 }
 
 func hSetBufferBytes(bt, start, size uint32, data []byte) uint32 {
@@ -230,15 +235,7 @@ func hGetSharedData(key string, dst []byte) ([]byte, uint32, uint32) {
 	}
 	st := proxyGetSharedData(key, unsafe.Pointer(&out.p), &out.n, &out.cas)
 	allocSteer = nil
-	p, n, cas := out.p, out.n, out.cas
-	out.p = nil
-	if st != 0 || p == nil || n == 0 {
-		return nil, cas, st
-	}
-	if len(dst) > 0 && p == &dst[0] && int(n) <= len(dst) {
-		return dst[:n], cas, st
-	}
-	return unsafe.Slice(p, n), cas, st
+	return receivedInto(st, dst), out.cas, st
 }
 
 func hSetSharedData(key string, value []byte, cas uint32) uint32 {
@@ -290,11 +287,18 @@ func hGetStatus() (uint32, []byte, uint32) {
 // received views the block the host wrote into out for a call, and clears
 // out.p so the package variable does not keep the block alive; an empty
 // result is (nil, 0) and was never allocated.
-func received(st uint32) []byte {
+func received(st uint32) []byte { return receivedInto(st, nil) }
+
+// receivedInto is received for a call steered into dst: a block at dst's
+// start is dst[:n], so the caller keeps dst's capacity.
+func receivedInto(st uint32, dst []byte) []byte {
 	p, n := out.p, out.n
 	out.p = nil
 	if st != 0 || p == nil || n == 0 {
 		return nil
+	}
+	if len(dst) > 0 && p == &dst[0] && int(n) <= len(dst) {
+		return dst[:n]
 	}
 	return unsafe.Slice(p, n)
 }

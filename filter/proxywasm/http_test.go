@@ -158,6 +158,45 @@ func TestBodyReplaceAppendPrepend(t *testing.T) {
 	}
 }
 
+func TestBodyIntoReusesTheBuffer(t *testing.T) {
+	buf := make([]byte, 0, 16)
+	var chunks []string
+	var landed []bool
+	h := &hooks{
+		reqBody: func(_ uint32, size int, eos bool) types.Action {
+			b, err := proxywasm.GetHttpRequestBodyInto(0, size, buf)
+			if err != nil {
+				t.Errorf("GetHttpRequestBodyInto: %v", err)
+			}
+			chunks = append(chunks, string(b))
+			landed = append(landed, len(b) > 0 && &b[0] == &buf[:1][0])
+			return types.ActionContinue
+		},
+		respBody: func(_ uint32, size int, eos bool) types.Action {
+			b, err := proxywasm.GetHttpResponseBodyInto(0, size, buf)
+			if err != nil {
+				t.Errorf("GetHttpResponseBodyInto: %v", err)
+			}
+			chunks = append(chunks, string(b))
+			landed = append(landed, len(b) > 0 && &b[0] == &buf[:1][0])
+			return types.ActionContinue
+		},
+	}
+	e := start(t, h, proxytest.Options{})
+	id := e.InitializeHttpContext()
+	e.CallOnRequestHeaders(id, requestHeaders, false)
+	e.CallOnRequestBody(id, []byte("request"), true)
+	e.CallOnResponseHeaders(id, [][2]string{{":status", "200"}}, false)
+	e.CallOnResponseBody(id, []byte("data: 1\n\n"), false)
+	e.CallOnResponseBody(id, []byte("a chunk larger than the buffer"), true)
+	if !slices.Equal(chunks, []string{"request", "data: 1\n\n", "a chunk larger than the buffer"}) {
+		t.Errorf("chunks = %q", chunks)
+	}
+	if !slices.Equal(landed, []bool{true, true, false}) {
+		t.Errorf("landed in the buffer = %v, want [true true false]: a body that fits lands in dst, a larger one gets its own", landed)
+	}
+}
+
 func TestBodyStreamingWithoutPause(t *testing.T) {
 	var sizes []int
 	h := &hooks{respBody: func(_ uint32, size int, eos bool) types.Action {
