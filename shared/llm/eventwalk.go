@@ -220,7 +220,10 @@ func stringStop(b []byte, i int) int {
 // top-level context is root (cChatRoot, cRespRoot or cMsgRoot) and fills
 // f. It returns false when b is not valid JSON or is something the fast
 // path leaves to gjson; f is then meaningless.
-func walkEvent(b []byte, root uint8, f *eventFacts) bool {
+//
+// When rec is not nil, walkEvent appends to it the values an event of the
+// same shape may vary in (see eventShape).
+func walkEvent(b []byte, root uint8, f *eventFacts, rec *[]hole) bool {
 	*f = eventFacts{choices: -1}
 	var (
 		ctxs  [walkDepth]uint8 // context of each open container
@@ -242,6 +245,7 @@ func walkEvent(b []byte, root uint8, f *eventFacts) bool {
 		return false // not an object: [DONE], or not JSON
 	}
 	depth := 0
+	usageAt := 0 // depth of the outermost open usage object, 0 outside one: its values are read, never holes
 	cur := cNone // context of the innermost open container
 	role := rRoot
 	state := stValue
@@ -348,6 +352,7 @@ func walkEvent(b []byte, root uint8, f *eventFacts) bool {
 					}
 				case rMsgDelta:
 					f.deltaObj, f.text = obj, 0
+					uncount(rec)
 					if obj {
 						child = cMsgDelta
 					}
@@ -359,6 +364,9 @@ func walkEvent(b []byte, root uint8, f *eventFacts) bool {
 					objs &^= 1 << depth
 				}
 				depth++
+				if child == cUsage && usageAt == 0 {
+					usageAt = depth
+				}
 				cur = child
 				i++
 				for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
@@ -400,6 +408,9 @@ func walkEvent(b []byte, root uint8, f *eventFacts) bool {
 					}
 					f.text = addSat(f.text, tl)
 				}
+				if rec != nil && usageAt == 0 && (role == rNone || role == rText || role == rRespDelta || role == rArguments) {
+					*rec = append(*rec, hole{start: vs, end: i, str: true, text: role == rText || role == rArguments && !f.callFound, tl: decodedLen(view(b[vs:i]))})
+				}
 			case 't':
 				if !hasLiteral(b, i, "true") {
 					return false
@@ -422,6 +433,9 @@ func walkEvent(b []byte, root uint8, f *eventFacts) bool {
 				var cause string
 				if i, cause = scanNumber(b, i); cause != "" {
 					return false
+				}
+				if rec != nil && usageAt == 0 && (role == rNone || role == rText) {
+					*rec = append(*rec, hole{start: vs, end: i})
 				}
 			}
 			switch role {
@@ -458,6 +472,7 @@ func walkEvent(b []byte, root uint8, f *eventFacts) bool {
 				f.msgObj, f.msgHave, f.msgUsage, f.model = false, false, counts{}, span{}
 			case rMsgDelta:
 				f.deltaObj, f.text = false, 0
+				uncount(rec)
 			}
 			state = stAfter
 
@@ -478,6 +493,9 @@ func walkEvent(b []byte, root uint8, f *eventFacts) bool {
 				return false
 			}
 			// Close the innermost container.
+			if depth == usageAt {
+				usageAt = 0
+			}
 			depth--
 			if ctxs[depth] == cUsage {
 				u := span{opens[depth], i + 1}
@@ -546,20 +564,208 @@ func validEscape(b []byte, i *int) bool {
 // textLenRaw is textLen of a string token.
 func textLenRaw(raw []byte) int64 { return decodedLen(view(raw)) }
 
+// uncount marks the holes recorded so far as not counting toward the
+// text: a reset (a later Anthropic delta member) dropped what they added.
+func uncount(rec *[]hole) {
+	if rec == nil {
+		return
+	}
+	for k := range *rec {
+		(*rec)[k].text = false
+	}
+}
+
+// maxShapeBytes bounds the event an eventShape keeps.
+const maxShapeBytes = 4 << 10
+
+// eventShape is the shape of the last event the fast path walked: its
+// bytes, with the values that may differ between events of one stream
+// (ids, counters, the streamed text) marked as holes. The holes are the
+// string and number values whose role is none or text (and the responses
+// delta): walking one changes nothing but the text count. So an event
+// that equals the shape's byte for byte outside the holes, with a valid
+// value of the same kind in each, walks exactly as the shape's event did,
+// and its facts are the shape's with its own text (and delta): what a
+// stream of one chunk per token sends, bar its first and last chunks. The
+// match costs a few comparisons and one scan per hole instead of a walk.
+type eventShape struct {
+	raw       []byte // the event the shape was taken from
+	holes     []hole
+	facts     eventFacts // spans into raw
+	deltaHole int        // the hole holding the last responses delta, or -1
+	ok        bool
+}
+
+// hole is one value of a shape's event that may vary.
+type hole struct {
+	start, end int   // the value's bytes in raw
+	str        bool  // a string (else a number)
+	text       bool  // its decoded length counts toward the text
+	tl         int64 // that length, for a string
+}
+
+// keep makes the shape that of the event b, which walkEvent read into f
+// recording holes.
+func (sh *eventShape) keep(b []byte, holes []hole, f *eventFacts) {
+	if len(b) > maxShapeBytes {
+		sh.ok = false
+		return
+	}
+	sh.raw = append(sh.raw[:0], b...)
+	sh.holes = append(sh.holes[:0], holes...)
+	sh.facts = *f
+	sh.deltaHole = -1
+	if f.respDelta.end != 0 {
+		for k := range holes {
+			if holes[k].start == f.respDelta.start {
+				sh.deltaHole = k
+			}
+		}
+	}
+	sh.ok = true
+}
+
+// match reports whether b has the shape and, if so, fills f with b's
+// facts: the shape's, with the text and the responses delta of b (the
+// delta a span of b, every other span one of sh.raw). It compares b with
+// the shape's event eight bytes at a time and rescans only the holes
+// where they differ: a hole left byte for byte as it was holds the same
+// valid value.
+func (sh *eventShape) match(b []byte, f *eventFacts) bool {
+	if !sh.ok {
+		return false
+	}
+	raw := sh.raw
+	text := sh.facts.text
+	delta := span{}
+	pos, j := 0, 0 // raw[:pos] and b[:j] agree, up to the holes rescanned
+	next := 0      // the first hole not yet passed
+	for {
+		n := commonPrefix(raw[pos:], b[j:])
+		pos += n
+		j += n
+		if pos == len(raw) && j == len(b) {
+			break
+		}
+		// The first difference must fall in a hole (or just after a
+		// number, which may have grown).
+		k := next
+		for k < len(sh.holes) && sh.holes[k].end < pos {
+			k++
+		}
+		if k == len(sh.holes) {
+			return false
+		}
+		h := &sh.holes[k]
+		if pos < h.start || pos == h.end && h.str {
+			return false
+		}
+		if sh.deltaHole >= next && sh.deltaHole < k {
+			d := &sh.holes[sh.deltaHole]
+			delta = span{d.start + j - pos, d.end + j - pos}
+		}
+		// Rescan the value from its start in b.
+		j -= pos - h.start
+		vs := j
+		if j == len(b) {
+			return false
+		}
+		if h.str {
+			if b[j] != '"' {
+				return false
+			}
+			esc := false
+			for j++; ; j++ {
+				if j = stringStop(b, j); j == len(b) {
+					return false
+				}
+				if c := strClass[b[j]]; c == 1 {
+					break
+				} else if c == 3 || !validEscape(b, &j) {
+					return false
+				}
+				esc = true
+			}
+			j++
+			if h.text {
+				tl := int64(j - vs - 2)
+				if esc {
+					tl = decodedLen(view(b[vs:j]))
+				}
+				text += tl - h.tl
+			}
+		} else {
+			if c := b[j]; c != '-' && (c < '0' || c > '9') {
+				return false
+			}
+			var cause string
+			if j, cause = scanNumber(b, j); cause != "" {
+				return false
+			}
+		}
+		if k == sh.deltaHole {
+			delta = span{vs, j}
+		}
+		pos = h.end
+		next = k + 1
+	}
+	if sh.deltaHole >= next {
+		d := &sh.holes[sh.deltaHole]
+		delta = span{d.start + j - pos, d.end + j - pos}
+	}
+	*f = sh.facts
+	f.text, f.respDelta = text, delta
+	return true
+}
+
+// commonPrefix is the length of the longest common prefix of a and b,
+// found eight bytes at a time.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i+8 <= n {
+		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
+		}
+		i += 8
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// read fills f with the facts of event b for the endpoint whose top-level
+// context is root, from the shape when b has it, else by a walk that
+// becomes the shape. src is what f's spans other than respDelta point
+// into (the shape's bytes, or b); ok is false when b needs the gjson path.
+func (s *StreamScanner) read(b []byte, root uint8, f *eventFacts) (src []byte, ok bool) {
+	if s.shape.match(b, f) {
+		return s.shape.raw, true
+	}
+	s.holes = s.holes[:0]
+	if !walkEvent(b, root, f, &s.holes) {
+		return nil, false
+	}
+	s.shape.keep(b, s.holes, f)
+	return b, true
+}
+
 // fastOpenAIChunk is openAIChunk over walkEvent; ok is false when the
 // event needs the gjson path.
 func (s *StreamScanner) fastOpenAIChunk(data []byte, f *eventFacts) (strip, ok bool) {
-	if !walkEvent(data, cChatRoot, f) {
+	src, ok := s.read(data, cChatRoot, f)
+	if !ok {
 		return false, false
 	}
 	if f.model.end != 0 && s.model == "" {
-		s.model = strings.Clone(f.model.str(data))
+		s.model = strings.Clone(f.model.str(src))
 	}
 	s.textBytes = addSat(s.textBytes, f.text)
 	if f.usage.end == 0 {
 		return false, true
 	}
-	c, have := readCounts(gjson.Parse(view(data[f.usage.start:f.usage.end])))
+	c, have := readCounts(gjson.Parse(view(src[f.usage.start:f.usage.end])))
 	if !have {
 		return false, true
 	}
@@ -573,11 +779,12 @@ func (s *StreamScanner) fastOpenAIChunk(data []byte, f *eventFacts) (strip, ok b
 
 // fastResponsesEvent is responsesEvent over walkEvent.
 func (s *StreamScanner) fastResponsesEvent(data []byte, f *eventFacts) bool {
-	if !walkEvent(data, cRespRoot, f) {
+	src, ok := s.read(data, cRespRoot, f)
+	if !ok {
 		return false
 	}
 	if f.typ.end != 0 && f.respDelta.end != 0 {
-		switch f.typ.str(data) {
+		switch f.typ.str(src) {
 		case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta":
 			s.textBytes = addSat(s.textBytes, textLenRaw(data[f.respDelta.start:f.respDelta.end]))
 		}
@@ -586,7 +793,7 @@ func (s *StreamScanner) fastResponsesEvent(data []byte, f *eventFacts) bool {
 		return true
 	}
 	if f.model.end != 0 && s.model == "" {
-		s.model = strings.Clone(f.model.str(data))
+		s.model = strings.Clone(f.model.str(src))
 	}
 	if f.respHave {
 		s.openai, s.haveOpenAI = f.respUsage, true
@@ -596,17 +803,18 @@ func (s *StreamScanner) fastResponsesEvent(data []byte, f *eventFacts) bool {
 
 // fastAnthropicEvent is anthropicEvent over walkEvent.
 func (s *StreamScanner) fastAnthropicEvent(data []byte, f *eventFacts) bool {
-	if !walkEvent(data, cMsgRoot, f) {
+	src, ok := s.read(data, cMsgRoot, f)
+	if !ok {
 		return false
 	}
 	if f.typ.end == 0 {
 		return true
 	}
-	switch f.typ.str(data) {
+	switch f.typ.str(src) {
 	case "message_start":
 		if f.msgObj {
 			if f.model.end != 0 && s.model == "" {
-				s.model = strings.Clone(f.model.str(data))
+				s.model = strings.Clone(f.model.str(src))
 			}
 			if f.msgHave {
 				s.anthropic.merge(f.msgUsage)
@@ -614,7 +822,7 @@ func (s *StreamScanner) fastAnthropicEvent(data []byte, f *eventFacts) bool {
 		}
 	case "message_delta":
 		if f.usage.end != 0 {
-			if c, ok := readCounts(gjson.Parse(view(data[f.usage.start:f.usage.end]))); ok {
+			if c, ok := readCounts(gjson.Parse(view(src[f.usage.start:f.usage.end]))); ok {
 				s.anthropic.merge(c)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -266,6 +267,153 @@ func TestStringStop(t *testing.T) {
 		}
 		if got := stringStop(b, i); got != want {
 			t.Fatalf("stringStop(%q, %d) = %d, want %d", b, i, got, want)
+		}
+	}
+}
+
+// TestEventShapeMatchesGJSON feeds runs of events of one shape (a
+// generated event, then variants with other strings and numbers, some
+// broken) through one scanner's fast path and another's gjson path,
+// comparing the scanners after every event: an event that matches the
+// shape of the one before must read as gjson reads it.
+func TestEventShapeMatchesGJSON(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	paths := []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"}
+	strRE := regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	numRE := regexp.MustCompile(`-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?`)
+	values := []string{`""`, `"x"`, `"a much longer value than before"`, `"\n"`, `"t\u00e9\"xt"`, `"\ud83d\ude00"`, `"bad` + "\x01" + `"`, `"\q"`, `"message_delta"`, `"response.output_text.delta"`}
+	numbers := []string{`0`, `7`, `-12`, `3.25`, `1e5`, `01`, `1.`, `-`}
+	hits := 0
+	for n := 0; n < 4000; n++ {
+		path := paths[rng.Intn(len(paths))]
+		base := genEvent(rng, path)
+		fast, slow := NewStreamScanner(path, true), NewStreamScanner(path, true)
+		for v := 0; v < 8; v++ {
+			ev := base
+			if v > 0 {
+				ev = strRE.ReplaceAllStringFunc(base, func(m string) string {
+					if rng.Intn(3) == 0 {
+						return values[rng.Intn(len(values))]
+					}
+					return m
+				})
+				ev = numRE.ReplaceAllStringFunc(ev, func(m string) string {
+					if rng.Intn(3) == 0 {
+						return numbers[rng.Intn(len(numbers))]
+					}
+					return m
+				})
+				if rng.Intn(10) == 0 && len(ev) > 0 {
+					b := []byte(ev)
+					b[rng.Intn(len(b))] = `"{}[],:\ x1`[rng.Intn(11)]
+					ev = string(b)
+				}
+			}
+			data := []byte(ev)
+			var probe eventFacts
+			if fast.shape.match(data, &probe) {
+				hits++
+			}
+			var fastStrip, slowStrip bool
+			switch fast.ep {
+			case ChatCompletions, Completions:
+				var ok bool
+				if fastStrip, ok = fast.fastOpenAIChunk(data, &fast.facts); !ok {
+					fastStrip = fast.openAIChunk(data)
+				}
+				slowStrip = slow.openAIChunk(data)
+			case Responses:
+				if !fast.fastResponsesEvent(data, &fast.facts) {
+					fast.responsesEvent(data)
+				}
+				slow.responsesEvent(data)
+			case Messages:
+				if !fast.fastAnthropicEvent(data, &fast.facts) {
+					fast.anthropicEvent(data)
+				}
+				slow.anthropicEvent(data)
+			}
+			if fastStrip != slowStrip || stateOf(fast) != stateOf(slow) {
+				t.Fatalf("%s event %d of a run %q:\nfast strip=%v %+v\ngjson strip=%v %+v", path, v, ev, fastStrip, stateOf(fast), slowStrip, stateOf(slow))
+			}
+		}
+	}
+	if hits < 4000 {
+		t.Fatalf("only %d events matched the shape before them; the variants miss the case", hits)
+	}
+}
+
+// TestEventShapeCases: events that match the shape of the event before
+// them, or nearly, where a careless match would read them differently
+// from gjson.
+func TestEventShapeCases(t *testing.T) {
+	for i, tc := range []struct {
+		path       string
+		base, next string
+		hit        bool // next has base's shape
+	}{
+		// A usage-only chunk is stripped only when it is valid JSON.
+		{"/v1/chat/completions", `{"id":"a","choices":[],"usage":{"total_tokens":3}}`, `{"id":"b` + "\x01" + `","choices":[],"usage":{"total_tokens":3}}`, false},
+		{"/v1/chat/completions", `{"id":"a","choices":[],"usage":{"total_tokens":3}}`, `{"id":"b` + "\x01" + `n","choices":[],"usage":{"total_tokens":3}}`, false},
+		{"/v1/chat/completions", `{"id":"a","choices":[],"usage":{"total_tokens":3}}`, `{"id":"b\u00e9","choices":[],"usage":{"total_tokens":3}}`, true},
+		{"/v1/chat/completions", `{"id":"a","choices":[],"usage":{"total_tokens":3}}`, `{"id":"b\x","choices":[],"usage":{"total_tokens":3}}`, false},
+		{"/v1/chat/completions", `{"n":1,"choices":[],"usage":{"total_tokens":3}}`, `{"n":-,"choices":[],"usage":{"total_tokens":3}}`, false},
+		{"/v1/chat/completions", `{"n":1,"choices":[],"usage":{"total_tokens":3}}`, `{"n":01,"choices":[],"usage":{"total_tokens":3}}`, false},
+		{"/v1/chat/completions", `{"n":1,"choices":[],"usage":{"total_tokens":3}}`, `{"n":1e5,"choices":[],"usage":{"total_tokens":3}}`, true},
+		// Usage counts are read, never holes.
+		{"/v1/chat/completions", `{"choices":[],"usage":{"total_tokens":3}}`, `{"choices":[],"usage":{"total_tokens":4}}`, false},
+		{"/v1/messages", `{"type":"message_delta","usage":{"output_tokens":3}}`, `{"type":"message_delta","usage":{"output_tokens":9}}`, false},
+		// Only the last Anthropic delta counts.
+		{"/v1/messages", `{"type":"content_block_delta","delta":{"text":"ab"},"delta":{"text":"c"}}`, `{"type":"content_block_delta","delta":{"text":"abcdef"},"delta":{"text":"c"}}`, true},
+		{"/v1/messages", `{"type":"content_block_delta","delta":{"text":"ab"},"delta":"x"}`, `{"type":"content_block_delta","delta":{"text":"abcdef"},"delta":"xyz"}`, false},
+		// Only a call's first arguments count.
+		{"/v1/chat/completions", `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"a","arguments":"bb"}}]}}]}`, `{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"xyz","arguments":"bbbbbb"}}]}}]}`, true},
+		{"/v1/chat/completions", `{"choices":[{"delta":{"tool_calls":[{"function":{"name":"f"},"function":{"arguments":"a"}}]}}]}`, `{"choices":[{"delta":{"tool_calls":[{"function":{"name":"ff"},"function":{"arguments":"abc"}}]}}]}`, true},
+		// The responses delta counts by the event type, which is read.
+		{"/v1/responses", `{"type":"response.output_text.delta","delta":"ab","sequence_number":1}`, `{"type":"response.output_text.delta","delta":"a\"b\n","sequence_number":2}`, true},
+		{"/v1/responses", `{"type":"response.output_text.delta","delta":"ab"}`, `{"type":"response.output_text.done","delta":"ab"}`, false},
+		{"/v1/responses", `{"type":"response.output_text.delta","delta":"ab","delta":7}`, `{"type":"response.output_text.delta","delta":"abc","delta":8}`, false},
+		{"/v1/responses", `{"type":"response.output_text.delta","delta":"ab","delta":"c","n":7}`, `{"type":"response.output_text.delta","delta":"abcd","delta":"cde","n":8}`, true},
+		{"/v1/responses", `{"type":"response.output_text.delta","delta":"ab","sequence_number":1}`, `{"type":"response.output_text.delta","delta":"ab","sequence_number":2}`, true},
+		{"/v1/responses", `{"type":"response.output_text.delta","item_id":"i","delta":"ab","n":1}`, `{"type":"response.output_text.delta","item_id":"j","delta":"ab","n":1}`, true},
+		// A model is read, not a hole; nor is a key.
+		{"/v1/chat/completions", `{"model":"gpt","id":"a"}`, `{"mxdel":"gpt","id":"b"}`, false},
+		{"/v1/chat/completions", `{"model":"a","choices":[]}`, `{"model":"b","choices":[]}`, false},
+		// Structure and keys are part of the shape.
+		{"/v1/chat/completions", `{"id":"a","choices":[{"delta":{"content":"x"}}]}`, `{"id":"a","choices":[{"delta":{"content":"x"}}],"x":1}`, false},
+		{"/v1/chat/completions", `{"id":"a","choices":[{"delta":{"content":"x"}}]}`, `{"id":"a","choices":[{"delta":{"refusal":"x"}}]}`, false},
+		{"/v1/chat/completions", `{"id":"a","choices":[{"delta":{"content":"x"}}]}`, `{"id":"a","choices":[{"delta":{"content":"x"}}]} `, false},
+		{"/v1/chat/completions", `{"id":"a","choices":[{"delta":{"content":"x"}}]}`, `{"id":"a","choices":[{"delta":{"content":"x"}}]`, false},
+	} {
+		fast, slow := NewStreamScanner(tc.path, true), NewStreamScanner(tc.path, true)
+		for k, ev := range []string{tc.base, tc.next} {
+			data := []byte(ev)
+			var probe eventFacts
+			if k == 1 && fast.shape.match(data, &probe) != tc.hit {
+				t.Errorf("case %d: %q matched the shape of %q: %v, want %v", i, tc.next, tc.base, !tc.hit, tc.hit)
+			}
+			var fastStrip, slowStrip bool
+			switch fast.ep {
+			case ChatCompletions:
+				var ok bool
+				if fastStrip, ok = fast.fastOpenAIChunk(data, &fast.facts); !ok {
+					fastStrip = fast.openAIChunk(data)
+				}
+				slowStrip = slow.openAIChunk(data)
+			case Responses:
+				if !fast.fastResponsesEvent(data, &fast.facts) {
+					fast.responsesEvent(data)
+				}
+				slow.responsesEvent(data)
+			case Messages:
+				if !fast.fastAnthropicEvent(data, &fast.facts) {
+					fast.anthropicEvent(data)
+				}
+				slow.anthropicEvent(data)
+			}
+			if fastStrip != slowStrip || stateOf(fast) != stateOf(slow) {
+				t.Errorf("case %d event %d %q:\nfast strip=%v %+v\ngjson strip=%v %+v", i, k, ev, fastStrip, stateOf(fast), slowStrip, stateOf(slow))
+			}
 		}
 	}
 }
