@@ -60,6 +60,8 @@ type StreamScanner struct {
 	data []byte // scratch: the data lines of one event joined
 
 	facts eventFacts // scratch for the fast path
+	shape eventShape // the shape of the last event the fast path walked
+	holes []hole     // scratch: the holes of the event being walked
 
 	openai     counts // the last OpenAI-shaped usage seen
 	haveOpenAI bool
@@ -79,6 +81,31 @@ type StreamScanner struct {
 func NewStreamScanner(path string, stripUsageChunk bool) *StreamScanner {
 	ep := EndpointOf(path)
 	return &StreamScanner{ep: ep, strip: stripUsageChunk && (ep == ChatCompletions || ep == Completions)}
+}
+
+// Reset makes s a new scanner for a stream answering the endpoint at path,
+// as NewStreamScanner does, keeping the buffers it grew: a filter that
+// scans one stream after another allocates nothing per stream.
+func (s *StreamScanner) Reset(path string, stripUsageChunk bool) {
+	ep := EndpointOf(path)
+	*s = StreamScanner{
+		ep:    ep,
+		strip: stripUsageChunk && (ep == ChatCompletions || ep == Completions),
+		held:  reuse(s.held),
+		tail:  reuse(s.tail),
+		data:  reuse(s.data),
+		shape: eventShape{raw: reuse(s.shape.raw), holes: s.shape.holes[:0]},
+		holes: s.holes[:0],
+	}
+}
+
+// reuse empties a buffer for the next stream, or drops it when an unusual
+// event grew it past what is worth keeping.
+func reuse(b []byte) []byte {
+	if cap(b) > 16<<10 {
+		return nil
+	}
+	return b[:0]
 }
 
 // SetPromptBytes gives the scanner the request's PromptBytes, so that an

@@ -86,6 +86,34 @@ func TestStreamGolden(t *testing.T) {
 	}
 }
 
+// TestStreamReset: a scanner reset after one stream reads the next exactly
+// as a new scanner does, whatever the endpoints.
+func TestStreamReset(t *testing.T) {
+	files := inputs(t, "streams", ".sse")
+	s := NewStreamScanner("/v1/chat/completions", true)
+	for i := 0; i < 3*len(files); i++ {
+		file := files[(i*7)%len(files)]
+		in, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := pathFor(t, file)
+		strip := strings.Contains(file, "strip")
+		want := scan(path, strip, 31, in, 100, 200)
+		s.Reset(path, strip)
+		s.SetPromptBytes(31)
+		out := s.Feed(in[:100], nil)
+		out = s.Feed(in[100:200], out)
+		out = s.Feed(in[200:], out)
+		out = s.Finish(out)
+		u, est := s.Usage()
+		got := scanResult{out: out, usage: u, est: est, model: s.Model(), textBytes: s.textBytes, stripped: s.Stripped()}
+		if !sameResult(got, want) {
+			t.Fatalf("%s after a reset: %s\nwant %s", file, got, want)
+		}
+	}
+}
+
 // TestStreamStripRemovesOnlyTheUsageChunk checks the stripped output is the
 // input minus exactly the usage-only event.
 func TestStreamStripRemovesOnlyTheUsageChunk(t *testing.T) {
