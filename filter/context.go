@@ -171,12 +171,14 @@ func (c *httpContext) OnHttpRequestTrailers(int) types.Action {
 	return c.apply(c.e.RequestTrailers(c.s, c), nil)
 }
 
-// Body reads the buffered request body (BodySource).
+// Body reads the buffered request body (BodySource), into the engine's
+// chunk buffer: gate 2 keeps nothing of it past the callback.
 func (c *httpContext) Body(n int) []byte {
-	b, err := proxywasm.GetHttpRequestBody(0, n)
+	b, err := proxywasm.GetHttpRequestBodyInto(0, n, c.e.chunk[:0])
 	if err != nil {
 		proxywasm.LogErrorf("tokentriage: reading the request body: %v", err)
 	}
+	c.e.keepChunk(b)
 	return b
 }
 
@@ -282,9 +284,10 @@ func (c *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 	var chunk []byte
 	if size > 0 {
 		var err error
-		if chunk, err = proxywasm.GetHttpResponseBody(0, size); err != nil {
+		if chunk, err = proxywasm.GetHttpResponseBodyInto(0, size, c.e.chunk[:0]); err != nil {
 			proxywasm.LogErrorf("tokentriage: reading the response body: %v", err)
 		}
+		c.e.keepChunk(chunk)
 	}
 	if out, changed := c.e.ResponseBody(c.s, chunk, eos); changed {
 		if err := proxywasm.ReplaceHttpResponseBody(out); err != nil {

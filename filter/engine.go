@@ -55,6 +55,21 @@ type Engine struct {
 	removeScratch []string
 	addScratch    [][2]string
 	pairs         [][2]string // the binding's header map rewrites
+	// chunk receives request and response bodies from the host, read and
+	// used within one callback, so reading a body allocates nothing.
+	chunk []byte
+}
+
+// maxChunkScratch bounds the body buffer an engine keeps: SSE chunks and
+// typical request bodies fit; a larger body gets a block of its own.
+const maxChunkScratch = 64 << 10
+
+// keepChunk adopts b as the body buffer when it outgrew the current one
+// and is not too large to keep.
+func (e *Engine) keepChunk(b []byte) {
+	if cap(b) > cap(e.chunk) && cap(b) <= maxChunkScratch {
+		e.chunk = b[:0]
+	}
 }
 
 // NewEngine starts a VM's engine from the decoded plugin configuration. It
@@ -78,6 +93,7 @@ func NewEngine(cfg *pluginconf.Config, h Host) (*Engine, error) {
 		inst:          make([]govern.Instance, 0, 16),
 		removeScratch: make([]string, 0, 6),
 		addScratch:    make([][2]string, 0, 8),
+		chunk:         make([]byte, 0, 4096),
 	}
 	e.vm = uint32(e.rng.Uint64()) | 1 // never 0: 0 marks a free lock
 	e.cells = cells{store: h.Store, vm: e.vm, held: map[string]*gaugeHold{}}

@@ -54,7 +54,12 @@ func (e *Engine) ResponseHeaders(s *Stream, status int, contentType, contentEnco
 	switch {
 	case strings.HasPrefix(contentType, "text/event-stream"):
 		if s.sse == nil {
-			s.sse = llm.NewStreamScanner(s.path, s.stripUsage)
+			if s.scanner == nil {
+				s.scanner = llm.NewStreamScanner(s.path, s.stripUsage)
+			} else {
+				s.scanner.Reset(s.path, s.stripUsage)
+			}
+			s.sse = s.scanner
 		}
 		s.sse.SetPromptBytes(s.req.PromptBytes)
 		h.RemoveContentLength = s.stripUsage

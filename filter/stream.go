@@ -49,7 +49,8 @@ type Stream struct {
 	status    int
 	respSeen  bool
 	respDone  bool
-	sse       *llm.StreamScanner
+	sse       *llm.StreamScanner // scanning an SSE answer (scanner), else nil
+	scanner   *llm.StreamScanner // kept across requests, with its buffers
 	jsonBody  []byte // a copy of a JSON response, for its usage
 	jsonOver  bool   // the JSON response outgrew the copy cap
 	usage     ledger.Usage
@@ -82,11 +83,11 @@ type refusalInfo struct {
 func (s *Stream) reset() {
 	leases, reserves := s.leases[:0], s.reserves[:0]
 	shadow, breached, suspended := s.shadow[:0], s.breached[:0], s.suspended[:0]
-	chain, out, jsonBody := s.chain[:0], s.out[:0], s.jsonBody[:0]
+	chain, out, jsonBody, scanner := s.chain[:0], s.out[:0], s.jsonBody[:0], s.scanner
 	*s = Stream{}
 	s.leases, s.reserves = leases, reserves
 	s.shadow, s.breached, s.suspended = shadow, breached, suspended
-	s.chain, s.out, s.jsonBody = chain, out, jsonBody
+	s.chain, s.out, s.jsonBody, s.scanner = chain, out, jsonBody, scanner
 }
 
 // NewStream returns a fresh stream for a request.
