@@ -51,8 +51,8 @@ type Stream struct {
 	respDone  bool
 	sse       *llm.StreamScanner // scanning an SSE answer (scanner), else nil
 	scanner   *llm.StreamScanner // kept across requests, with its buffers
-	jsonBody  []byte // a copy of a JSON response, for its usage
-	jsonOver  bool   // the JSON response outgrew the copy cap
+	jsonBody  []byte             // a copy of a JSON response, for its usage
+	jsonOver  bool               // the JSON response outgrew the copy cap
 	usage     ledger.Usage
 	estimated ledger.Estimated
 	served    string
