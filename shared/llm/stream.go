@@ -2,6 +2,8 @@ package llm
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -118,19 +120,24 @@ func (s *StreamScanner) Feed(chunk, dst []byte) []byte {
 	if !s.strip {
 		dst = append(dst, chunk...)
 	}
-	start := 0
-	if !s.cr && bytes.IndexByte(chunk, '\r') < 0 {
-		// LF-only chunk (the common case): jump from line end to line end.
-		for i := 0; i < len(chunk); {
-			j := bytes.IndexByte(chunk[i:], '\n')
-			if j < 0 {
+	start, i := 0, 0
+	if !s.cr {
+		// LF line endings (the common case): jump from line end to line
+		// end, until a CR (if any) hands the rest to the byte loop below.
+		for i < len(chunk) {
+			j := i + lineStop(chunk[i:])
+			if j == len(chunk) {
 				s.midLine = true
+				i = j
 				break
 			}
-			if j > 0 {
+			if chunk[j] == '\r' {
+				break
+			}
+			if j > i {
 				s.midLine = true
 			}
-			i += j + 1
+			i = j + 1
 			if s.midLine {
 				s.midLine = false
 			} else {
@@ -138,12 +145,8 @@ func (s *StreamScanner) Feed(chunk, dst []byte) []byte {
 				start = i
 			}
 		}
-		if start < len(chunk) {
-			dst = s.hold(chunk[start:], dst)
-		}
-		return dst
 	}
-	for i := 0; i < len(chunk); i++ {
+	for ; i < len(chunk); i++ {
 		c := chunk[i]
 		if s.cr {
 			s.cr = false
@@ -179,6 +182,26 @@ func (s *StreamScanner) Feed(chunk, dst []byte) []byte {
 		dst = s.hold(chunk[start:], dst)
 	}
 	return dst
+}
+
+// lineStop returns the offset of the first CR or LF in b, or len(b),
+// testing eight bytes at a time (see stringStop).
+func lineStop(b []byte) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		lf := x ^ (ones * '\n')
+		cr := x ^ (ones * '\r')
+		if t := (((lf - ones) &^ lf) | ((cr - ones) &^ cr)) & highs; t != 0 {
+			return i + bits.TrailingZeros64(t)/8
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] != '\n' && b[i] != '\r' {
+		i++
+	}
+	return i
 }
 
 // Finish ends the stream: a pending event (a blank line ended by a final
@@ -283,18 +306,8 @@ func (s *StreamScanner) complete(part, dst []byte) []byte {
 func (s *StreamScanner) event(ev []byte) bool {
 	var data []byte
 	lines := 0
-	lfOnly := bytes.IndexByte(ev, '\r') < 0
 	for len(ev) > 0 {
-		j := 0
-		if lfOnly {
-			if j = bytes.IndexByte(ev, '\n'); j < 0 {
-				j = len(ev)
-			}
-		} else {
-			for j < len(ev) && ev[j] != '\n' && ev[j] != '\r' {
-				j++
-			}
-		}
+		j := lineStop(ev)
 		line := ev[:j]
 		if j < len(ev) && ev[j] == '\r' && j+1 < len(ev) && ev[j+1] == '\n' {
 			j++

@@ -281,3 +281,22 @@ func TestStreamRandomChunking(t *testing.T) {
 		}
 	}
 }
+
+// TestLineStop checks the eight-byte scan against a byte loop.
+func TestLineStop(t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	alphabet := []byte("ab\r\n\x00\x8a\x8d\xff")
+	for n := 0; n < 20000; n++ {
+		b := make([]byte, rng.Intn(40))
+		for k := range b {
+			b[k] = alphabet[rng.Intn(len(alphabet))]
+		}
+		want := 0
+		for want < len(b) && b[want] != '\n' && b[want] != '\r' {
+			want++
+		}
+		if got := lineStop(b); got != want {
+			t.Fatalf("lineStop(%q) = %d, want %d", b, got, want)
+		}
+	}
+}
