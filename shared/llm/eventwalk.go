@@ -604,20 +604,27 @@ type hole struct {
 	tl         int64 // that length, for a string
 }
 
-// keep makes the shape that of the event b, which walkEvent read into f
-// recording holes.
-func (sh *eventShape) keep(b []byte, holes []hole, f *eventFacts) {
-	if len(b) > maxShapeBytes {
-		sh.ok = false
-		return
+// keep makes the shape that of the event ev, whose data (at off) walkEvent
+// read into f recording holes.
+func (sh *eventShape) keep(ev []byte, off int, holes []hole, f *eventFacts) {
+	sh.raw = append(sh.raw[:0], ev...)
+	sh.holes = sh.holes[:0]
+	for _, h := range holes {
+		h.start += off
+		h.end += off
+		sh.holes = append(sh.holes, h)
 	}
-	sh.raw = append(sh.raw[:0], b...)
-	sh.holes = append(sh.holes[:0], holes...)
 	sh.facts = *f
+	for _, sp := range []*span{&sh.facts.model, &sh.facts.usage, &sh.facts.typ, &sh.facts.respDelta} {
+		if sp.end != 0 {
+			sp.start += off
+			sp.end += off
+		}
+	}
 	sh.deltaHole = -1
 	if f.respDelta.end != 0 {
-		for k := range holes {
-			if holes[k].start == f.respDelta.start {
+		for k := range sh.holes {
+			if sh.holes[k].start == sh.facts.respDelta.start {
 				sh.deltaHole = k
 			}
 		}
@@ -625,15 +632,16 @@ func (sh *eventShape) keep(b []byte, holes []hole, f *eventFacts) {
 	sh.ok = true
 }
 
-// match reports whether b has the shape and, if so, fills f with b's
-// facts: the shape's, with the text and the responses delta of b (the
-// delta a span of b, every other span one of sh.raw). It compares b with
-// the shape's event eight bytes at a time and rescans only the holes
-// where they differ: a hole left byte for byte as it was holds the same
-// valid value.
-func (sh *eventShape) match(b []byte, f *eventFacts) bool {
+// match reports whether b starts with an event of the shape, n bytes long,
+// and if so fills f with that event's facts: the shape's, with its own
+// text and responses delta (the delta a span of b, every other span one
+// of sh.raw). It compares b with the shape's event eight bytes at a time
+// and rescans only the holes where they differ: a hole left byte for byte
+// as it was holds the same valid value. A string value holds no line
+// end, so a match is one whole event of the shape's lines.
+func (sh *eventShape) match(b []byte, f *eventFacts) (n int, ok bool) {
 	if !sh.ok {
-		return false
+		return 0, false
 	}
 	raw := sh.raw
 	text := sh.facts.text
@@ -641,10 +649,10 @@ func (sh *eventShape) match(b []byte, f *eventFacts) bool {
 	pos, j := 0, 0 // raw[:pos] and b[:j] agree, up to the holes rescanned
 	next := 0      // the first hole not yet passed
 	for {
-		n := commonPrefix(raw[pos:], b[j:])
-		pos += n
-		j += n
-		if pos == len(raw) && j == len(b) {
+		c := commonPrefix(raw[pos:], b[j:])
+		pos += c
+		j += c
+		if pos == len(raw) {
 			break
 		}
 		// The first difference must fall in a hole (or just after a
@@ -654,11 +662,11 @@ func (sh *eventShape) match(b []byte, f *eventFacts) bool {
 			k++
 		}
 		if k == len(sh.holes) {
-			return false
+			return 0, false
 		}
 		h := &sh.holes[k]
 		if pos < h.start || pos == h.end && h.str {
-			return false
+			return 0, false
 		}
 		if sh.deltaHole >= next && sh.deltaHole < k {
 			d := &sh.holes[sh.deltaHole]
@@ -668,21 +676,21 @@ func (sh *eventShape) match(b []byte, f *eventFacts) bool {
 		j -= pos - h.start
 		vs := j
 		if j == len(b) {
-			return false
+			return 0, false
 		}
 		if h.str {
 			if b[j] != '"' {
-				return false
+				return 0, false
 			}
 			esc := false
 			for j++; ; j++ {
 				if j = stringStop(b, j); j == len(b) {
-					return false
+					return 0, false
 				}
 				if c := strClass[b[j]]; c == 1 {
 					break
 				} else if c == 3 || !validEscape(b, &j) {
-					return false
+					return 0, false
 				}
 				esc = true
 			}
@@ -696,11 +704,11 @@ func (sh *eventShape) match(b []byte, f *eventFacts) bool {
 			}
 		} else {
 			if c := b[j]; c != '-' && (c < '0' || c > '9') {
-				return false
+				return 0, false
 			}
 			var cause string
 			if j, cause = scanNumber(b, j); cause != "" {
-				return false
+				return 0, false
 			}
 		}
 		if k == sh.deltaHole {
@@ -715,7 +723,7 @@ func (sh *eventShape) match(b []byte, f *eventFacts) bool {
 	}
 	*f = sh.facts
 	f.text, f.respDelta = text, delta
-	return true
+	return j, true
 }
 
 // commonPrefix is the length of the longest common prefix of a and b,
@@ -735,62 +743,85 @@ func commonPrefix(a, b []byte) int {
 	return i
 }
 
-// read fills f with the facts of event b for the endpoint whose top-level
-// context is root, from the shape when b has it, else by a walk that
-// becomes the shape. src is what f's spans other than respDelta point
-// into (the shape's bytes, or b); ok is false when b needs the gjson path.
-func (s *StreamScanner) read(b []byte, root uint8, f *eventFacts) (src []byte, ok bool) {
-	if s.shape.match(b, f) {
-		return s.shape.raw, true
+// walk reads an event's data into f, and makes the event the shape when
+// off (where the data starts in ev) is not -1. ok is false when the data
+// needs the gjson path.
+func (s *StreamScanner) walk(data []byte, root uint8, f *eventFacts, ev []byte, off int) bool {
+	if off < 0 {
+		return walkEvent(data, root, f, nil)
 	}
 	s.holes = s.holes[:0]
-	if !walkEvent(b, root, f, &s.holes) {
-		return nil, false
+	if !walkEvent(data, root, f, &s.holes) {
+		return false
 	}
-	s.shape.keep(b, s.holes, f)
-	return b, true
+	s.shape.keep(ev, off, s.holes, f)
+	return true
+}
+
+// applyFacts applies the facts of a whole event ev that matched the shape.
+func (s *StreamScanner) applyFacts(f *eventFacts, raw, ev []byte) (strip bool) {
+	switch s.ep {
+	case ChatCompletions, Completions:
+		return s.applyOpenAI(f, raw)
+	case Responses:
+		s.applyResponses(f, raw, ev)
+	case Messages:
+		s.applyAnthropic(f, raw)
+	}
+	return false
 }
 
 // fastOpenAIChunk is openAIChunk over walkEvent; ok is false when the
 // event needs the gjson path.
-func (s *StreamScanner) fastOpenAIChunk(data []byte, f *eventFacts) (strip, ok bool) {
-	src, ok := s.read(data, cChatRoot, f)
-	if !ok {
+func (s *StreamScanner) fastOpenAIChunk(data, ev []byte, off int) (strip, ok bool) {
+	if !s.walk(data, cChatRoot, &s.facts, ev, off) {
 		return false, false
 	}
+	return s.applyOpenAI(&s.facts, data), true
+}
+
+// applyOpenAI is what openAIChunk does with a chunk's facts, whose spans
+// point into src.
+func (s *StreamScanner) applyOpenAI(f *eventFacts, src []byte) (strip bool) {
 	if f.model.end != 0 && s.model == "" {
 		s.model = strings.Clone(f.model.str(src))
 	}
 	s.textBytes = addSat(s.textBytes, f.text)
 	if f.usage.end == 0 {
-		return false, true
+		return false
 	}
 	c, have := readCounts(gjson.Parse(view(src[f.usage.start:f.usage.end])))
 	if !have {
-		return false, true
+		return false
 	}
 	s.openai, s.haveOpenAI = c, true
 	if s.strip && f.choices == 0 {
 		s.stripped++ // the walk checked the event's syntax
-		return true, true
+		return true
 	}
-	return false, true
+	return false
 }
 
 // fastResponsesEvent is responsesEvent over walkEvent.
-func (s *StreamScanner) fastResponsesEvent(data []byte, f *eventFacts) bool {
-	src, ok := s.read(data, cRespRoot, f)
-	if !ok {
+func (s *StreamScanner) fastResponsesEvent(data, ev []byte, off int) bool {
+	if !s.walk(data, cRespRoot, &s.facts, ev, off) {
 		return false
 	}
+	s.applyResponses(&s.facts, data, data)
+	return true
+}
+
+// applyResponses is what responsesEvent does with an event's facts; the
+// delta's span points into dsrc, the others into src.
+func (s *StreamScanner) applyResponses(f *eventFacts, src, dsrc []byte) {
 	if f.typ.end != 0 && f.respDelta.end != 0 {
 		switch f.typ.str(src) {
 		case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta":
-			s.textBytes = addSat(s.textBytes, textLenRaw(data[f.respDelta.start:f.respDelta.end]))
+			s.textBytes = addSat(s.textBytes, textLenRaw(dsrc[f.respDelta.start:f.respDelta.end]))
 		}
 	}
 	if !f.respObj {
-		return true
+		return
 	}
 	if f.model.end != 0 && s.model == "" {
 		s.model = strings.Clone(f.model.str(src))
@@ -798,17 +829,22 @@ func (s *StreamScanner) fastResponsesEvent(data []byte, f *eventFacts) bool {
 	if f.respHave {
 		s.openai, s.haveOpenAI = f.respUsage, true
 	}
-	return true
 }
 
 // fastAnthropicEvent is anthropicEvent over walkEvent.
-func (s *StreamScanner) fastAnthropicEvent(data []byte, f *eventFacts) bool {
-	src, ok := s.read(data, cMsgRoot, f)
-	if !ok {
+func (s *StreamScanner) fastAnthropicEvent(data, ev []byte, off int) bool {
+	if !s.walk(data, cMsgRoot, &s.facts, ev, off) {
 		return false
 	}
+	s.applyAnthropic(&s.facts, data)
+	return true
+}
+
+// applyAnthropic is what anthropicEvent does with an event's facts, whose
+// spans point into src.
+func (s *StreamScanner) applyAnthropic(f *eventFacts, src []byte) {
 	if f.typ.end == 0 {
-		return true
+		return
 	}
 	switch f.typ.str(src) {
 	case "message_start":
@@ -831,7 +867,6 @@ func (s *StreamScanner) fastAnthropicEvent(data []byte, f *eventFacts) bool {
 			s.textBytes = addSat(s.textBytes, f.text)
 		}
 	}
-	return true
 }
 
 // str is the decoded text of a string token (gjson's unescaping), aliasing

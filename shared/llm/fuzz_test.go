@@ -94,6 +94,9 @@ func FuzzStreamScanner(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte, sel uint8, seed int64, strip bool) {
 		path := fuzzPaths[int(sel)%len(fuzzPaths)]
 		whole := scan(path, strip, 10, in)
+		if ref := scanGJSON(path, strip, 10, in); !sameResult(whole, ref) {
+			t.Fatalf("fast paths: %s\n%q\nwant (gjson)\n%s\n%q", whole, whole.out, ref, ref.out)
+		}
 		if !strip && !bytes.Equal(whole.out, in) {
 			t.Fatalf("forwarded %q, want the input %q", whole.out, in)
 		}

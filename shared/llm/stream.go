@@ -61,6 +61,8 @@ type StreamScanner struct {
 	tail []byte // the last eventTailBytes of an oversized event
 	data []byte // scratch: the data lines of one event joined
 
+	gjsonOnly bool // tests: read every event through gjson
+
 	facts eventFacts // scratch for the fast path
 	shape eventShape // the shape of the last event the fast path walked
 	holes []hole     // scratch: the holes of the event being walked
@@ -125,6 +127,19 @@ func (s *StreamScanner) Feed(chunk, dst []byte) []byte {
 		// LF line endings (the common case): jump from line end to line
 		// end, until a CR (if any) hands the rest to the byte loop below.
 		for i < len(chunk) {
+			if start == i && !s.midLine && len(s.held) == 0 && !s.over && s.shape.ok {
+				// At an event's start: an event with the shape of the last
+				// one is read whole, without looking for its lines.
+				if n, ok := s.shape.match(chunk[i:], &s.facts); ok {
+					ev := chunk[i : i+n]
+					if drop := s.applyFacts(&s.facts, s.shape.raw, ev); s.strip && !drop {
+						dst = append(dst, ev...)
+					}
+					i += n
+					start = i
+					continue
+				}
+			}
 			j := i + lineStop(chunk[i:])
 			if j == len(chunk) {
 				s.midLine = true
@@ -304,18 +319,58 @@ func (s *StreamScanner) complete(part, dst []byte) []byte {
 
 // event parses one complete event and reports whether to strip it.
 func (s *StreamScanner) event(ev []byte) bool {
-	var data []byte
+	if !s.gjsonOnly {
+		if n, ok := s.shape.match(ev, &s.facts); ok && n == len(ev) {
+			return s.applyFacts(&s.facts, s.shape.raw, ev)
+		}
+	}
+	data, off := s.dataOf(ev)
+	if len(data) == 0 {
+		return false
+	}
+	switch s.ep {
+	case ChatCompletions, Completions:
+		if !s.gjsonOnly {
+			if strip, ok := s.fastOpenAIChunk(data, ev, off); ok {
+				return strip
+			}
+		}
+		return s.openAIChunk(data)
+	case Responses:
+		if s.gjsonOnly || !s.fastResponsesEvent(data, ev, off) {
+			s.responsesEvent(data)
+		}
+	case Messages:
+		if s.gjsonOnly || !s.fastAnthropicEvent(data, ev, off) {
+			s.anthropicEvent(data)
+		}
+	}
+	return false
+}
+
+// dataOf returns an event's data: its data lines' values joined by LF
+// (in s.data when there are several). off is where the data starts in ev
+// when the event may become the shape (one data line, the event's last,
+// LF line endings), else -1.
+func (s *StreamScanner) dataOf(ev []byte) (data []byte, off int) {
 	lines := 0
-	for len(ev) > 0 {
-		j := lineStop(ev)
-		line := ev[:j]
-		if j < len(ev) && ev[j] == '\r' && j+1 < len(ev) && ev[j+1] == '\n' {
+	pos := 0    // where rest starts in ev
+	cr := false // a line ended in CR
+	rest := ev
+	for len(rest) > 0 {
+		j := lineStop(rest)
+		line := rest[:j]
+		if j < len(rest) && rest[j] == '\r' {
+			cr = true
+			if j+1 < len(rest) && rest[j+1] == '\n' {
+				j++
+			}
+		}
+		if j < len(rest) {
 			j++
 		}
-		if j < len(ev) {
-			j++
-		}
-		ev = ev[j:]
+		lineAt := pos
+		rest, pos = rest[j:], pos+j
 		if len(line) == 0 || line[0] == ':' {
 			continue
 		}
@@ -332,6 +387,7 @@ func (s *StreamScanner) event(ev []byte) bool {
 		switch lines {
 		case 0:
 			data = value
+			off = lineAt + len(line) - len(value)
 		case 1:
 			s.data = append(append(append(s.data[:0], data...), '\n'), value...)
 			data = s.data
@@ -341,25 +397,10 @@ func (s *StreamScanner) event(ev []byte) bool {
 		}
 		lines++
 	}
-	if len(data) == 0 {
-		return false
+	if lines != 1 || cr || off+len(data)+2 != len(ev) || len(ev) > maxShapeBytes {
+		off = -1
 	}
-	switch s.ep {
-	case ChatCompletions, Completions:
-		if strip, ok := s.fastOpenAIChunk(data, &s.facts); ok {
-			return strip
-		}
-		return s.openAIChunk(data)
-	case Responses:
-		if !s.fastResponsesEvent(data, &s.facts) {
-			s.responsesEvent(data)
-		}
-	case Messages:
-		if !s.fastAnthropicEvent(data, &s.facts) {
-			s.anthropicEvent(data)
-		}
-	}
-	return false
+	return data, off
 }
 
 // openAIChunk reads a chat or completions chunk and reports whether it is
