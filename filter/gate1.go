@@ -66,6 +66,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	}
 
 	if strings.HasPrefix(s.path, "/tt/") {
+		s.local = true
 		return e.answerLocal(s, key)
 	}
 	if e.armed == nil {

@@ -152,3 +152,29 @@ func TestRowsDroppedBeyondBound(t *testing.T) {
 		t.Errorf("429 body after recovery %s", resp.Body)
 	}
 }
+
+// TestNoRowsForLocalPaths: what the filter answers itself under /tt/ (the
+// caller's own /tt/v1/me, refused or not, and the 404s beside it) never
+// reaches a provider and writes no ledger row; a refused provider call
+// does.
+func TestNoRowsForLocalPaths(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	for _, q := range []req{
+		{method: "GET", path: "/tt/v1/me", key: dev1Key},
+		{method: "GET", path: "/tt/v1/me"},
+		{method: "GET", path: "/tt/v1/me", headers: map[string]string{"Authorization": "Bearer tt-vk_unknownkid00-secret"}},
+		{method: "POST", path: "/tt/v1/me", key: dev1Key, body: "{}"},
+		{method: "GET", path: "/tt/v1/other", key: dev1Key},
+	} {
+		r.do(q)
+	}
+	refused := r.do(req{path: "/v1/embeddings", body: `{"model":"text-embedding-3-small","input":"hi"}`})
+	if refused.Status != 401 {
+		t.Fatalf("a keyless provider call: status %d, want 401", refused.Status)
+	}
+	r.step(500 * time.Millisecond)
+	rows := r.acct.ledger()
+	if len(rows) != 1 || rows[0].RequestID != refused.Headers.Get("X-Tt-Request-Id") {
+		t.Fatalf("%d rows after five /tt/ calls and one refused provider call, want only the refused call's: %+v", len(rows), rows)
+	}
+}

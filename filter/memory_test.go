@@ -6,9 +6,9 @@ import (
 )
 
 // TestMemoryStopsGrowing: each VM's linear memory reaches a plateau. After
-// 100,000 requests through gate 1 (six instances, three VMs) it is what it
-// was half way; so it is after 16,000 whole streamed requests whose ledger
-// rows go to the accountant on the tick.
+// 100,000 requests through gate 1 (six instances, three VMs) it is within
+// plateauSlack of what it was half way; so it is after 32,000 whole
+// streamed requests whose ledger rows go to the accountant on the tick.
 func TestMemoryStopsGrowing(t *testing.T) {
 	t.Run("gate1", func(t *testing.T) {
 		r := newRig(t, rigOptions{governance: gov(benchGate1Limits, `,"require_key":true`), keys: []testKey{passKey}})
@@ -18,13 +18,20 @@ func TestMemoryStopsGrowing(t *testing.T) {
 		r := newRig(t, rigOptions{governance: gov(benchGate1Limits+","+benchGate2Limits, `,"require_key":true`), keys: []testKey{dev1Key},
 			accountant: true})
 		q := req{path: "/v1/chat/completions", key: dev1Key, body: chatBody("gpt-4o-mini", germany, `,"stream":true`)}
-		checkPlateau(t, r, 16_000, q, func(i int) {
+		checkPlateau(t, r, 32_000, q, func(i int) {
 			if i%500 == 0 {
 				r.step(500 * time.Millisecond) // the tick sends the rows
 			}
 		})
 	})
 }
+
+// plateauSlack is the growth allowed in the second half of a run: the Go
+// heap in the module grows in steps as its collector paces itself, and one
+// late step of 4 pages (256 KiB) is not a leak. A leak of 16 bytes a
+// request would add 5 pages over 16,000 requests before the collector
+// doubles it.
+const plateauSlack = 4
 
 func checkPlateau(t *testing.T, r *rig, total int, q req, every func(i int)) {
 	t.Helper()
@@ -47,7 +54,7 @@ func checkPlateau(t *testing.T, r *rig, total int, q req, every func(i int)) {
 	}
 	half, end := pages[len(pages)/2-1], pages[len(pages)-1]
 	for n := range end {
-		if end[n] != half[n] {
+		if end[n] > half[n]+plateauSlack {
 			t.Errorf("VM %d grew from %d pages after %d requests to %d after %d", n+1, half[n], total/2, end[n], total)
 		}
 	}

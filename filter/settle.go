@@ -22,7 +22,7 @@ func (e *Engine) Done(s *Stream) {
 	s.settled = true
 	now := e.host.Now()
 	e.releaseLeases(s, now)
-	if s.id == "" || (!s.governs && s.refusal.errorType == "") {
+	if s.id == "" || s.local || (!s.governs && s.refusal.errorType == "") {
 		return // not LLM traffic (passthrough, /tt/v1/me, governance off)
 	}
 	if s.governs && !s.forwarded && s.refusal.errorType == "" {

@@ -45,6 +45,7 @@ type Stream struct {
 
 	// The answer.
 	replied   bool // a local reply was sent (a refusal or /tt/v1/me)
+	local     bool // a /tt/ path, answered by the filter: never a ledger row
 	refusal   refusalInfo
 	status    int
 	respSeen  bool
