@@ -90,6 +90,15 @@ func (p *pluginContext) OnTick() {
 	}
 }
 
+// OnPluginDone: the host is ending the VM. Ledger rows still queued go to
+// the accountant first; the host waits for proxywasm.PluginDone.
+func (p *pluginContext) OnPluginDone() bool {
+	if p.engine == nil {
+		return true
+	}
+	return p.engine.Finish(proxywasm.PluginDone)
+}
+
 func (p *pluginContext) Add(m Metric, n uint64) { p.counter[m].Increment(n) }
 
 func (p *pluginContext) NewHttpContext(uint32) types.HttpContext {

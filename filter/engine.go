@@ -40,12 +40,14 @@ type Engine struct {
 	replicas int
 	sync     syncState
 
-	rows          rowQueue
-	row           ledger.Row // the row being encoded
-	ingestHeaders [][2]string
-	lastRefresh   time.Time // of lease expiries and tee stats
-	teeLag        int
-	teeDropped    uint64
+	rows           rowQueue
+	finishing      func()     // set while Finish sends the last rows
+	finishFailures int        // sends Finish made in a row that failed
+	row            ledger.Row // the row being encoded
+	ingestHeaders  [][2]string
+	lastRefresh    time.Time // of lease expiries and tee stats
+	teeLag         int
+	teeDropped     uint64
 
 	free []*Stream // finished streams, reused
 	inst []govern.Instance

@@ -178,3 +178,59 @@ func TestNoRowsForLocalPaths(t *testing.T) {
 		t.Fatalf("%d rows after five /tt/ calls and one refused provider call, want only the refused call's: %+v", len(rows), rows)
 	}
 }
+
+// TestRowsSentAtShutdown: when the host ends the VMs (shutdown, or a new
+// plugin configuration replacing this one) the rows still queued go to the
+// accountant before the root contexts go, batch after batch, without
+// waiting for a tick; an accountant that keeps failing lets the VM go after
+// a few attempts, the rows counted as dropped.
+func TestRowsSentAtShutdown(t *testing.T) {
+	t.Run("delivered", func(t *testing.T) {
+		r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+		ids := map[string]bool{}
+		for i := 0; i < 600; i++ {
+			ids[r.cheap(1+i%3)] = true
+		}
+		if got := len(r.acct.ledger()); got != 0 {
+			t.Fatalf("%d rows sent before any tick", got)
+		}
+		r.checkHealthy()
+		if err := r.h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rows := r.acct.ledger()
+		if len(rows) != len(ids) {
+			t.Fatalf("%d rows reached the accountant at shutdown, want %d (batches %v)", len(rows), len(ids), r.acct.batchSizes())
+		}
+		for _, row := range rows {
+			if !ids[row.RequestID] {
+				t.Errorf("row %s was not sent by the test", row.RequestID)
+			}
+		}
+	})
+	t.Run("accountant down", func(t *testing.T) {
+		r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 1})
+		for i := 0; i < 5; i++ {
+			r.cheap(1)
+		}
+		r.acct.set(func(a *fakeAccountant) { a.failIngest = 1000 })
+		if err := r.h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(r.acct.ledger()); got != 0 {
+			t.Fatalf("%d rows recorded by a failing accountant", got)
+		}
+		lost := false
+		for _, l := range r.h.Logs() {
+			if strings.Contains(l.Message, "ending with 5 ledger rows the accountant did not take") {
+				lost = true
+			}
+			if strings.Contains(l.Message, "did not call proxy_done") {
+				t.Errorf("the host waited out its grace: %s", l.Message)
+			}
+		}
+		if !lost {
+			t.Errorf("no log line says 5 rows were lost")
+		}
+	})
+}

@@ -137,6 +137,10 @@ func (e *Engine) flushRows(now time.Time, force bool) {
 			e.logf(LogWarn, "sending %d ledger rows to the accountant failed (status %d); retrying", n, status)
 		}
 		e.rows.acked(t, ok)
+		if e.finishing != nil {
+			e.finishStep(t, ok)
+			return
+		}
 		// A full batch means a backlog may be waiting: send the next one
 		// now, from this callback (the root context), instead of one batch
 		// per tick, so a VM serving more rows a tick than a batch holds
@@ -148,5 +152,49 @@ func (e *Engine) flushRows(now time.Time, force bool) {
 	if err != nil {
 		e.logf(LogWarn, "sending ledger rows to the accountant: %v", err)
 		e.rows.acked(now, false)
+		if e.finishing != nil {
+			e.finishStep(now, false)
+		}
 	}
+}
+
+// finishAttempts bounds the sends Finish makes in a row that fail.
+const finishAttempts = 3
+
+// Finish is called when the host ends the VM (shutdown, or a new plugin
+// configuration replacing this one). With no rows waiting it returns true:
+// the VM may go. Otherwise it sends them, batch after batch without waiting
+// for ticks, and returns false; done is called once every row is
+// acknowledged or the accountant failed finishAttempts sends in a row (the
+// rows left are logged as lost).
+func (e *Engine) Finish(done func()) bool {
+	if e.host.Caller == nil || e.rows.lag() == 0 || e.finishing != nil {
+		return e.finishing == nil
+	}
+	e.finishing = done
+	e.finishFailures = 0
+	if e.rows.inflight == 0 {
+		e.flushRows(e.host.Now(), true)
+	}
+	return e.finishing == nil
+}
+
+// finishStep goes on with Finish after the answer to a batch.
+func (e *Engine) finishStep(now time.Time, ok bool) {
+	if ok {
+		e.finishFailures = 0
+	} else {
+		e.finishFailures++
+	}
+	if e.rows.lag() > 0 && e.finishFailures < finishAttempts {
+		e.flushRows(now, true)
+		return
+	}
+	if n := e.rows.lag(); n > 0 {
+		e.logf(LogError, "the VM is ending with %d ledger rows the accountant did not take; they are lost", n)
+		e.host.Metrics.Add(MetricRowsDropped, uint64(n))
+	}
+	done := e.finishing
+	e.finishing = nil
+	done()
 }

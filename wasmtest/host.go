@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 )
@@ -64,6 +65,10 @@ type Config struct {
 	BufferLimit int
 	// Rand feeds WASI random_get; nil is crypto/rand.
 	Rand io.Reader
+	// ShutdownGrace is how long Close waits for a root context that
+	// answered proxy_on_done with false to call proxy_done (its callouts
+	// still answered meanwhile); 0 means 5 s.
+	ShutdownGrace time.Duration
 }
 
 // Host is an Envoy-like proxy-wasm host running one plugin in several
@@ -276,9 +281,11 @@ func (h *Host) reload(w *worker) *vm {
 	return nv
 }
 
-// Close shuts the host down: in-flight streams are reset, every root
-// context gets proxy_on_done (and proxy_on_delete), pending callouts and
-// timers are cancelled, and the VMs are freed.
+// Close shuts the host down: it waits for in-flight streams, then every
+// root context gets proxy_on_done and proxy_on_delete; one that answers
+// on_done with false is given until it calls proxy_done (at most
+// ShutdownGrace), its callouts answered meanwhile. Then what callouts
+// remain are cancelled and the VMs are freed.
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		h.closed.Store(true)
@@ -286,11 +293,19 @@ func (h *Host) Close() error {
 		for h.inflight.Load() > 0 {
 			<-h.idle
 		}
+		// The workers end together: each may wait out a grace period
+		// for its root context to finish.
+		var wg sync.WaitGroup
 		for _, w := range h.workers {
-			w.mu.Lock()
-			w.v.Load().shutdown()
-			w.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.mu.Lock()
+				w.v.Load().shutdown(h.shutdownGrace())
+				w.mu.Unlock()
+			}()
 		}
+		wg.Wait()
 		h.retiredMu.Lock()
 		for _, v := range h.retired {
 			v.discard()
@@ -371,4 +386,11 @@ func (h *Host) MemoryPages(n int) uint32 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.mem.Size() / 65536
+}
+
+func (h *Host) shutdownGrace() time.Duration {
+	if h.cfg.ShutdownGrace > 0 {
+		return h.cfg.ShutdownGrace
+	}
+	return 5 * time.Second
 }

@@ -136,6 +136,10 @@ func hostDone(v *vm, s []uint64) {
 		return
 	}
 	v.rootHold = false
+	if v.rootDone != nil {
+		close(v.rootDone)
+		v.rootDone = nil
+	}
 	s[0] = statusOK
 }
 

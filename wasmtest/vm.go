@@ -47,7 +47,8 @@ type vm struct {
 	rootID    uint32
 	nextID    uint32
 	rootAlive bool
-	rootHold  bool // root context answered on_done with false; waits for proxy_done
+	rootHold  bool          // root context answered on_done with false; waits for proxy_done
+	rootDone  chan struct{} // closed by proxy_done while Close waits for it
 	streams   map[uint32]*stream
 	curID     uint32  // context of the running top-level call
 	cur       *stream // its stream, nil for the root context
@@ -332,31 +333,48 @@ func (v *vm) touch(s *stream) {
 }
 
 // shutdown ends the VM like Envoy's WasmBase::startShutdown: the root
-// context gets on_done and, if it agrees, on_delete; pending callouts and the
-// timer go away.
-func (v *vm) shutdown() {
+// context gets on_done; if it agrees, on_delete follows at once. If it
+// answers false (it has work to finish, like rows still to send), the VM
+// stays alive, its callouts still delivered, until it calls proxy_done or
+// grace runs out; then on_delete. The timer stops first: no tick after
+// on_done.
+func (v *vm) shutdown(grace time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
 		return
 	}
-	v.closed = true
-	v.cancelCallouts()
 	v.stopTick()
 	if v.rootAlive && !v.failed.Load() {
 		v.enterRoot()
 		r, ok := v.callDefault(v.fn.done, 1, "proxy_on_done", uint64(v.rootID))
-		switch {
-		case ok && r != 0:
+		v.afterCall(nil)
+		if ok && r == 0 {
+			v.rootHold = true
+			v.rootDone = make(chan struct{})
+			done := v.rootDone
+			v.mu.Unlock()
+			t := time.NewTimer(grace)
+			select {
+			case <-done:
+			case <-t.C:
+			}
+			t.Stop()
+			v.mu.Lock()
+			if v.rootHold {
+				v.rootHold = false
+				v.h.logs.add(v.index, v.name, LogWarn, fmt.Sprintf("the root context answered proxy_on_done with false and did not call proxy_done within %v; deleting it", grace))
+			}
+			v.rootDone = nil
+		}
+		if ok && v.rootAlive && !v.failed.Load() {
 			v.enterRoot()
 			v.call(v.fn.delete, "proxy_on_delete", uint64(v.rootID))
-		case ok:
-			// Envoy would wait for proxy_done; the host is closing.
-			v.rootHold = true
-			v.h.logs.add(v.index, v.name, LogDebug, "the root context answered proxy_on_done with false; closing without waiting for proxy_done")
 		}
 		v.rootAlive = false
 	}
+	v.closed = true
+	v.cancelCallouts()
 	v.afterCall(nil)
 	v.mod.Close(context.Background())
 }
