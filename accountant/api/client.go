@@ -52,6 +52,9 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 func (c *Client) MintKey(ctx context.Context, owner string, scopes vkey.Scopes) (MintedKey, error) {
 	var out MintedKey
 	err := c.do(ctx, http.MethodPost, "keys", nil, MintRequest{Owner: owner, Scopes: scopes}, &out)
+	if err == nil && (out.Key == "" || out.KID == "" || out.Owner == "") {
+		err = c.notAnAnswer(http.MethodPost, "keys", "it names no key, kid or owner")
+	}
 	return out, err
 }
 
@@ -62,15 +65,34 @@ func (c *Client) ListKeys(ctx context.Context, owner string) ([]runtime.Key, err
 	if owner != "" {
 		q.Set("owner", owner)
 	}
-	var out KeyList
+	var out struct {
+		Keys *json.RawMessage `json:"keys"`
+	}
 	err := c.do(ctx, http.MethodGet, "keys", q, nil, &out)
-	return out.Keys, err
+	if err != nil {
+		return nil, err
+	}
+	if out.Keys == nil {
+		return nil, c.notAnAnswer(http.MethodGet, "keys", "it has no keys member")
+	}
+	var keys []runtime.Key
+	if string(*out.Keys) == "null" {
+		return nil, nil
+	}
+	if err := json.Unmarshal(*out.Keys, &keys); err != nil {
+		return nil, c.notAnAnswer(http.MethodGet, "keys", err.Error())
+	}
+	return keys, nil
 }
 
 // RevokeKey revokes the key kid.
 func (c *Client) RevokeKey(ctx context.Context, kid string) (runtime.Key, error) {
 	var out runtime.Key
-	err := c.do(ctx, http.MethodPost, "keys/"+url.PathEscape(kid)+"/revoke", nil, nil, &out)
+	route := "keys/" + url.PathEscape(kid) + "/revoke"
+	err := c.do(ctx, http.MethodPost, route, nil, nil, &out)
+	if err == nil && (out.KID == "" || out.RevokedAt == nil) {
+		err = c.notAnAnswer(http.MethodPost, route, "it names no kid or revocation time")
+	}
 	return out, err
 }
 
@@ -120,9 +142,16 @@ func (c *Client) do(ctx context.Context, method, route string, q url.Values, bod
 		return &Error{Status: resp.StatusCode, Type: eb.Error.Type, Message: eb.Error.Message}
 	}
 	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("decoding the accountant's answer to %s %s: %w", method, route, err)
+		return c.notAnAnswer(method, route, err.Error())
 	}
 	return nil
+}
+
+// notAnAnswer is a 2xx answer that is not what the management API sends:
+// something else listens at BaseURL, or a proxy in between rewrote it.
+func (c *Client) notAnAnswer(method, route, why string) error {
+	return fmt.Errorf("the answer from %s to %s %s%s is not a management API answer (%s); is --accountant the address of a tokentriage accountant?",
+		strings.TrimRight(c.BaseURL, "/"), method, Prefix, route, why)
 }
 
 // IsUnauthorized reports whether err is a 401 from the management API.
