@@ -48,7 +48,7 @@ func (c *Core) rederive(now time.Time, live bool) error {
 				s = &sum{t: t}
 				sums[key] = s
 			}
-			s.v += n
+			s.v = addSat(s.v, n)
 		}
 	}
 	counters := make([]store.Counter, 0, len(sums))

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"math"
 	"strings"
 	"time"
 
@@ -67,7 +68,7 @@ func amountOf(t govern.Type, a agg) int64 {
 
 // rowAgg is one forwarded row as an aggregate.
 func rowAgg(r *ledger.Row) agg {
-	a := agg{rows: 1, tokens: max(r.Usage.Input, 0) + max(r.Usage.Output, 0)}
+	a := agg{rows: 1, tokens: addSat(max(r.Usage.Input, 0), max(r.Usage.Output, 0))}
 	if r.Cost != nil && !r.Cost.Unpriced {
 		a.nanos = r.Cost.Nanos
 	}
@@ -112,9 +113,9 @@ func (c *Core) fold(r *ledger.Row) {
 			p = &agg{}
 			c.aggs[aggKey{d: d.clone(), day: day}] = p
 		}
-		p.rows += a.rows
-		p.tokens += a.tokens
-		p.nanos += a.nanos
+		p.rows = addSat(p.rows, a.rows)
+		p.tokens = addSat(p.tokens, a.tokens)
+		p.nanos = addSat(p.nanos, a.nanos)
 	}
 	for _, t := range c.resolve(d) {
 		n := amountOf(t.limit.Type, a)
@@ -139,4 +140,18 @@ func earliestPeriodStart(now time.Time) time.Time {
 		}
 	}
 	return s
+}
+
+// addSat adds two non-negative amounts, saturating at math.MaxInt64: a row
+// reporting absurd usage (a filter bug, a provider's garbage) pins its
+// counters at the ceiling instead of wrapping them negative, which would
+// read as spend far under every limit.
+func addSat(a, b int64) int64 {
+	if s := a + b; (s > a) == (b > 0) {
+		return s
+	}
+	if b > 0 {
+		return math.MaxInt64
+	}
+	return math.MinInt64
 }

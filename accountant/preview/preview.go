@@ -22,6 +22,7 @@
 package preview
 
 import (
+	"math"
 	"sort"
 	"time"
 
@@ -169,7 +170,7 @@ func (r *Replay) Add(row *ledger.Row) {
 		case l.Type == govern.TPM:
 			total := row.Usage.Total
 			if total <= 0 {
-				total = max(row.Usage.Input, 0) + max(row.Usage.Output, 0)
+				total = addSat(max(row.Usage.Input, 0), max(row.Usage.Output, 0))
 			}
 			x := r.rate(in, d2)
 			x.arrivals = append(x.arrivals, arrival{at: start.UnixNano(), cost: total})
@@ -186,10 +187,10 @@ func (r *Replay) Add(row *ledger.Row) {
 			switch l.Type {
 			case govern.BudgetUSD:
 				if !cost.Unpriced {
-					x.value += cost.Nanos
+					x.value = addSat(x.value, cost.Nanos)
 				}
 			case govern.QuotaTokens:
-				x.value += max(row.Usage.Input, 0) + max(row.Usage.Output, 0)
+				x.value = addSat(x.value, addSat(max(row.Usage.Input, 0), max(row.Usage.Output, 0)))
 			case govern.QuotaRequests:
 				x.value++
 			}
@@ -259,7 +260,7 @@ func replayRate(x *rated) rateResult {
 		} else {
 			res.refused++
 		}
-		inWindow += ar.cost
+		inWindow = addSat(inWindow, ar.cost)
 		for a[lo].at <= ar.at-int64(l.Period.Window) {
 			inWindow -= a[lo].cost
 			lo++
@@ -343,4 +344,17 @@ func (h *endHeap) popUntil(t int64) {
 		}
 		*h = s
 	}
+}
+
+// addSat is a + b saturating at the int64 bounds, as the accountant's fold
+// does: a row reporting absurd usage pins a figure at the ceiling instead of
+// wrapping it negative.
+func addSat(a, b int64) int64 {
+	if s := a + b; (s > a) == (b > 0) {
+		return s
+	}
+	if b > 0 {
+		return math.MaxInt64
+	}
+	return math.MinInt64
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ func (l *Local) Add(_ context.Context, deltas []Delta, out []int64) ([]int64, er
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, d := range deltas {
-		v := l.m[d.Key] + d.N
+		v := addSat(l.m[d.Key], d.N)
 		l.m[d.Key] = v
 		out = append(out, v)
 	}
@@ -50,7 +51,7 @@ func (l *Local) Current(_ context.Context, now time.Time) ([]Counter, error) {
 func (l *Local) Replace(_ context.Context, counters []Counter) error {
 	m := make(map[Key]int64, len(counters))
 	for _, c := range counters {
-		m[c.Key] += c.Value
+		m[c.Key] = addSat(m[c.Key], c.Value)
 	}
 	l.mu.Lock()
 	l.m = m
@@ -78,4 +79,16 @@ func currentStarts(now time.Time) [calendar.Month + 1]int64 {
 		s[u] = calendar.Start(u, now).Unix()
 	}
 	return s
+}
+
+// addSat is a + b saturating at the int64 bounds, so a counter fed absurd
+// amounts pins at the ceiling instead of wrapping negative.
+func addSat(a, b int64) int64 {
+	if s := a + b; (s > a) == (b > 0) {
+		return s
+	}
+	if b > 0 {
+		return math.MaxInt64
+	}
+	return math.MinInt64
 }
