@@ -189,6 +189,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+syncwire.SyncPath, s.serveSync)
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", serveNoRoute)
 	mux.Handle(api.Prefix, api.New(api.Deps{
 		DB:         s.db,
 		Armed:      s.Armed,
@@ -287,4 +288,29 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Write([]byte("ok\n"))
+}
+
+// ownRoutes are the accountant's routes outside the management API, with
+// the method each takes.
+var ownRoutes = map[string]string{
+	syncwire.IngestPath: http.MethodPost,
+	syncwire.SyncPath:   http.MethodGet,
+	"/healthz":          http.MethodGet,
+	"/metrics":          http.MethodGet,
+}
+
+// serveNoRoute answers what no route matched with a JSON error: 405 (with
+// Allow) for a known path called with the wrong method, 404 otherwise.
+func serveNoRoute(w http.ResponseWriter, r *http.Request) {
+	if m, ok := ownRoutes[r.URL.Path]; ok {
+		allow := m
+		if m == http.MethodGet {
+			allow = "GET, HEAD"
+		}
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: method not allowed; this route takes %s", r.Method, r.URL.Path, m))
+		return
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the accountant serves POST %s, GET %s, GET /healthz, GET /metrics and the management API under %s",
+		r.Method, r.URL.Path, syncwire.IngestPath, syncwire.SyncPath, api.Prefix))
 }
