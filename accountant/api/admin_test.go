@@ -92,8 +92,8 @@ func TestNotArmed(t *testing.T) {
 
 func TestUnknownRoute(t *testing.T) {
 	f := newFixture(t, seed002)
-	f.wantError("PATCH", Prefix+"keys", adminToken, nil, http.StatusNotFound, "not_found",
-		"no route PATCH /tt/api/v1/keys; the management API serves, under /tt/api/v1/: "+routeList)
+	f.wantError("PATCH", Prefix+"keys", adminToken, nil, http.StatusMethodNotAllowed, "method_not_allowed",
+		"PATCH /tt/api/v1/keys: method not allowed; this route takes GET, POST")
 	f.wantError("GET", Prefix+"nope", "", nil, http.StatusNotFound, "not_found",
 		"no route GET /tt/api/v1/nope; the management API serves, under /tt/api/v1/: "+routeList)
 }

@@ -14,6 +14,7 @@ package api
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
@@ -117,6 +118,25 @@ const routeList = "GET governance/limits; GET, POST, DELETE nodes; GET, PUT, DEL
 	"POST, GET keys; GET keys/{kid}; POST keys/{kid}/revoke; POST, GET admins; POST admins/{id}/revoke; GET audit; POST reload"
 
 func (h *handler) noRoute(w http.ResponseWriter, r *http.Request) {
+	// A path some route serves, called with another method: 405 naming
+	// the methods it takes.
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		rr := *r
+		rr.Method = m
+		if _, pattern := h.mux.Handler(&rr); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+			"%s %s: method not allowed; this route takes %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
+		return
+	}
 	writeError(w, http.StatusNotFound, "not_found",
 		"no route %s %s; the management API serves, under %s: %s", r.Method, r.URL.Path, Prefix, routeList)
 }

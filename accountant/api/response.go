@@ -77,7 +77,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	if len(b) > maxBody {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the request body is over %d bytes; management writes are small JSON objects", maxBody)
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is over %d bytes; management writes are small JSON objects", maxBody)
+		return false
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the request body is empty; %s %s takes a JSON object", r.Method, r.URL.Path)
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
