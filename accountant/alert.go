@@ -75,10 +75,19 @@ type alerter struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex // guards closed and sends on queue
 	closed  bool
+	// ctx ends AlertDrain after close starts: the posts left are given up.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	drainIn time.Duration // AlertDrain; tests shorten it
 }
 
+// AlertDrain bounds how long stopping the accountant waits for the webhook
+// to take the alerts still queued; the rest are logged as not posted.
+const AlertDrain = 10 * time.Second
+
 func newAlerter(url string, log *slog.Logger, m *metrics) *alerter {
-	a := &alerter{url: url, log: log, metrics: m, client: &http.Client{Timeout: 5 * time.Second}}
+	a := &alerter{url: url, log: log, metrics: m, client: &http.Client{Timeout: 5 * time.Second}, drainIn: AlertDrain}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
 	if url != "" {
 		a.queue = make(chan AlertEvent, 1024)
 		a.wg.Add(1)
@@ -108,9 +117,19 @@ func (a *alerter) emit(alerts []core.Alert) {
 
 func (a *alerter) post() {
 	defer a.wg.Done()
+	given := 0
+	defer func() {
+		if given > 0 {
+			a.log.Error("alerts not posted: the webhook did not take them before the accountant stopped", "url", a.url, "alerts", given)
+		}
+	}()
 	for ev := range a.queue {
+		if a.ctx.Err() != nil {
+			given++
+			continue
+		}
 		body, _ := json.Marshal(ev)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(a.ctx, 5*time.Second)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
 		if err == nil {
 			req.Header.Set("Content-Type", "application/json")
@@ -130,16 +149,20 @@ func (a *alerter) post() {
 	}
 }
 
-// close drains the webhook queue.
+// close drains the webhook queue, for at most AlertDrain.
 func (a *alerter) close() {
 	a.mu.Lock()
 	if a.closed || a.queue == nil {
 		a.closed = true
 		a.mu.Unlock()
+		a.cancel()
 		return
 	}
 	a.closed = true
 	close(a.queue)
 	a.mu.Unlock()
+	t := time.AfterFunc(a.drainIn, a.cancel)
 	a.wg.Wait()
+	t.Stop()
+	a.cancel()
 }

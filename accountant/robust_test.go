@@ -1,12 +1,21 @@
 package accountant
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tokentriage/tokentriage/accountant/core"
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
@@ -102,4 +111,81 @@ func (r *recorder) Write(b []byte) (int, error) {
 	}
 	r.body = append(r.body, b...)
 	return len(b), nil
+}
+
+// TestStoppingDoesNotWaitOnAStalledWebhook: alerts queued for a webhook
+// that never answers are given up AlertDrain after the accountant starts
+// stopping, with a log line counting them, so SIGTERM does not hang on
+// five seconds per queued alert.
+func TestStoppingDoesNotWaitOnAStalledWebhook(t *testing.T) {
+	f := newFixture(t, testConfig)
+	release := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hook.Close()
+	defer close(release)
+	var logs bytes.Buffer
+	a := newAlerter(hook.URL, slog.New(slog.NewTextHandler(&logs, nil)), f.s.metrics)
+	a.drainIn = 50 * time.Millisecond
+	var alerts []core.Alert
+	for i := range 4 {
+		alerts = append(alerts, core.Alert{LimitID: fmt.Sprintf("l%d", i), Type: govern.BudgetUSD, Node: "org:acme", Threshold: 0.5, At: t0})
+	}
+	a.emit(alerts)
+	a.close()
+	if !strings.Contains(logs.String(), "alerts not posted") {
+		t.Fatalf("no log of the alerts given up:\n%s", logs.String())
+	}
+}
+
+// TestNewRefusesBadInputsClearly: a data directory that is a file, an
+// alert webhook that is not a URL and a data directory another accountant
+// holds are refused at start with what is wrong and what to do.
+func TestNewRefusesBadInputsClearly(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(testConfig), 0o644)
+	file := filepath.Join(dir, "afile")
+	os.WriteFile(file, []byte("x"), 0o644)
+	quiet := slog.New(slog.DiscardHandler)
+	for _, c := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"data is a file", Options{ConfigPath: cfg, DataDir: file}, "is a file, not a directory; pass --data a directory"},
+		{"webhook", Options{ConfigPath: cfg, DataDir: filepath.Join(dir, "d0"), AlertWebhook: "::nope"}, `the alert webhook "::nope" is not an http(s) URL`},
+		{"webhook scheme", Options{ConfigPath: cfg, DataDir: filepath.Join(dir, "d0"), AlertWebhook: "ftp://x/y"}, `is not an http(s) URL`},
+	} {
+		c.o.Logger = quiet
+		s, err := New(c.o)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: started", c.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+
+	data := filepath.Join(dir, "data")
+	first, err := New(Options{ConfigPath: cfg, DataDir: data, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Options{ConfigPath: cfg, DataDir: data, Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), "is in use by another accountant") || !strings.Contains(err.Error(), fmt.Sprintf("process %d", os.Getpid())) {
+		t.Fatalf("a second accountant on the same data directory: %v", err)
+	}
+	first.Close()
+	second, err := New(Options{ConfigPath: cfg, DataDir: data, Logger: quiet})
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	second.Close()
 }

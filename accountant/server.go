@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,6 +88,7 @@ type Server struct {
 	metrics *metrics
 	alerts  *alerter
 	handler http.Handler
+	lock    *os.File // the data directory's lock, held until Close
 
 	mu       sync.Mutex // guards core, plan, armed, the cached runtime plane
 	core     *core.Core
@@ -120,6 +122,14 @@ func New(opts Options) (*Server, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("accountant: no data directory; pass --data DIR")
 	}
+	if st, err := os.Stat(opts.DataDir); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("accountant: the data directory %s is a file, not a directory; pass --data a directory (decisions.jsonl and governance.db live there)", opts.DataDir)
+	}
+	if opts.AlertWebhook != "" {
+		if u, err := url.Parse(opts.AlertWebhook); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("accountant: the alert webhook %q is not an http(s) URL like https://hooks.example.com/tokentriage", opts.AlertWebhook)
+		}
+	}
 	s := &Server{opts: opts, log: opts.Logger, now: opts.Now, replicas: map[string]replica{}}
 	s.pricing = pricing.Default()
 	if opts.PricingFile != "" {
@@ -146,13 +156,20 @@ func New(opts Options) (*Server, error) {
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("accountant: creating the data directory: %w", err)
 	}
+	lock, err := lockDataDir(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s.lock = lock
 	db, err := runtime.Open(filepath.Join(opts.DataDir, "governance.db"))
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("accountant: %w", err)
 	}
 	s.db = db
 	if err := s.refreshRuntime(); err != nil {
 		db.Close()
+		lock.Close()
 		return nil, err
 	}
 	s.armLocked(start, false)
@@ -164,12 +181,14 @@ func New(opts Options) (*Server, error) {
 	})
 	if err != nil {
 		db.Close()
+		lock.Close()
 		return nil, fmt.Errorf("accountant: %w", err)
 	}
 	s.ledger = lg
 	if err := s.replay(start); err != nil {
 		lg.Close()
 		db.Close()
+		lock.Close()
 		return nil, err
 	}
 	s.tick()
@@ -257,6 +276,7 @@ func (s *Server) Close() error {
 		if err := s.db.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = err
 		}
+		s.lock.Close() // releases the data directory
 		s.alerts.close()
 	})
 	return s.closeErr
