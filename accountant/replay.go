@@ -30,9 +30,7 @@ func (s *Server) replay(now time.Time) error {
 		rows = rows[:0]
 	}
 	for _, f := range files {
-		line := 0
-		err := ledgerlog.ScanFile(f, func(b []byte) error {
-			line++
+		err := ledgerlog.ScanLines(f, func(line int, b []byte, _ bool) error {
 			read++
 			r, err := ledgerlog.ParseRow(b)
 			if err != nil {

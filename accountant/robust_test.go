@@ -189,3 +189,30 @@ func TestNewRefusesBadInputsClearly(t *testing.T) {
 	}
 	second.Close()
 }
+
+// TestReplayNamesTheLineItSkips: a line of decisions.jsonl that is not a
+// row is skipped on start with a warning naming its line in the file
+// (empty lines counted), and the rows around it are counted once.
+func TestReplayNamesTheLineItSkips(t *testing.T) {
+	f := newFixture(t, testConfig)
+	f.ingest(t, batch(row(reqID(1), t0, "org:acme/team:ml", "gpt-4o-mini", 10, 10)))
+	f.s.Close()
+	path := filepath.Join(f.dir, "data", "decisions.jsonl")
+	fh, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.Write([]byte("\n{not a row\n"))
+	fh.Write(batch(row(reqID(2), t0, "org:acme/team:ml", "gpt-4o-mini", 10, 10)))
+	fh.Close()
+	f.logs.Reset()
+	f.start(t)
+	if !strings.Contains(f.logs.String(), "skipping a line that is not a ledger row") || !strings.Contains(f.logs.String(), "line=3") {
+		t.Errorf("the skipped line is not named as line 3:\n%s", f.logs.String())
+	}
+	for _, e := range f.sync(t, "").Snapshot.Entries {
+		if strings.HasPrefix(e.ID, "team_daily_requests|") && e.Value != 2 {
+			t.Errorf("%s = %d, want 2", e.ID, e.Value)
+		}
+	}
+}

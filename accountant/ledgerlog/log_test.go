@@ -174,11 +174,21 @@ func TestRotationKeepsEveryLineInOrder(t *testing.T) {
 func TestScanLongLines(t *testing.T) {
 	long := strings.Repeat("x", 3<<20)
 	var got []int
-	err := scan(strings.NewReader("a\n"+long+"\n\nbb"), func(l []byte) error { got = append(got, len(l)); return nil })
+	var where []string
+	err := scan(strings.NewReader("a\n"+long+"\n\nbb"), func(n int, l []byte, torn bool) error {
+		got = append(got, len(l))
+		where = append(where, fmt.Sprint(n, torn))
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(got) != fmt.Sprint([]int{1, 3 << 20, 2}) {
 		t.Errorf("line lengths %v", got)
+	}
+	// Line numbers count the empty line; only the last, unterminated line
+	// is torn.
+	if fmt.Sprint(where) != "[1 false 2 false 4 true]" {
+		t.Errorf("line numbers and torn flags %v", where)
 	}
 }

@@ -101,6 +101,13 @@ func FilesFor(path string) ([]string, error) {
 // order, without its newline. The slice is only valid during the call. A
 // last line without a newline (torn) is passed too; the parser decides.
 func ScanFile(path string, fn func(line []byte) error) error {
+	return ScanLines(path, func(_ int, line []byte, _ bool) error { return fn(line) })
+}
+
+// ScanLines is ScanFile that also gives each line's number in the file
+// (1-based, empty lines counted) and whether it is a last line without a
+// newline: a write a crash cut short, or a file that is not a ledger.
+func ScanLines(path string, fn func(n int, line []byte, torn bool) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("ledgerlog: %w", err)
@@ -120,9 +127,10 @@ func Size(files []string) int64 {
 	return n
 }
 
-func scan(r io.Reader, fn func(line []byte) error) error {
+func scan(r io.Reader, fn func(n int, line []byte, torn bool) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var long []byte
+	n := 0
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -134,9 +142,11 @@ func scan(r io.Reader, fn func(line []byte) error) error {
 			long = append(long, chunk...)
 			line = long
 		}
+		n++
+		torn := len(line) > 0 && line[len(line)-1] != '\n'
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) > 0 {
-			if ferr := fn(line); ferr != nil {
+			if ferr := fn(n, line, torn); ferr != nil {
 				return ferr
 			}
 		}

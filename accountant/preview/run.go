@@ -28,6 +28,11 @@ type Options struct {
 	Runtime govern.Runtime
 	// Progress, when set, is told the bytes read so far out of the total.
 	Progress func(done, total int64)
+	// Unreadable, when set, is told each line that is not a ledger row (it
+	// is skipped, and counted in the report): its file, its line number,
+	// whether it is a last line without a newline (a write cut short by a
+	// crash), and why it does not parse.
+	Unreadable func(file string, line int, torn bool, err error)
 }
 
 // ConfigError is a proposed config that does not load or compile; Problems
@@ -58,11 +63,14 @@ func Run(w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
+	if len(files) == 0 {
+		return fmt.Errorf("%s holds no ledger (no %s, no decisions-*.jsonl); --log takes decisions.jsonl, the accountant's data directory, or a ledger file", o.LogPath, ledgerlog.ActiveName)
+	}
 	r := New(armed, o.At, o.Pricing)
 	total := ledgerlog.Size(files)
 	var done, next int64
 	for _, f := range files {
-		err := ledgerlog.ScanFile(f, func(line []byte) error {
+		err := ledgerlog.ScanLines(f, func(n int, line []byte, torn bool) error {
 			done += int64(len(line)) + 1
 			if o.Progress != nil && done >= next {
 				o.Progress(done, total)
@@ -71,6 +79,9 @@ func Run(w io.Writer, o Options) error {
 			row, err := ledgerlog.ParseRow(line)
 			if err != nil {
 				r.Unreadable()
+				if o.Unreadable != nil {
+					o.Unreadable(f, n, torn, err)
+				}
 				return nil
 			}
 			r.Add(&row)
@@ -82,6 +93,9 @@ func Run(w io.Writer, o Options) error {
 	}
 	if o.Progress != nil {
 		o.Progress(total, total)
+	}
+	if st := r.stats; st.Rows == 0 && st.Unreadable > 0 {
+		return fmt.Errorf("none of the %d lines of %s is a ledger row; --log takes decisions.jsonl, the accountant's data directory, or a ledger file", st.Unreadable, o.LogPath)
 	}
 	return r.Write(w, Source{Config: o.ConfigPath, Plan: plan.Hash, Files: files, Notes: notes})
 }

@@ -89,7 +89,24 @@ func runPreview(e *env, cfg, log, at, pricingFile, rtdb string) int {
 	if f, ok := e.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		o.Progress = progressLine(f)
 	}
+	// Every line skipped is named on stderr (the first maxUnreadable of
+	// them), so a corrupt ledger never reads as a quiet one.
+	unreadable := 0
+	o.Unreadable = func(file string, line int, torn bool, err error) {
+		unreadable++
+		if unreadable > maxUnreadable {
+			return
+		}
+		why := "not a ledger row"
+		if torn {
+			why = "the last line, cut short (no newline: a write a crash interrupted; the accountant truncates it when it next starts)"
+		}
+		fmt.Fprintf(e.stderr, "tokentriage %s: skipped %s line %d: %s: %v\n", e.name, file, line, why, err)
+	}
 	err := preview.Run(e.stdout, o)
+	if unreadable > maxUnreadable {
+		fmt.Fprintf(e.stderr, "tokentriage %s: skipped %d more unreadable lines (%d in all)\n", e.name, unreadable-maxUnreadable, unreadable)
+	}
 	var ce *preview.ConfigError
 	switch {
 	case errors.As(err, &ce):
@@ -102,6 +119,9 @@ func runPreview(e *env, cfg, log, at, pricingFile, rtdb string) int {
 	}
 	return 0
 }
+
+// maxUnreadable is how many skipped lines a preview names one by one.
+const maxUnreadable = 20
 
 // progressLine returns a progress reporter that redraws one line on a
 // terminal, for ledgers larger than 64 MiB. RATIONALE.md#why-a-progress-line-of-our-own
