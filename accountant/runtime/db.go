@@ -24,7 +24,8 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver; RATIONALE.md#why-modernc-sqlite
+	"modernc.org/sqlite" // the pure-Go SQLite driver; RATIONALE.md#why-modernc-sqlite
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // DB is an open governance.db. It is safe for concurrent use: writes are
@@ -65,7 +66,7 @@ func Open(path string) (*DB, error) {
 	var mode string
 	if err := sdb.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("runtime: open %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	if mode != "wal" {
 		sdb.Close()
@@ -73,13 +74,38 @@ func Open(path string) (*DB, error) {
 	}
 	if err := db.migrate(); err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("runtime: open %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	if err := sdb.QueryRow(`SELECT v FROM meta WHERE k = 'db_id'`).Scan(&db.id); err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("runtime: open %s: reading the database id: %w", path, err)
+		return nil, openError(path, fmt.Errorf("reading the database id: %w", err))
 	}
 	return db, nil
+}
+
+// openError says why governance.db could not be opened and what to do.
+func openError(path string, err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return fmt.Errorf("runtime: open %s: %w", path, err)
+	}
+	hint := ""
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
+		hint = "the file is damaged or is not a governance.db; restore it from a backup, or move it aside to start with an empty runtime plane (it holds the runtime nodes, overrides, minted keys and delegated admins)"
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		hint = "another process holds it locked (a tool with it open, or an accountant on another data directory path to the same file); close that and start again"
+	case sqlite3.SQLITE_CANTOPEN:
+		hint = "it cannot be opened: check that it is a file (not a directory) and that the data directory is writable"
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM:
+		hint = "it is read-only; the accountant writes it (give it write permission, or pass another --data)"
+	case sqlite3.SQLITE_FULL:
+		hint = "the disk is full; free space and start again"
+	}
+	if hint == "" {
+		return fmt.Errorf("runtime: open %s: %w", path, err)
+	}
+	return fmt.Errorf("runtime: open %s: %w: %s", path, err, hint)
 }
 
 // Close closes the database.

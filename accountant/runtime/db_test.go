@@ -620,3 +620,27 @@ func TestConcurrentWrites(t *testing.T) {
 		t.Fatalf("%d audit rows, want %d", len(a), workers*each)
 	}
 }
+
+// TestOpenSaysWhatToDo: a governance.db that is not a database, is
+// damaged, or is a directory is refused with what to do about it.
+func TestOpenSaysWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.db")
+	os.WriteFile(junk, bytes.Repeat([]byte("not a database "), 1000), 0o644)
+	asDir := filepath.Join(dir, "dir.db")
+	os.Mkdir(asDir, 0o755)
+	for path, want := range map[string]string{
+		junk:  "restore it from a backup, or move it aside",
+		asDir: "check that it is a file (not a directory)",
+	} {
+		db, err := Open(path)
+		if err == nil {
+			db.Close()
+			t.Errorf("%s opened", path)
+			continue
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+}
