@@ -25,6 +25,10 @@ func CompileFile(path string) (*govern.Plan, error) {
 	}
 	f, err := configfile.Load(path)
 	if err != nil {
+		var re *configfile.ReadError
+		if errors.As(err, &re) {
+			return nil, err // it names the file
+		}
 		return nil, fmt.Errorf("%s: %w", path, problemsError(err))
 	}
 	p, err := govern.Compile(f.Governance)

@@ -216,3 +216,13 @@ func TestReplayNamesTheLineItSkips(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingConfigNamedOnce: a config file that cannot be read is named
+// once, with the cause (it read "x.yaml: configfile: cannot read x.yaml: …").
+func TestMissingConfigNamedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing.yaml")
+	_, err := CompileFile(path)
+	if err == nil || err.Error() != "cannot read the config file "+path+": no such file or directory" {
+		t.Errorf("%v", err)
+	}
+}

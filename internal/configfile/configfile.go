@@ -24,7 +24,11 @@ type ReadError struct {
 }
 
 func (e *ReadError) Error() string {
-	return fmt.Sprintf("configfile: cannot read %s: %v", e.Path, errors.Unwrap(e.Err))
+	cause := errors.Unwrap(e.Err)
+	if cause == nil {
+		cause = e.Err
+	}
+	return fmt.Sprintf("cannot read the config file %s: %v", e.Path, cause)
 }
 
 func (e *ReadError) Unwrap() error { return e.Err }

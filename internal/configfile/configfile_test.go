@@ -165,8 +165,17 @@ func TestLoad(t *testing.T) {
 	if !errors.As(err, &re) || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing file: %v (%T)", err, err)
 	}
-	if want := "configfile: cannot read " + filepath.Join(dir, "missing.yaml") + ": no such file or directory"; err.Error() != want {
+	if want := "cannot read the config file " + filepath.Join(dir, "missing.yaml") + ": no such file or directory"; err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
+	}
+}
+
+// TestReadErrorWithoutCause: a ReadError around an error that wraps
+// nothing still names the cause (it printed <nil>).
+func TestReadErrorWithoutCause(t *testing.T) {
+	err := &ReadError{Path: "tt.yaml", Err: errors.New("boom")}
+	if got := err.Error(); got != "cannot read the config file tt.yaml: boom" {
+		t.Errorf("%q", got)
 	}
 }
 
