@@ -30,22 +30,33 @@ func (e *Engine) answerLocal(s *Stream, key string) Verdict {
 	case authRevoked:
 		return e.reject(s, v, wire.RevokedKey(s.id, kid))
 	case authAnonymous, authMalformed:
-		return e.reject(s, v, wire.MissingKey(s.id))
+		if e.plan.Enabled && e.plan.RequireKey {
+			return e.reject(s, v, wire.MissingKey(s.id))
+		}
+		// Traffic without a key is served (require_key off, or governance
+		// off): it resolves to the chain [__global], unscoped, and may see
+		// its own caps.
+		kid, ent = "", nil
 	}
 	now := e.host.Now()
-	s.kid, s.owner = kid, ent.owner
-	s.chain = govern.AppendChain(s.chain[:0], s.owner, s.kid)
-	me := wire.Me{
-		KID:   kid,
-		Node:  ent.owner,
-		Chain: s.chain,
-		Scopes: wire.Scopes{
-			Models:           ent.scopes.Models,
-			Providers:        ent.scopes.Providers,
-			Endpoints:        ent.scopes.Endpoints,
-			AllowPassthrough: ent.scopes.AllowPassthrough,
-		},
+	var me wire.Me
+	if ent != nil {
+		s.kid, s.owner = kid, ent.owner
+		me = wire.Me{
+			KID:  kid,
+			Node: ent.owner,
+			Scopes: wire.Scopes{
+				Models:           ent.scopes.Models,
+				Providers:        ent.scopes.Providers,
+				Endpoints:        ent.scopes.Endpoints,
+				AllowPassthrough: ent.scopes.AllowPassthrough,
+			},
+		}
+	} else {
+		me = wire.Me{Node: govern.Global, Scopes: wire.Scopes{AllowPassthrough: true}}
 	}
+	s.chain = govern.AppendChain(s.chain[:0], s.owner, s.kid)
+	me.Chain = s.chain
 	if e.plan.Enabled {
 		e.inst = e.armed.ResolveAll(s.chain, govern.Dims{}, e.inst[:0])
 		for i := range e.inst {
@@ -80,6 +91,9 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 	case govern.RPM, govern.TPM:
 		p := e.rateParams(in)
 		m.Amount = p.Amount
+		// store: redis is answered by the replica-local limiter in this
+		// build (checkRPM), and every row says so: so does this.
+		m.Suspended = l.Store == govern.StoreRedis
 		if in.Unresolved {
 			m.Remaining = p.Burst
 			if p.Burst <= 0 {

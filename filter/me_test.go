@@ -1,0 +1,51 @@
+package filter_test
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestMeAnonymous: with require_key off, traffic without a key is served
+// on the chain [__global]; /tt/v1/me answers it with that chain and the
+// caps pinned at __global, not a 401 saying a key is required. With
+// require_key on it is the 401.
+func TestMeAnonymous(t *testing.T) {
+	limits := `{"id":"global_rpm","attach":{"node":"__global"},"type":"rpm","amount":5,"period":"1m"},` + limTeamRPM
+	r := newRig(t, rigOptions{governance: gov(limits, `,"require_key":false`), keys: []testKey{dev1Key}})
+	mustStatus(t, r.chat(testKey{}, chatGermany), 200)
+	resp := r.me(testKey{})
+	mustStatus(t, resp, 200)
+	var doc struct {
+		KID    string           `json:"kid"`
+		Node   string           `json:"node"`
+		Chain  []string         `json:"chain"`
+		Limits []map[string]any `json:"limits"`
+	}
+	if err := json.Unmarshal(resp.Body, &doc); err != nil {
+		t.Fatalf("%v: %s", err, resp.Body)
+	}
+	if doc.KID != "" || doc.Node != "__global" || len(doc.Chain) != 1 || doc.Chain[0] != "__global" {
+		t.Errorf("anonymous /tt/v1/me: %s", resp.Body)
+	}
+	if len(doc.Limits) != 1 || doc.Limits[0]["limit_id"] != "global_rpm" || doc.Limits[0]["observed"] != 1.0 {
+		t.Errorf("anonymous /tt/v1/me limits: want global_rpm alone with one arrival: %s", resp.Body)
+	}
+
+	strict := newRig(t, rigOptions{governance: gov(limits, `,"require_key":true`), keys: []testKey{dev1Key}})
+	mustStatus(t, strict.me(testKey{}), 401)
+}
+
+// TestMeRedisSuspended: an rpm limit on store: redis is answered by the
+// replica-local limiter, and every row lists it as suspended; /tt/v1/me
+// says so too.
+func TestMeRedisSuspended(t *testing.T) {
+	limits := `{"id":"fleet_rpm","attach":{"level":"team"},"type":"rpm","amount":5,"period":"1m","store":"redis"},` + limTeamRPM
+	r := newRig(t, rigOptions{governance: gov(limits, `,"require_key":true,"shared_state":{"redis":{"addr":"127.0.0.1:6379"}}`), keys: []testKey{dev1Key}})
+	mustStatus(t, r.chat(dev1Key, chatGermany), 200)
+	if got := r.meLimit(dev1Key, "fleet_rpm"); got["suspended"] != true || got["observed"] != 1.0 {
+		t.Errorf("fleet_rpm on /tt/v1/me: %v, want suspended with one arrival", got)
+	}
+	if got := r.meLimit(dev1Key, "team_rpm"); got["suspended"] != false {
+		t.Errorf("team_rpm on /tt/v1/me: %v, want not suspended", got)
+	}
+}
