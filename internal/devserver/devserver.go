@@ -189,6 +189,19 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("devserver: listening for the accountant on %s: %w (is another tokentriage dev or accountant running? pass --accountant-listen ADDR)", o.AccountantListen, err)
 	}
+	// Both addresses are taken before anything slow starts, so a busy
+	// port is reported at once, not after the worker VMs compiled.
+	gwLn, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		acctLn.Close()
+		return nil, fmt.Errorf("devserver: listening for the gateway on %s: %w (is another tokentriage dev running? pass --listen ADDR)", o.Listen, err)
+	}
+	gwOwned := true // closed here unless the gateway server took it
+	defer func() {
+		if gwOwned {
+			gwLn.Close()
+		}
+	}()
 	acct, err := accountant.New(accountant.Options{
 		ConfigPath:  o.ConfigPath,
 		DataDir:     o.DataDir,
@@ -225,14 +238,11 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		LogLevel:     wasmtest.LogInfo,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("devserver: starting the filter: %w", err)
+		return nil, fmt.Errorf("devserver: starting the filter: %w (is the module a build of cmd/filter? `make wasm` rebuilds it)", err)
 	}
 	s.host = host
 
-	gwLn, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("devserver: listening for the gateway on %s: %w (is another tokentriage dev running? pass --listen ADDR)", o.Listen, err)
-	}
+	gwOwned = false
 	s.gwURL = "http://" + gwLn.Addr().String()
 	s.gw = &http.Server{
 		Handler:           host, // wasmtest.Host finishes each request body itself

@@ -263,3 +263,33 @@ func TestRefusalsKeepConnectionsUsable(t *testing.T) {
 		t.Errorf("%d connections for %d sequential requests: refusals drop the connection", n, 3*rounds)
 	}
 }
+
+// TestStartNamesTheBusyGatewayPortFirst: a busy gateway port is reported
+// before the accountant or the filter starts (here the module is not even
+// wasm, and it is the port that is named).
+func TestStartNamesTheBusyGatewayPortFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = Start(testContext(t), Options{ConfigPath: "testdata/dev.yaml", DataDir: t.TempDir(), Module: []byte{0},
+		Listen: ln.Addr().String(), AccountantListen: "127.0.0.1:0"})
+	if err == nil || !strings.HasPrefix(err.Error(), "devserver: listening for the gateway on "+ln.Addr().String()+": ") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestStartWithABadModuleReleasesEverything: a module that is not a filter
+// build is reported with what to do, and the failed start leaves the data
+// directory free for the next one.
+func TestStartWithABadModuleReleasesEverything(t *testing.T) {
+	data := t.TempDir()
+	for range 2 {
+		_, err := Start(testContext(t), Options{ConfigPath: "testdata/dev.yaml", DataDir: data, Module: []byte("not wasm"),
+			Listen: "127.0.0.1:0", AccountantListen: "127.0.0.1:0"})
+		if err == nil || !strings.Contains(err.Error(), "devserver: starting the filter: ") || !strings.Contains(err.Error(), "`make wasm` rebuilds it") {
+			t.Fatalf("got %v", err)
+		}
+	}
+}
