@@ -200,6 +200,10 @@ func pluginConfiguration(w *wasmfilterv3.Wasm) ([]byte, error) {
 // plugin configuration passes the filter's own decode and compile and
 // names clusters and routes that exist, and that no route to a provider
 // passes on the client's accept-encoding or credentials.
+// envoyDefaultBufferLimit is a listener's per_connection_buffer_limit_bytes
+// when the config leaves it out.
+const envoyDefaultBufferLimit = 1 << 20
+
 func checkTokentriage(cfg *envoyConfig) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -213,6 +217,19 @@ func checkTokentriage(cfg *envoyConfig) error {
 	}
 	for _, h := range cfg.hcms {
 		errs = append(errs, checkFilterChain(h.path, h.msg)...)
+	}
+	// The smallest buffer limit of a listener (Envoy's default 1 MiB when
+	// unset): a request body the filter buffers beyond it gets Envoy's
+	// bare 413 before the filter's max_body_bytes is reached.
+	bufferLimit, bufferAt := uint32(0), ""
+	for i, l := range cfg.bootstrap.GetStaticResources().GetListeners() {
+		limit := uint32(envoyDefaultBufferLimit)
+		if v := l.GetPerConnectionBufferLimitBytes(); v != nil {
+			limit = v.GetValue()
+		}
+		if bufferAt == "" || limit < bufferLimit {
+			bufferLimit, bufferAt = limit, fmt.Sprintf("static_resources.listeners[%d] (%s)", i, l.GetName())
+		}
 	}
 	accountant := ""
 	for _, w := range cfg.wasm {
@@ -242,6 +259,10 @@ func checkTokentriage(cfg *envoyConfig) error {
 		}
 		if a := conf.Accountant; a != nil {
 			accountant = a.Cluster
+		}
+		if bufferAt != "" && int64(bufferLimit) < conf.MaxBodyBytes {
+			fail("%s: per_connection_buffer_limit_bytes %d is below the filter's max_body_bytes %d: request bodies between the two would get Envoy's bare 413 instead of the filter's; raise the listener's limit or lower max_body_bytes",
+				bufferAt, bufferLimit, conf.MaxBodyBytes)
 		}
 		if a := conf.Accountant; a != nil && !clusters[a.Cluster] {
 			fail("%s.config.configuration: accountant.cluster %q is not a cluster of this config (the filter's callouts would fail with BAD_ARGUMENT); clusters: %s",

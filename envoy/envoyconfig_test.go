@@ -127,6 +127,16 @@ func TestEnvoyConfigRejects(t *testing.T) {
 			want: []string{"static_resources.listeners[0].filter_chains[0].filters[0].typed_config", "StatPrefix"},
 		},
 		{
+			name: "listener buffer limit below max_body_bytes",
+			old:  "per_connection_buffer_limit_bytes: 9437184", new: "per_connection_buffer_limit_bytes: 1048576",
+			want: []string{"static_resources.listeners[0] (llm_gateway): per_connection_buffer_limit_bytes 1048576 is below the filter's max_body_bytes 8388608"},
+		},
+		{
+			name: "listener buffer limit left at Envoy's default",
+			old:  "      per_connection_buffer_limit_bytes: 9437184\n", new: "",
+			want: []string{"per_connection_buffer_limit_bytes 1048576 is below"},
+		},
+		{
 			name: "misspelt field in the plugin configuration",
 			old:  `"sync_interval": "1s"`, new: `"sync_intervl": "1s"`,
 			want: []string{"the filter would reject its plugin configuration", "sync_intervl"},

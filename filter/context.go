@@ -143,7 +143,7 @@ func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	if err != nil {
 		proxywasm.LogErrorf("tokentriage: reading request headers: %v", err)
 	}
-	c.head = RequestHead{EndOfStream: eos}
+	c.head = RequestHead{EndOfStream: eos, ContentLength: -1}
 	for _, kv := range hdrs {
 		switch kv[0] {
 		case ":method":
@@ -156,6 +156,10 @@ func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 			c.head.Authorization = kv[1]
 		case "x-api-key":
 			c.head.APIKey = kv[1]
+		case "content-length":
+			if n, err := strconv.ParseInt(kv[1], 10, 64); err == nil && n >= 0 {
+				c.head.ContentLength = n
+			}
 		}
 	}
 	if c.e.NeedsRoute() {

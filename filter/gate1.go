@@ -23,6 +23,9 @@ type RequestHead struct {
 	// names a route.
 	Route       string
 	EndOfStream bool // headers-only request
+	// ContentLength is the content-length header, -1 when absent or not
+	// a number.
+	ContentLength int64
 }
 
 // governedHeaders are removed from a governed request before it goes on:
@@ -117,6 +120,12 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		case sc.Providers != nil && !contains(sc.Providers, s.dims.Provider):
 			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeProviders, s.dims.Provider, sc.Providers))
 		}
+	}
+
+	if s.governs && h.ContentLength > e.cfg.MaxBodyBytes {
+		// Refused before gate 1 counts anything: the body could never be
+		// read, whatever the limits say.
+		return e.reject(s, v, wire.TooLarge(s.id, e.cfg.MaxBodyBytes))
 	}
 
 	e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate1, e.inst[:0])

@@ -475,3 +475,30 @@ func TestCompressionIsNotAsked(t *testing.T) {
 		t.Errorf("compressed answer's row: %+v", row)
 	}
 }
+
+// TestTooLargeByContentLength: a request whose content-length is over
+// max_body_bytes is answered 413 at once, before gate 1 counts an arrival;
+// one sent chunked, without a length, is refused when the buffered body
+// passes the cap, after gate 1 (its rpm arrival stays counted).
+func TestTooLargeByContentLength(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limTeamRPM, `,"require_key":true`), keys: []testKey{dev1Key},
+		extra: []string{`"max_body_bytes":1024`}})
+	big := chatBody("gpt-4o", strings.Repeat("x", 2000))
+	for i := 0; i < 4; i++ {
+		resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: big})
+		mustStatus(t, resp, 413)
+		if got := resp.Headers.Get("X-Tt-Refusal-Type"); got != "request_too_large" {
+			t.Errorf("refusal type %q, want request_too_large", got)
+		}
+	}
+	if got := r.meLimit(dev1Key, "team_rpm"); got["observed"] != 0.0 {
+		t.Errorf("team_rpm after four 413s by content-length: observed %v, want 0", got["observed"])
+	}
+	resp := r.h.Do(wasmtest.Request{Method: "POST", Path: "/v1/chat/completions", Chunked: true,
+		Headers:    http.Header{"Authorization": {"Bearer " + dev1Key.key}, "Content-Type": {"application/json"}},
+		BodyChunks: [][]byte{[]byte(big[:1000]), []byte(big[1000:])}})
+	mustStatus(t, resp, 413)
+	if got := r.meLimit(dev1Key, "team_rpm"); got["observed"] != 1.0 {
+		t.Errorf("team_rpm after a chunked 413: observed %v, want 1", got["observed"])
+	}
+}
