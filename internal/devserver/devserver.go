@@ -120,6 +120,12 @@ type Server struct {
 	closeErr  error
 }
 
+// BufferHeadroom is how far past the plugin configuration's max_body_bytes
+// the embedded host lets the filter buffer a request body, so a body up to
+// max_body_bytes reaches the filter and a larger one is answered by the
+// filter's own JSON 413 (request_too_large), never by the host's bare one.
+const BufferHeadroom = 1 << 20
+
 // PluginConfig is the filter's plugin configuration in dev: it names only
 // the accountant.
 var PluginConfig = []byte(`{"accountant":{"cluster":"` + AccountantCluster + `"}}`)
@@ -236,6 +242,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		Upstream:     up,
 		Log:          o.FilterLog,
 		LogLevel:     wasmtest.LogInfo,
+		BufferLimit:  bufferLimit(pc),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("devserver: starting the filter: %w (is the module a build of cmd/filter? `make wasm` rebuilds it)", err)
@@ -262,6 +269,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 	s.log.Info("gateway listening", "addr", gwLn.Addr().String(), "workers", o.Workers, "upstream", desc)
 	return s, nil
+}
+
+// bufferLimit is the embedded host's per-direction buffer limit (Envoy's
+// per_connection_buffer_limit_bytes): the filter's max_body_bytes plus
+// BufferHeadroom.
+func bufferLimit(pc *pluginconf.Config) int {
+	return int(pc.MaxBodyBytes) + BufferHeadroom
 }
 
 // upstream resolves Options.Upstream.

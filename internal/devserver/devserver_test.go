@@ -1,8 +1,10 @@
 package devserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/internal/stub"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
+	"github.com/tokentriage/tokentriage/shared/pluginconf"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
@@ -291,5 +294,77 @@ func TestStartWithABadModuleReleasesEverything(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "devserver: starting the filter: ") || !strings.Contains(err.Error(), "`make wasm` rebuilds it") {
 			t.Fatalf("got %v", err)
 		}
+	}
+}
+
+// chatBodyOf is a chat completion request of exactly n bytes.
+func chatBodyOf(t *testing.T, n int) []byte {
+	t.Helper()
+	head, tail := `{"model":"gpt-4o-mini","max_tokens":4,"messages":[{"role":"user","content":"`, `"}]}`
+	pad := n - len(head) - len(tail)
+	if pad < 0 {
+		t.Fatalf("a chat body cannot be %d bytes", n)
+	}
+	return []byte(head + strings.Repeat("x", pad) + tail)
+}
+
+// TestBodiesUpToMaxBodyBytesReachTheFilter: the embedded host buffers as
+// much as the filter's max_body_bytes allows, so a body over the host's
+// old 1 MiB default is served, and one over max_body_bytes gets the
+// filter's JSON 413, with or without a content-length, never the host's
+// bare text/plain one.
+func TestBodiesUpToMaxBodyBytesReachTheFilter(t *testing.T) {
+	s := start(t, Options{})
+	ctx := testContext(t)
+	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const max = pluginconf.DefaultMaxBodyBytes
+	for _, c := range []struct {
+		name    string
+		size    int
+		chunked bool
+		want    int
+	}{
+		{"2 MiB", 2 << 20, false, 200},
+		{"2 MiB chunked", 2 << 20, true, 200},
+		{"max_body_bytes", max, false, 200},
+		{"max_body_bytes+1", max + 1, false, 413},
+		{"max_body_bytes+1 chunked", max + 1, true, 413},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var r io.Reader = bytes.NewReader(chatBodyOf(t, c.size))
+			if c.chunked {
+				r = io.MultiReader(r) // no length: sent chunked
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/v1/chat/completions", r)
+			req.Header.Set("Authorization", "Bearer "+k.Key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Fatalf("%d, want %d: %.300s", resp.StatusCode, c.want, body)
+			}
+			if c.want != 413 {
+				return
+			}
+			if got := resp.Header.Get("X-Tt-Refusal-Type"); got != "request_too_large" {
+				t.Errorf("X-Tt-Refusal-Type %q, want request_too_large (the filter's 413, not the host's)", got)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q, want application/json", ct)
+			}
+			var e struct {
+				Error struct{ Type string } `json:"error"`
+			}
+			if err := json.Unmarshal(body, &e); err != nil || e.Error.Type != "request_too_large" {
+				t.Errorf("body %.300s: error.type %q (%v), want request_too_large", body, e.Error.Type, err)
+			}
+		})
 	}
 }
