@@ -147,10 +147,16 @@ func (e *Engine) checkSettled(s *Stream, in *govern.Instance, now time.Time, v V
 // snapshot entry from an earlier period counts as zero (the period rolled
 // over and nothing has been folded into the new one yet).
 func (e *Engine) observed(in *govern.Instance, now time.Time) int64 {
+	return e.snapValue(in.ID, in, now)
+}
+
+// snapValue is the snapshot's value for id in the current period of in's
+// limit, 0 when absent.
+func (e *Engine) snapValue(id string, in *govern.Instance, now time.Time) int64 {
 	if e.snap == nil {
 		return 0
 	}
-	ent, ok := e.snap.entries[in.ID]
+	ent, ok := e.snap.entries[id]
 	if !ok || ent.periodStart != calendar.Start(in.Limit.Period.Calendar, now).Unix() {
 		return 0
 	}

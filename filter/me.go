@@ -5,6 +5,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
@@ -123,9 +124,12 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		}
 		remaining := max(in.Amount-observed, 0)
 		if l.Type == govern.BudgetUSD {
+			// Rows whose model has no price add no dollars: the figures
+			// say they are incomplete.
+			unpriced := !in.Unresolved && e.snapValue(in.ID+syncwire.UnpricedSuffix, in, now) > 0
 			m.LimitUSD = wire.USD{Nanos: in.Amount}
-			m.ObservedUSD = wire.USD{Nanos: observed, Estimated: true}
-			m.RemainingUSD = wire.USD{Nanos: remaining, Estimated: true}
+			m.ObservedUSD = wire.USD{Nanos: observed, Estimated: true, Unpriced: unpriced}
+			m.RemainingUSD = wire.USD{Nanos: remaining, Estimated: true, Unpriced: unpriced}
 		} else {
 			m.Amount, m.Observed, m.Remaining = in.Amount, observed, remaining
 		}

@@ -3,6 +3,8 @@ package filter_test
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // TestMeAnonymous: with require_key off, traffic without a key is served
@@ -47,5 +49,30 @@ func TestMeRedisSuspended(t *testing.T) {
 	}
 	if got := r.meLimit(dev1Key, "team_rpm"); got["suspended"] != false {
 		t.Errorf("team_rpm on /tt/v1/me: %v, want not suspended", got)
+	}
+}
+
+// TestMeUnpriced: a budget whose counter has UNPRICED rows beside it (the
+// snapshot's #unpriced companion entry) shows its dollar figures as
+// incomplete on /tt/v1/me; without one they are not.
+func TestMeUnpriced(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limOrgBudget, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	id := "org_monthly_budget|budget_usd|org:acme||month|"
+	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: monthStart(), Value: 1})
+	r.sync()
+	if got := r.meLimit(dev1Key, "org_monthly_budget")["observed_usd"].(map[string]any); got["unpriced"] != false || got["usd"] != 0.000000001 {
+		t.Errorf("observed_usd without unpriced rows: %v", got)
+	}
+	r.acct.setSnapshot("s2", syncwire.Entry{ID: id, PeriodStart: monthStart(), Value: 1},
+		syncwire.Entry{ID: id + syncwire.UnpricedSuffix, PeriodStart: monthStart(), Value: 2})
+	r.sync()
+	got := r.meLimit(dev1Key, "org_monthly_budget")
+	for _, f := range []string{"observed_usd", "remaining_usd"} {
+		if u := got[f].(map[string]any); u["unpriced"] != true {
+			t.Errorf("%s with two unpriced rows: %v", f, u)
+		}
+	}
+	if u := got["limit_usd"].(map[string]any); u["unpriced"] != false {
+		t.Errorf("limit_usd: %v", u)
 	}
 }

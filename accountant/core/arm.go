@@ -37,11 +37,7 @@ func (c *Core) rederive(now time.Time, live bool) error {
 	sums := map[store.Key]*sum{}
 	for k, a := range c.aggs {
 		day := time.Unix(k.day*86400, 0).UTC()
-		for _, t := range c.resolve(k.d) {
-			n := amountOf(t.limit.Type, *a)
-			if n == 0 {
-				continue // as the fold: nothing to add, no counter
-			}
+		add := func(t target, n int64) {
 			key := store.Key{ID: t.id, Unit: t.unit, Start: calendar.Start(t.unit, day).Unix()}
 			s := sums[key]
 			if s == nil {
@@ -49,6 +45,14 @@ func (c *Core) rederive(now time.Time, live bool) error {
 				sums[key] = s
 			}
 			s.v = addSat(s.v, n)
+		}
+		for _, t := range c.resolve(k.d) {
+			if a.unpriced > 0 && t.limit.Type == govern.BudgetUSD {
+				add(t.unpricedTarget(), a.unpriced)
+			}
+			if n := amountOf(t.limit.Type, *a); n != 0 { // as the fold: nothing to add, no counter
+				add(t, n)
+			}
 		}
 	}
 	counters := make([]store.Counter, 0, len(sums))

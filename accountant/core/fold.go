@@ -9,6 +9,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // dims is what resolution reads from a row: the chain's inputs and the
@@ -37,13 +38,25 @@ type target struct {
 	amount int64
 }
 
+// unpricedTarget is the companion counter of a budget_usd target: the
+// UNPRICED rows folded into it (syncwire.UnpricedSuffix). It raises no
+// threshold alert.
+func (t target) unpricedTarget() target {
+	return target{limit: &unpricedLimit, node: t.node, id: t.id + syncwire.UnpricedSuffix, unit: t.unit}
+}
+
+// unpricedLimit stands for the limit of a companion counter: no
+// thresholds, no amount.
+var unpricedLimit govern.Limit
+
 // agg sums the forwarded rows of one dims on one UTC day: every calendar
 // period is a union of UTC days, so these sums re-derive any counter of the
 // current periods exactly.
 type agg struct {
-	rows   int64
-	tokens int64 // input + output
-	nanos  int64 // priced cost; UNPRICED rows add nothing
+	rows     int64
+	tokens   int64 // input + output
+	nanos    int64 // priced cost; UNPRICED rows add nothing
+	unpriced int64 // UNPRICED rows
 }
 
 type aggKey struct {
@@ -71,6 +84,9 @@ func rowAgg(r *ledger.Row) agg {
 	a := agg{rows: 1, tokens: addSat(max(r.Usage.Input, 0), max(r.Usage.Output, 0))}
 	if r.Cost != nil && !r.Cost.Unpriced {
 		a.nanos = r.Cost.Nanos
+	}
+	if r.Cost != nil && r.Cost.Unpriced {
+		a.unpriced = 1
 	}
 	return a
 }
@@ -116,14 +132,21 @@ func (c *Core) fold(r *ledger.Row) {
 		p.rows = addSat(p.rows, a.rows)
 		p.tokens = addSat(p.tokens, a.tokens)
 		p.nanos = addSat(p.nanos, a.nanos)
+		p.unpriced = addSat(p.unpriced, a.unpriced)
 	}
 	for _, t := range c.resolve(d) {
+		start := calendar.Start(t.unit, r.End).Unix()
+		if a.unpriced > 0 && t.limit.Type == govern.BudgetUSD {
+			u := t.unpricedTarget()
+			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: u.id, Unit: u.unit, Start: start}, N: a.unpriced})
+			c.targets = append(c.targets, u)
+		}
 		n := amountOf(t.limit.Type, a)
 		if n == 0 && t.limit.Type != govern.QuotaRequests {
 			continue
 		}
 		c.deltas = append(c.deltas, store.Delta{
-			Key: store.Key{ID: t.id, Unit: t.unit, Start: calendar.Start(t.unit, r.End).Unix()},
+			Key: store.Key{ID: t.id, Unit: t.unit, Start: start},
 			N:   n,
 		})
 		c.targets = append(c.targets, t)

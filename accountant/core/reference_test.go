@@ -11,6 +11,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 const referenceConfig = `governance:
@@ -164,7 +165,12 @@ func reference(armed *govern.Armed, rows []ledger.Row, now time.Time) map[string
 			var v int64
 			switch l.Type {
 			case govern.BudgetUSD:
-				if cost.Unpriced || cost.Nanos == 0 {
+				if cost.Unpriced {
+					// The companion counter of UNPRICED rows.
+					out[in.ID+syncwire.UnpricedSuffix+"@"+start.Format(time.RFC3339)]++
+					continue
+				}
+				if cost.Nanos == 0 {
 					continue
 				}
 				v = cost.Nanos

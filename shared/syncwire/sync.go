@@ -90,6 +90,13 @@ type Entry struct {
 	Value       int64     `json:"value"`
 }
 
+// UnpricedSuffix ends the id of an entry that counts the UNPRICED rows
+// (a model with no price: no dollars added) folded into the budget_usd
+// counter whose identity it follows, in the same period. It is present
+// only when there were some: a dollar figure with such an entry beside it
+// is incomplete.
+const UnpricedSuffix = "#unpriced"
+
 // IngestAck answers an ingest batch.
 type IngestAck struct {
 	Accepted   int      `json:"accepted"`   // rows newly recorded
