@@ -1,19 +1,24 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // getLimits serves GET governance/limits in seed 002's shape: every limit
-// of the armed plan (a mode-off one shows posture "off"), the overrides
-// stored in governance.db (a delegated admin sees those of its subtree),
-// and wire.LimitsNote, which says what is true here: an override reaches
-// the gate at the filters' next sync, seconds after the write, with no
-// reload.
+// of the armed plan (a mode-off one shows posture "off"), the stored
+// overrides the armed plan holds (a delegated admin sees those of its
+// subtree), and wire.LimitsNote, which says what is true here: an override
+// reaches the gate at the filters' next sync, seconds after the write, with
+// no reload. A stored override the armed plan does not hold is not listed
+// as if it applied; the note names it with its state and reason.
 func (h *handler) getLimits(w http.ResponseWriter, r *http.Request, p principal) {
 	a := h.Armed()
 	if a == nil {
@@ -25,18 +30,23 @@ func (h *handler) getLimits(w http.ResponseWriter, r *http.Request, p principal)
 		h.internal(w, r, err)
 		return
 	}
-	doc := LimitsDocument(a.Plan, ovs)
+	doc := LimitsDocument(a, ovs)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	w.Write(doc.AppendJSON(nil))
 }
 
-// LimitsDocument builds the governance/limits document from a plan and the
-// stored overrides. An override whose limit is no longer in the plan is
-// listed with the type it cannot be told: GET overrides says why it is not
-// in force.
-func LimitsDocument(plan *govern.Plan, ovs []runtime.Override) *wire.Limits {
+// LimitsDocument builds the governance/limits document from the armed plan
+// and the stored overrides. Only the overrides in force are listed, so
+// every amount the document shows is one the gate enforces. One the armed
+// plan dropped (the config changed under it: a lower ceiling, a limit that
+// no longer allows overrides or is gone) or has not armed yet is left out
+// of the list and named in the note with its state and reason, the
+// definition's amount being the one that applies; GET overrides shows it
+// too. With every override in force the note is wire.LimitsNote exactly.
+func LimitsDocument(a *govern.Armed, ovs []runtime.Override) *wire.Limits {
+	plan := a.Plan
 	doc := &wire.Limits{
 		Definitions: make([]wire.Definition, 0, len(plan.Limits)),
 		Overrides:   make([]wire.OverrideEntry, 0, len(ovs)),
@@ -57,12 +67,43 @@ func LimitsDocument(plan *govern.Plan, ovs []runtime.Override) *wire.Limits {
 			OverrideMax:     l.OverrideMax,
 		})
 	}
+	var out []string
 	for _, o := range ovs {
+		v := overrideView(a, o)
+		if v.State != StateInForce {
+			out = append(out, notInForce(plan, o, v))
+			continue
+		}
 		e := wire.OverrideEntry{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount}
 		if l := plan.Limit(o.LimitID); l != nil {
 			e.Type = wire.LimitType(l.Type.String())
 		}
 		doc.Overrides = append(doc.Overrides, e)
 	}
+	if len(out) > 0 {
+		n := "1 stored override is"
+		if len(out) > 1 {
+			n = fmt.Sprintf("%d stored overrides are", len(out))
+		}
+		doc.Note += " " + n + " not in force and not listed, so the definition's amount applies: " +
+			strings.Join(out, "; ") + ". GET " + Prefix + "overrides shows every stored override with its state."
+	}
 	return doc
+}
+
+// notInForce names a stored override the armed plan does not hold: its
+// limit, node and amount, its state and why.
+func notInForce(plan *govern.Plan, o runtime.Override, v OverrideView) string {
+	amount := strconv.FormatInt(o.Amount, 10)
+	if l := plan.Limit(o.LimitID); l != nil && l.Type == govern.BudgetUSD {
+		amount = "$" + config.USDFromNanos(o.Amount).String()
+	}
+	s := fmt.Sprintf("%s @ %s amount %s is %s", o.LimitID, o.Node, amount, v.State)
+	switch {
+	case v.Reason != "":
+		s += " (" + v.Reason + ")"
+	case v.State == StatePending:
+		s += " (written and valid, not armed yet; every filter applies it at its next sync once the accountant re-arms)"
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"net/http"
 	"os"
@@ -68,4 +69,61 @@ func TestLimitsGolden(t *testing.T) {
 
 	s := newFixture(t, seed002)
 	golden(t, "limits_six_types", s.must(http.StatusOK, "GET", Prefix+"governance/limits", adminToken, nil, nil))
+}
+
+// TestLimitsDroppedOverride: a reload lowers a template's override ceiling
+// under a stored override. The armed plan drops it and the gate enforces
+// the template's amount, so governance/limits does not list it as if its
+// amount applied: the note names it with the reason GET overrides gives,
+// and the overrides still in force are listed as before.
+func TestLimitsDroppedOverride(t *testing.T) {
+	f := newFixture(t, overridesConfig)
+	f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "acme_month", Node: "org:acme", AmountUSD: usdPtr("2500")}, nil)
+	f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "team_daily_requests", Node: "org:acme/team:search", Amount: ptr(int64(30000))}, nil)
+	f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "team_daily_requests", Node: "org:acme/team:ml", Amount: ptr(int64(25000))}, nil)
+
+	src, err := os.ReadFile(overridesConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowered := strings.Replace(string(src), "override: { allow: true, max_amount: 40000 }", "override: { allow: true, max_amount: 28000 }", 1)
+	if lowered == string(src) {
+		t.Fatal("the fixture config no longer has the ceiling this test lowers")
+	}
+	path := filepath.Join(t.TempDir(), "lowered.yaml")
+	if err := os.WriteFile(path, []byte(lowered), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.plan = compileFile(t, path)
+	f.arm()
+
+	var ovs OverrideList
+	f.must(http.StatusOK, "GET", Prefix+"overrides?limit_id=team_daily_requests&node=org:acme/team:search", adminToken, nil, &ovs)
+	if len(ovs.Overrides) != 1 || ovs.Overrides[0].State != StateDropped {
+		t.Fatalf("GET overrides = %+v, want the search override dropped", ovs)
+	}
+	reason := ovs.Overrides[0].Reason
+
+	got := f.must(http.StatusOK, "GET", Prefix+"governance/limits", adminToken, nil, nil)
+	golden(t, "limits_dropped", got)
+	var doc struct {
+		Overrides []struct {
+			LimitID, Node string
+		}
+		Note string
+	}
+	if err := json.Unmarshal(got, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range doc.Overrides {
+		if o.LimitID == "team_daily_requests" && o.Node == "org:acme/team:search" {
+			t.Errorf("the dropped override is listed among the overrides: %s", got)
+		}
+	}
+	if len(doc.Overrides) != 2 {
+		t.Errorf("%d overrides listed, want the 2 in force: %s", len(doc.Overrides), got)
+	}
+	if !strings.HasPrefix(doc.Note, wire.LimitsNote+" ") || !strings.Contains(doc.Note, "team_daily_requests @ org:acme/team:search amount 30000 is dropped ("+reason+")") {
+		t.Errorf("the note does not name the dropped override with its reason %q:\n%s", reason, doc.Note)
+	}
 }
