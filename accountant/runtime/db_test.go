@@ -464,6 +464,8 @@ func TestMintChecksOwnerAndScopes(t *testing.T) {
 	wantRefusal(t, err, Invalid, `scopes.models pattern "gpt-[4" is not a valid path.Match pattern: syntax error in pattern`)
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{""}}, admin(t0))
 	wantRefusal(t, err, Invalid, `scopes.providers has an empty entry; omit the list to allow every provider`)
+	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Models: []string{}}, admin(t0))
+	wantRefusal(t, err, Invalid, `scopes.models is an empty list, which would allow no model at all; omit it (or write null) to allow every model, or list the ones the key may use`)
 	mustDo(t, func() error { _, err := db.CreateNode(p, "org:acme/team:ml/user:dev9", admin(t0)); return err })
 	if _, _, err := db.MintKey(p, "org:acme/team:ml/user:dev9", vkey.Scopes{}, admin(t0)); err != nil {
 		t.Fatalf("minting for a runtime node: %v", err)

@@ -176,6 +176,15 @@ func scanKey(r scanner) (Key, error) {
 // checkScopes refuses a model pattern path.Match cannot read and empty
 // entries, which would match nothing and lock the key out silently.
 func checkScopes(op string, sc vkey.Scopes) error {
+	for _, list := range []struct {
+		name  string
+		items []string
+	}{{"models", sc.Models}, {"providers", sc.Providers}, {"endpoints", sc.Endpoints}} {
+		if list.items != nil && len(list.items) == 0 {
+			return refuse(Invalid, op, "scopes.%s is an empty list, which would allow no %s at all; omit it (or write null) to allow every %s, or list the ones the key may use",
+				list.name, strings.TrimSuffix(list.name, "s"), strings.TrimSuffix(list.name, "s"))
+		}
+	}
 	for _, m := range sc.Models {
 		if m == "" {
 			return refuse(Invalid, op, "scopes.models has an empty pattern; omit the list to allow every model")

@@ -64,6 +64,12 @@ func (u USD) MarshalJSON() ([]byte, error) { return []byte(u.String()), nil }
 // JSON string is refused here; the configuration decoder (DecodeStrict)
 // also reads an amount written as a string.
 func (u *USD) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		if len(b) > 40 {
+			b = append(b[:40:40], "…"...)
+		}
+		return fmt.Errorf("config: usd amount: %s is a string; write the amount as a JSON number of dollars, e.g. 12.5", b)
+	}
 	v, err := ParseUSD(string(b))
 	if err != nil {
 		return fmt.Errorf("config: usd amount: %w", err)

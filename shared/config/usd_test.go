@@ -88,4 +88,8 @@ func TestUSDJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"a":"1"}`), &v); err == nil {
 		t.Fatal("a string amount decoded")
 	}
+	err = json.Unmarshal([]byte(`{"a":"1e400"}`), &v)
+	if want := `config: usd amount: "1e400" is a string; write the amount as a JSON number of dollars, e.g. 12.5`; err == nil || err.Error() != want {
+		t.Errorf("a string amount: %v, want %s", err, want)
+	}
 }

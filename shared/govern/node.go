@@ -18,14 +18,22 @@ const (
 	LevelUser = "user"
 )
 
-// ValidNodeID reports whether s is a node id of seed 004's grammar. The error
-// names the offending segment and says what the charset is.
+// MaxNodeIDBytes bounds a node id: it is written into every counter
+// identity, ledger row and key of the node.
+const MaxNodeIDBytes = 512
+
+// ValidNodeID reports whether s is a node id of seed 004's grammar, at most
+// MaxNodeIDBytes long. The error names the offending segment and says what
+// the charset is.
 func ValidNodeID(s string) error {
 	if s == "" {
 		return fmt.Errorf("node id is empty (write <kind>:<id> segments joined by /, e.g. org:acme/team:ml)")
 	}
 	if s == Global {
 		return fmt.Errorf("node id %q is the synthetic root, not a node (it cannot be declared, created or own a key)", s)
+	}
+	if len(s) > MaxNodeIDBytes {
+		return fmt.Errorf("node id %q… is %d bytes long; a node id has at most %d (it is part of every counter, ledger row and key of the node)", s[:32], len(s), MaxNodeIDBytes)
 	}
 	rest := s
 	for {

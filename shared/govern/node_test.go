@@ -26,6 +26,8 @@ func TestValidNodeID(t *testing.T) {
 		{id: "org:a b", err: `node id "org:a b": segment "org:a b": id "a b" is out of charset (lowercase letters, digits, - and _)`},
 		{id: "org:a.b", err: `node id "org:a.b": segment "org:a.b": id "a.b" is out of charset (lowercase letters, digits, - and _)`},
 		{id: "org:a:b", err: `node id "org:a:b": segment "org:a:b": id "a:b" is out of charset (lowercase letters, digits, - and _)`},
+		{id: "org:" + strings.Repeat("a", govern.MaxNodeIDBytes-4)},
+		{id: "org:" + strings.Repeat("a", govern.MaxNodeIDBytes-3), err: `node id "org:aaaaaaaaaaaaaaaaaaaaaaaaaaaa"… is 513 bytes long; a node id has at most 512 (it is part of every counter, ledger row and key of the node)`},
 		{id: "org:acme/key:vk_FEKZdMs2UQRi", err: `node id "org:acme/key:vk_FEKZdMs2UQRi": segment "key:vk_FEKZdMs2UQRi": id "vk_FEKZdMs2UQRi" is out of charset (lowercase letters, digits, - and _)`},
 	}
 	for _, tc := range tests {
