@@ -213,6 +213,7 @@ func (s *Server) routes() http.Handler {
 		DB:         s.db,
 		Armed:      s.Armed,
 		Reload:     s.Reload,
+		Counters:   s.liveCounters,
 		Changed:    s.Changed,
 		AdminToken: s.opts.AdminToken,
 		Now:        s.now,

@@ -1,5 +1,6 @@
 // Package api owns the management API of the accountant, served under
-// /tt/api/v1/: the governance/limits document of seed 002, the runtime
+// /tt/api/v1/: the governance/limits document of seed 002, the live
+// LedgerSettled counters with their lag (governance/counters), the runtime
 // nodes, per-node overrides, virtual keys, delegated admins, the audit log
 // and config reload. It authenticates every request with the admin bearer
 // token or a delegated admin token scoped to a subtree, writes through
@@ -34,6 +35,9 @@ type Deps struct {
 	// Reload re-reads the config file and re-arms; its error, when the new
 	// config does not compile, is shown to the caller.
 	Reload func() error
+	// Counters reads the live LedgerSettled counters for GET
+	// governance/counters; nil answers 503.
+	Counters func() (LiveCounters, error)
 	// Changed is called after every successful write, so the accountant
 	// re-arms with the new runtime plane and bumps the sync versions.
 	Changed func()
@@ -85,6 +89,7 @@ func (h *handler) routes() {
 		h.mux.HandleFunc(pattern, h.authed(need, fn))
 	}
 	route("GET "+Prefix+"governance/limits", delegated, h.getLimits)
+	route("GET "+Prefix+"governance/counters", adminOnly, h.getCounters)
 
 	route("GET "+Prefix+"nodes", delegated, h.listNodes)
 	route("POST "+Prefix+"nodes", delegated, h.createNode)
@@ -114,7 +119,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 var _ http.Handler = (*handler)(nil)
 
 // routeList is what a request for an unknown route is told.
-const routeList = "GET governance/limits; GET, POST, DELETE nodes; GET, PUT, DELETE overrides; " +
+const routeList = "GET governance/limits; GET governance/counters; GET, POST, DELETE nodes; GET, PUT, DELETE overrides; " +
 	"POST, GET keys; GET keys/{kid}; POST keys/{kid}/revoke; POST, GET admins; POST admins/{id}/revoke; GET audit; POST reload"
 
 func (h *handler) noRoute(w http.ResponseWriter, r *http.Request) {

@@ -25,6 +25,9 @@ type Source struct {
 	Plan   string   // plan hash
 	Files  []string // ledger files
 	Notes  []string // printed under the heading
+	// Live is the running accountant's counters for the closing stanza;
+	// nil closes the report with a line saying how to ask for them.
+	Live *Live
 }
 
 // Stats returns what has been replayed so far.
@@ -32,7 +35,11 @@ func (r *Replay) Stats() Stats { return r.stats }
 
 // Write prints the report: a heading, then the EXACT, APPROXIMATE and
 // ESTIMATED blocks with one line per instance (a limit whose instances saw
-// no row gets one line naming where it attaches).
+// no row gets one line naming where it attaches), then the closing stanza:
+// each EXACT figure beside the running accountant's live counter, with
+// that counter's lag (src.Live), or a line saying how to ask for it. When
+// the live counters could not be read the report is written all the same
+// and the error is a *LiveError.
 func (r *Replay) Write(w io.Writer, src Source) error {
 	var b strings.Builder
 	st := r.stats
@@ -99,8 +106,11 @@ func (r *Replay) Write(w io.Writer, src Source) error {
 			b.WriteString(flightLine(x))
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	liveErr := r.writeLive(&b, src)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	return liveErr
 }
 
 // settledLine is seed 002's line:

@@ -33,6 +33,10 @@ type Options struct {
 	// whether it is a last line without a newline (a write cut short by a
 	// crash), and why it does not parse.
 	Unreadable func(file string, line int, torn bool, err error)
+	// Live, when set, reads the running accountant's counters once the
+	// ledger is replayed, for the closing stanza. Nil: the report closes
+	// with a line saying how to compare with the live counters.
+	Live func() Live
 }
 
 // ConfigError is a proposed config that does not load or compile; Problems
@@ -97,7 +101,12 @@ func Run(w io.Writer, o Options) error {
 	if st := r.stats; st.Rows == 0 && st.Unreadable > 0 {
 		return fmt.Errorf("none of the %d lines of %s is a ledger row; --log takes decisions.jsonl, the accountant's data directory, or a ledger file", st.Unreadable, o.LogPath)
 	}
-	return r.Write(w, Source{Config: o.ConfigPath, Plan: plan.Hash, Files: files, Notes: notes})
+	src := Source{Config: o.ConfigPath, Plan: plan.Hash, Files: files, Notes: notes}
+	if o.Live != nil {
+		lv := o.Live()
+		src.Live = &lv
+	}
+	return r.Write(w, src)
 }
 
 func compile(path string) (*govern.Plan, error) {

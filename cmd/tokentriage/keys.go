@@ -157,21 +157,28 @@ func accountantFlags(fs *pflag.FlagSet) *accountantConn {
 // client returns a management API client, or nil and the exit status after
 // saying why there is none.
 func (c *accountantConn) client(e *env) (*api.Client, int) {
+	return adminClient(e, *c.url, *c.tokenFile)
+}
+
+// adminClient returns a management API client for the accountant at url
+// with the admin token of tokenFile, or of TT_ADMIN_TOKEN when tokenFile is
+// empty; or nil and the exit status after saying why there is none.
+func adminClient(e *env, url, tokenFile string) (*api.Client, int) {
 	token := os.Getenv("TT_ADMIN_TOKEN")
-	if *c.tokenFile != "" {
-		b, err := os.ReadFile(*c.tokenFile)
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
 		if err != nil {
 			return nil, e.failf(2, "cannot read the admin token: %v", err)
 		}
 		token = strings.TrimSpace(string(b))
 		if token == "" {
-			return nil, e.failf(2, "the admin token file %s is empty", *c.tokenFile)
+			return nil, e.failf(2, "the admin token file %s is empty", tokenFile)
 		}
 	}
 	if token == "" {
 		return nil, e.failf(2, "no admin token: set TT_ADMIN_TOKEN, or pass --admin-token-file FILE")
 	}
-	return &api.Client{BaseURL: *c.url, Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}, 0
+	return &api.Client{BaseURL: url, Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}, 0
 }
 
 // fail reports an error from the accountant and returns exit status 1.

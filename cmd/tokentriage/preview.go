@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -34,18 +35,39 @@ under three labels:
 too), a data directory, or one ledger file. --runtime arms the config with
 the runtime nodes and overrides of an accountant's governance.db, as the
 accountant itself does. A progress line is shown on
-stderr when it is a terminal and the ledger is larger than 64 MiB.`,
+stderr when it is a terminal and the ledger is larger than 64 MiB.
+
+The report closes with the LIVE stanza. With --accountant URL it reads the
+running accountant's LedgerSettled counters (GET /tt/api/v1/governance/counters,
+with the admin token of --admin-token-file, else TT_ADMIN_TOKEN) once the
+ledger is replayed, and sets each EXACT figure beside the live counter of the
+same instance and period, after the lag of those counters: the snapshot's age,
+rows acknowledged and not folded, rows the filters report dropped. Without it,
+the stanza is one line saying how to ask. Exit status: 0 done, 1 the config
+does not compile or the live counters could not be read (the report is still
+printed), 2 a usage or input error.`,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
 		cfg := fs.StringP("config", "c", "", "proposed configuration file (YAML or JSON)")
 		log := fs.String("log", "", "ledger: decisions.jsonl, a data directory, or a ledger file")
 		at := fs.String("at", "", "instant whose calendar periods EXACT recomputes (RFC 3339; default now)")
 		pricingFile := fs.String("pricing", "", "pricing file for rows recorded without a cost")
 		rtdb := fs.String("runtime", "", "governance.db whose runtime nodes and overrides to arm with (read, never written)")
-		return func(e *env) int { return runPreview(e, *cfg, *log, *at, *pricingFile, *rtdb) }
+		acct := fs.String("accountant", "", "running accountant to compare the EXACT figures with (e.g. http://127.0.0.1:8791; default: none)")
+		tokenFile := fs.String("admin-token-file", "", "with --accountant: file holding the admin token (default: the TT_ADMIN_TOKEN environment variable)")
+		return func(e *env) int {
+			return runPreview(e, previewArgs{cfg: *cfg, log: *log, at: *at, pricing: *pricingFile, runtime: *rtdb, accountant: *acct, tokenFile: *tokenFile})
+		}
 	},
 }
 
-func runPreview(e *env, cfg, log, at, pricingFile, rtdb string) int {
+// previewArgs are the flags of govern preview.
+type previewArgs struct {
+	cfg, log, at, pricing, runtime string
+	accountant, tokenFile          string
+}
+
+func runPreview(e *env, a previewArgs) int {
+	cfg, log, at, pricingFile, rtdb := a.cfg, a.log, a.at, a.pricing, a.runtime
 	switch {
 	case cfg == "":
 		return e.failf(2, "-c FILE is required")
@@ -63,6 +85,22 @@ func runPreview(e *env, cfg, log, at, pricingFile, rtdb string) int {
 		when = t.UTC()
 	}
 	o := preview.Options{ConfigPath: cfg, LogPath: log, At: when}
+	switch {
+	case a.accountant != "":
+		c, code := adminClient(e, a.accountant, a.tokenFile)
+		if c == nil {
+			return code
+		}
+		o.Live = func() preview.Live {
+			lc, err := c.Counters(context.Background())
+			if err != nil {
+				return preview.Live{URL: a.accountant, Err: err}
+			}
+			return preview.Live{URL: a.accountant, Counters: &lc}
+		}
+	case a.tokenFile != "":
+		return e.failf(2, "--admin-token-file is read only with --accountant URL")
+	}
 	if pricingFile != "" {
 		c, err := pricing.LoadFile(pricingFile)
 		if err != nil {
@@ -108,7 +146,10 @@ func runPreview(e *env, cfg, log, at, pricingFile, rtdb string) int {
 		fmt.Fprintf(e.stderr, "tokentriage %s: skipped %d more unreadable lines (%d in all)\n", e.name, unreadable-maxUnreadable, unreadable)
 	}
 	var ce *preview.ConfigError
+	var le *preview.LiveError
 	switch {
+	case errors.As(err, &le):
+		return e.failf(1, "%v", le)
 	case errors.As(err, &ce):
 		for _, p := range ce.Problems {
 			fmt.Fprintf(e.stdout, "%s: %s\n", ce.Path, p)

@@ -1,0 +1,196 @@
+package preview
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/api"
+	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// LiveHeader opens the closing stanza: the EXACT figures beside the
+// running accountant's counters.
+const LiveHeader = "LIVE — LedgerSettled recomputation against the running accountant's counters (label: live_counters):"
+
+// NoLiveLine closes a report made without --accountant.
+const NoLiveLine = "LIVE — not compared: pass --accountant URL (admin token from TT_ADMIN_TOKEN or --admin-token-file) to end this report with each EXACT figure beside the running accountant's live counter and that counter's lag."
+
+// Live is the running accountant's side of the closing stanza: what GET
+// /tt/api/v1/governance/counters answered, or why it could not be read.
+type Live struct {
+	// URL is the accountant's address.
+	URL string
+	// Counters is its answer; nil when Err is set.
+	Counters *api.LiveCounters
+	// Err is why the counters could not be read.
+	Err error
+}
+
+// LiveError is a report whose closing stanza could not read the live
+// counters: the report was written, the comparison is missing.
+type LiveError struct {
+	URL string
+	Err error
+}
+
+func (e *LiveError) Error() string {
+	return fmt.Sprintf("the live counters of %s could not be read: %v", e.URL, e.Err)
+}
+
+func (e *LiveError) Unwrap() error { return e.Err }
+
+// liveEntry is a live counter: its value and its #unpriced companion.
+type liveEntry struct {
+	value, unpriced int64
+}
+
+// writeLive writes the closing stanza: for every LedgerSettled instance,
+// the recomputed figure beside the live counter of the same identity and
+// calendar period, then every live counter of these limits the ledger held
+// no row for; and the stanza's own lag first.
+func (r *Replay) writeLive(b *strings.Builder, src Source) error {
+	b.WriteString("\n")
+	if src.Live == nil {
+		b.WriteString(NoLiveLine + "\n")
+		return nil
+	}
+	lv := src.Live
+	if lv.Err != nil || lv.Counters == nil {
+		err := lv.Err
+		if err == nil {
+			err = fmt.Errorf("no answer")
+		}
+		fmt.Fprintf(b, "LIVE — not compared: the counters of %s could not be read: %v\n", lv.URL, err)
+		return &LiveError{URL: lv.URL, Err: err}
+	}
+	c := lv.Counters
+	b.WriteString(LiveHeader + "\n")
+	fmt.Fprintf(b, "  accountant: %s (plan %s), read %s\n", lv.URL, short(c.Plan), stamp(c.ReadAt))
+	fmt.Fprintf(b, "  lag: snapshot published %s, %s old when read; %d rows acknowledged and not folded; %d rows reported dropped by the filters (%d replica(s) live); %s\n",
+		stamp(c.GeneratedAt), age(c.SnapshotAgeS), c.Lag.UnfoldedRows, c.Lag.DroppedRows, c.Lag.ReplicasLive, c.Lag.Note)
+	if src.Plan != "" && c.Plan != "" && c.Plan != src.Plan {
+		fmt.Fprintf(b, "  note: the accountant runs plan %s, this config is plan %s: a limit whose id, node, period or match differs has no live counter (an amount change alone keeps it)\n", short(c.Plan), short(src.Plan))
+	}
+	b.WriteString("  note: a difference is rows one side holds and the other does not: written after the ledger was read, not yet flushed by a filter, dropped, or kept in another ledger\n")
+
+	// The live counters by identity, for the period each one counts.
+	type key struct {
+		id    string
+		start int64
+	}
+	live := map[key]liveEntry{}
+	periods := map[string][]time.Time{}
+	for _, e := range c.Counters {
+		id, unpriced := strings.CutSuffix(e.ID, syncwire.UnpricedSuffix)
+		k := key{id, e.PeriodStart.Unix()}
+		x := live[k]
+		if unpriced {
+			x.unpriced = e.Value
+		} else {
+			x.value = e.Value
+			periods[id] = append(periods[id], e.PeriodStart)
+		}
+		live[k] = x
+	}
+
+	var limits []*govern.Limit
+	if r.armed != nil {
+		limits = r.armed.Plan.Limits
+	}
+	for _, l := range limits {
+		if l.Type.Class() != govern.LedgerSettled || l.Period.Calendar == 0 {
+			continue
+		}
+		start := r.starts[l.Period.Calendar]
+		seen := map[string]bool{}
+		n := 0
+		for _, x := range sortedSettled(r.settled, l) {
+			seen[x.id] = true
+			n++
+			e, ok := live[key{x.id, start}]
+			b.WriteString(liveLine(l, x.node+dimsSuffix(x.dims), x.value, e, ok, otherPeriod(periods[x.id], start, l.Period.Calendar)))
+		}
+		// Live counters of this limit the ledger held no row for.
+		names := r.instanceNames(l)
+		prefix := l.ID + "|" + l.Type.String() + "|"
+		for _, e := range c.Counters {
+			if e.PeriodStart.Unix() != start || !strings.HasPrefix(e.ID, prefix) || strings.HasSuffix(e.ID, syncwire.UnpricedSuffix) || seen[e.ID] {
+				continue
+			}
+			seen[e.ID] = true
+			n++
+			name, ok := names[e.ID]
+			if !ok {
+				name = "counter " + e.ID
+			}
+			b.WriteString(liveLine(l, name, 0, live[key{e.ID, start}], true, ""))
+		}
+		if n == 0 {
+			b.WriteString(liveLine(l, attachName(l), 0, liveEntry{}, false, ""))
+		}
+	}
+	return nil
+}
+
+// instanceNames maps the counter identity of each instance of l (a limit
+// whose match.model is a glob has one per model, and is left out) to its
+// node.
+func (r *Replay) instanceNames(l *govern.Limit) map[string]string {
+	out := map[string]string{}
+	if r.armed == nil || l.Mode == govern.ModeOff {
+		return out
+	}
+	if strings.ContainsAny(l.Match.Model, `*?[\`) {
+		return out
+	}
+	d := govern.Dims{Model: l.Match.Model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint}
+	for _, n := range r.armed.Instances(l) {
+		out[govern.Identity(l, n, d)] = n + dimsSuffix(d)
+	}
+	return out
+}
+
+// liveLine is one instance of the closing stanza:
+//
+//	[quota_requests] team_daily_requests @ org:acme/team:ml  recomputed 1 / live 1  (same)
+func liveLine(l *govern.Limit, name string, recomputed int64, e liveEntry, ok bool, other string) string {
+	line := fmt.Sprintf("  [%s] %s @ %s  recomputed %s / live ", l.Type, l.ID, name, amountString(l.Type, recomputed))
+	if !ok {
+		line += "-  (no live counter"
+		if other != "" {
+			line += "; " + other
+		}
+		return line + ")\n"
+	}
+	line += amountString(l.Type, e.value)
+	if e.unpriced > 0 {
+		line += fmt.Sprintf(" + %d unpriced row(s)", e.unpriced)
+	}
+	switch d := e.value - recomputed; {
+	case d == 0:
+		line += "  (same)"
+	case d > 0:
+		line += "  (live +" + amountString(l.Type, d) + ")"
+	default:
+		line += "  (live −" + amountString(l.Type, -d) + ")"
+	}
+	return line + "\n"
+}
+
+// otherPeriod names the period the accountant counts for an identity when
+// it is not the one --at picked.
+func otherPeriod(starts []time.Time, start int64, u calendar.Unit) string {
+	for _, s := range starts {
+		if s.Unix() != start {
+			return fmt.Sprintf("the accountant counts the %s from %s; --at picks another", u, stamp(s))
+		}
+	}
+	return ""
+}
+
+func age(s float64) string {
+	return (time.Duration(s*1000) * time.Millisecond).String()
+}
