@@ -18,7 +18,8 @@ func (s *Server) compile() (*govern.Plan, error) {
 }
 
 // CompileFile loads and compiles a config file. The error lists every
-// problem, one per line, each with its config path.
+// problem, one per line, each with its config path; a config that decodes
+// but does not compile, or does not decode, is a *ConfigError.
 func CompileFile(path string) (*govern.Plan, error) {
 	if path == "" {
 		return nil, errors.New("accountant: no config file; pass -c FILE")
@@ -29,33 +30,45 @@ func CompileFile(path string) (*govern.Plan, error) {
 		if errors.As(err, &re) {
 			return nil, err // it names the file
 		}
-		return nil, fmt.Errorf("%s: %w", path, problemsError(err))
+		var cp config.Problems
+		if errors.As(err, &cp) {
+			return nil, &ConfigError{Path: path, Problems: govern.FromConfig(cp)}
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	p, err := govern.Compile(f.Governance)
 	if err != nil {
-		return nil, fmt.Errorf("%s: governance: compile: %w", path, problemsError(err))
+		var gp govern.Problems
+		if errors.As(err, &gp) {
+			return nil, &ConfigError{Path: path, Compile: true, Problems: gp}
+		}
+		return nil, fmt.Errorf("%s: governance: compile: %w", path, err)
 	}
 	return p, nil
 }
 
-// problemsError renders a problem list one per line.
-func problemsError(err error) error {
-	var gp govern.Problems
-	var cp config.Problems
-	var lines []string
-	switch {
-	case errors.As(err, &gp):
-		for _, p := range gp {
-			lines = append(lines, p.String())
-		}
-	case errors.As(err, &cp):
-		for _, p := range cp {
-			lines = append(lines, fmt.Sprint(p))
-		}
-	default:
-		return err
+// ConfigError is a config file that does not decode (Compile false) or
+// does not compile: every problem, each with its config path. A boot
+// failure prints each problem on a line of its own, as the seeds show it:
+//
+//	Error: governance: compile limits: govern: limit "team_tpm": tpm limit ...
+type ConfigError struct {
+	Path     string
+	Compile  bool
+	Problems govern.Problems
+}
+
+// Error renders the file, the stage and every problem, one per line.
+func (e *ConfigError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
 	}
-	return fmt.Errorf("%d problem(s):\n  %s", len(lines), strings.Join(lines, "\n  "))
+	stage := ""
+	if e.Compile {
+		stage = "governance: compile: "
+	}
+	return fmt.Sprintf("%s: %s%d problem(s):\n  %s", e.Path, stage, len(lines), strings.Join(lines, "\n  "))
 }
 
 // Armed returns the plan armed now with the runtime plane.

@@ -80,6 +80,9 @@ func runAccountant(e *env, o sidecarFlags) int {
 		ConfigPath: o.config, DataDir: o.data, Listen: o.listen, AdminToken: token,
 		PricingFile: o.pricing, AlertWebhook: o.webhook, Logger: log,
 	})
+	if code, ok := e.bootFailure(err); ok {
+		return code
+	}
 	if err != nil {
 		return e.failf(1, "%v", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/tokentriage/tokentriage/accountant"
 )
 
 // command is one tokentriage subcommand. Each lives in its own file
@@ -41,6 +43,28 @@ type env struct {
 func (e *env) failf(code int, format string, args ...any) int {
 	fmt.Fprintf(e.stderr, "tokentriage %s: %s\n", e.name, fmt.Sprintf(format, args...))
 	return code
+}
+
+// bootFailure prints a config that does not load or compile the way the
+// seeds show a boot failure: each problem on a line of its own,
+//
+//	Error: governance: compile limits: govern: limit "team_tpm": tpm limit "team_tpm": burst 500 is below ...
+//
+// then one line naming the file, and returns exit status 1. ok is false
+// when err is not such a config.
+func (e *env) bootFailure(err error) (code int, ok bool) {
+	var ce *accountant.ConfigError
+	if !errors.As(err, &ce) {
+		return 0, false
+	}
+	for _, p := range ce.Problems {
+		fmt.Fprintf(e.stderr, "Error: %s\n", p)
+	}
+	what := "does not load"
+	if ce.Compile {
+		what = "does not compile"
+	}
+	return e.failf(1, "%s %s (%d problem(s)); nothing was started", ce.Path, what, len(ce.Problems)), true
 }
 
 // run dispatches args to a command.

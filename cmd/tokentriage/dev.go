@@ -130,6 +130,9 @@ func runDev(e *env, o devFlags) int {
 		if e.ctx.Err() != nil {
 			return e.failf(1, "interrupted while starting: %v", err)
 		}
+		if code, ok := e.bootFailure(err); ok {
+			return code
+		}
 		return e.failf(1, "%v", err)
 	}
 
