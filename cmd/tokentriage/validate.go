@@ -21,10 +21,14 @@ Reads the configuration (YAML, or JSON when the file ends in .json), decodes
 it strictly and runs the whole governance compile: every check the gateway
 runs at boot is run here, so a file that passes will arm.
 
-Each problem is printed on its own line as "path: message"; a limit's
-compile errors read as at boot (governance: compile limits: govern: limit
-"<id>": ...). Exit status: 0 valid, 1 problems found, 2 unreadable file or
-usage error. On success one line summarises the plan:
+Each problem is printed on its own line with its config path, as
+"path: message"; a limit's compile errors keep the words boot stops with
+after their path:
+
+  governance.limits[1].burst: governance: compile limits: govern: limit "team_tpm": tpm limit ...
+
+Exit status: 0 valid, 1 problems found, 2 unreadable file or usage error.
+On success one line summarises the plan:
 
   ok: 5 nodes, 4 limits, 5 instances`,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
@@ -83,9 +87,15 @@ func validate(e *env, file string, printPlan bool) int {
 	return 0
 }
 
-// report prints every problem, one per line, and returns exit status 1.
+// report prints every problem, one per line with its config path, and
+// returns exit status 1. A problem of a limit's compile step (Limit set)
+// renders in the seeds' boot words, kept whole after its path.
 func report(e *env, file string, ps govern.Problems) int {
 	for _, p := range ps {
+		if p.Limit != "" && p.Path != "" {
+			fmt.Fprintf(e.stdout, "%s: %s\n", p.Path, p)
+			continue
+		}
 		fmt.Fprintln(e.stdout, p.String())
 	}
 	return e.failf(1, "%s: %s", file, plural(len(ps), "problem"))
