@@ -68,6 +68,12 @@ func newMetrics(s *Server) *metrics {
 			defer s.mu.Unlock()
 			return float64(s.liveReplicasLocked(s.now()))
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "tt", Subsystem: "accountant", Name: "replicas_evicted_total",
+			Help: "Replicas forgotten because the most that are tracked (MaxReplicas) were: a flood of made-up replica ids."}, func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return float64(s.replicasEvicted)
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "ledger_active_file_bytes",
 			Help: "Size of decisions.jsonl."}, func() float64 {
 			_, active := s.ledger.Written()

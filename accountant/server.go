@@ -71,6 +71,11 @@ type Options struct {
 	Store store.Store
 }
 
+// MaxReplicas bounds the replicas tracked (by the ?replica= id of sync and
+// ingest); past it the one heard from longest ago is forgotten, counted in
+// tt_accountant_replicas_evicted_total.
+const MaxReplicas = 4096
+
 // LivenessWindow is how long a replica counts as live after its last sync.
 const LivenessWindow = 30 * time.Second
 
@@ -100,6 +105,9 @@ type Server struct {
 	replicas map[string]replica
 	// droppedGone keeps the dropped counts of replicas no longer tracked.
 	droppedGone int64
+	// replicasEvicted counts replicas forgotten because MaxReplicas were
+	// tracked.
+	replicasEvicted int64
 
 	closeOnce sync.Once
 	closeErr  error

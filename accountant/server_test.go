@@ -396,3 +396,41 @@ func TestPlanRoundTrip(t *testing.T) {
 		t.Errorf("the filter's plan hashes to %s, the accountant announced %s", p.Hash, s.Plan.Version)
 	}
 }
+
+// TestReplicaTableBounded: a flood of made-up ?replica= ids keeps at most
+// MaxReplicas tracked; the ones heard from longest ago are forgotten (their
+// dropped counts kept) and counted, and a replica that keeps polling stays.
+func TestReplicaTableBounded(t *testing.T) {
+	f := newFixture(t, testConfig)
+	f.sync(t, "replica=old&dropped=4")
+	f.clock.Set(t0.Add(time.Second))
+	note := func(id string) {
+		f.s.noteReplica(httptest.NewRequest(http.MethodGet, "/tt/internal/v1/sync?replica="+id, nil), true)
+	}
+	const extra = 10
+	for i := range MaxReplicas + extra {
+		if i%1000 == 0 {
+			f.sync(t, "replica=steady") // polls throughout the flood
+			f.clock.Set(f.clock.Now().Add(time.Millisecond))
+		}
+		note(fmt.Sprintf("made-up-%d", i))
+	}
+	f.s.mu.Lock()
+	n := len(f.s.replicas)
+	_, oldKept := f.s.replicas["old"]
+	_, steadyKept := f.s.replicas["steady"]
+	f.s.mu.Unlock()
+	if n > MaxReplicas {
+		t.Errorf("%d replicas tracked, want at most %d", n, MaxReplicas)
+	}
+	if oldKept || !steadyKept {
+		t.Errorf("old kept %v (want evicted first), steady kept %v (want kept)", oldKept, steadyKept)
+	}
+	_, metrics := f.do(t, http.MethodGet, "/metrics", nil)
+	if !strings.Contains(string(metrics), "tt_accountant_rows_dropped_reported 4") {
+		t.Errorf("the evicted replica's dropped rows are no longer reported")
+	}
+	if !strings.Contains(string(metrics), "tt_accountant_replicas_evicted_total ") || strings.Contains(string(metrics), "tt_accountant_replicas_evicted_total 0\n") {
+		t.Errorf("evictions not counted:\n%s", metrics)
+	}
+}

@@ -72,7 +72,10 @@ func (s *Server) noteReplica(r *http.Request, poll bool) {
 	dropped, _ := strconv.ParseInt(q.Get("dropped"), 10, 64)
 	now := s.now()
 	s.mu.Lock()
-	rep := s.replicas[id]
+	rep, known := s.replicas[id]
+	if !known && len(s.replicas) >= MaxReplicas {
+		s.evictReplicaLocked()
+	}
 	if poll || !rep.seen.IsZero() {
 		rep.seen = now
 	}
@@ -81,6 +84,26 @@ func (s *Server) noteReplica(r *http.Request, poll bool) {
 	}
 	s.replicas[id] = rep
 	s.mu.Unlock()
+}
+
+// evictReplicaLocked forgets the replica heard from longest ago (one known
+// only from an ingest first), keeping its dropped count, so a flood of
+// made-up ?replica= ids cannot grow the table past MaxReplicas.
+func (s *Server) evictReplicaLocked() {
+	var oldest string
+	var at time.Time
+	first := true
+	for id, r := range s.replicas {
+		if first || r.seen.Before(at) {
+			oldest, at, first = id, r.seen, false
+		}
+	}
+	if first {
+		return
+	}
+	s.droppedGone += s.replicas[oldest].dropped
+	delete(s.replicas, oldest)
+	s.replicasEvicted++
 }
 
 // liveReplicasLocked counts replicas that polled within LivenessWindow.
