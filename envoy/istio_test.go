@@ -12,10 +12,12 @@ import (
 	"strings"
 	"testing"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	extensionsv1alpha1 "istio.io/api/extensions/v1alpha1"
 	networkingv1 "istio.io/api/networking/v1"
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	securityv1 "istio.io/api/security/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +39,7 @@ var accountantCommand = []string{
 // istio.io/api's own protos.
 var istioKinds = map[string]func() proto.Message{
 	"extensions.istio.io/v1alpha1 WasmPlugin":  func() proto.Message { return &extensionsv1alpha1.WasmPlugin{} },
+	"networking.istio.io/v1alpha3 EnvoyFilter": func() proto.Message { return &networkingv1alpha3.EnvoyFilter{} },
 	"networking.istio.io/v1 DestinationRule":   func() proto.Message { return &networkingv1.DestinationRule{} },
 	"networking.istio.io/v1 Gateway":           func() proto.Message { return &networkingv1.Gateway{} },
 	"networking.istio.io/v1 ServiceEntry":      func() proto.Message { return &networkingv1.ServiceEntry{} },
@@ -352,6 +355,12 @@ func checkIstio(files map[string][]byte) error {
 	if err != nil {
 		fail("%s: pluginConfig: the filter would reject its plugin configuration: %w", wpWhere, err)
 	} else {
+		limit, at, patchErrs := gatewayBufferLimit(ms, spec.GetSelector().GetMatchLabels())
+		errs = append(errs, patchErrs...)
+		if int64(limit) < conf.MaxBodyBytes {
+			fail("%s: the gateway's listener buffer limit is %d (%s), below pluginConfig.max_body_bytes %d: request bodies between the two would get Envoy's bare 413 instead of the filter's; raise it with an EnvoyFilter (buffer-limit.yaml) or lower max_body_bytes",
+				wpWhere, limit, at, conf.MaxBodyBytes)
+		}
 		want := istioClusterName(svc, svcPort.Port)
 		if conf.Accountant == nil || conf.Accountant.Cluster != want {
 			got := ""
@@ -374,6 +383,48 @@ func checkIstio(files map[string][]byte) error {
 	_, routeErrs := checkIstioProviderRoutes(find[*networkingv1.VirtualService](ms), serviceHosts(svc))
 	errs = append(errs, routeErrs...)
 	return errors.Join(errs...)
+}
+
+// gatewayBufferLimit is the per_connection_buffer_limit_bytes the gateway
+// selected by labels gets on its listeners: the largest an EnvoyFilter
+// selecting it merges into every gateway listener, else Envoy's default.
+// Each patch value is decoded strictly as an Envoy Listener.
+func gatewayBufferLimit(ms []manifest, labels map[string]string) (uint32, string, []error) {
+	limit, at := uint32(envoyDefaultBufferLimit), "Envoy's default, no EnvoyFilter raises it"
+	var errs []error
+	for _, ef := range find[*networkingv1alpha3.EnvoyFilter](ms) {
+		sel := ef.msg.GetWorkloadSelector().GetLabels()
+		selects := len(sel) > 0
+		for k, v := range sel {
+			if labels[k] != v {
+				selects = false
+			}
+		}
+		if !selects {
+			continue
+		}
+		for i, p := range ef.msg.GetConfigPatches() {
+			if p.GetApplyTo() != networkingv1alpha3.EnvoyFilter_LISTENER ||
+				p.GetMatch().GetContext() != networkingv1alpha3.EnvoyFilter_GATEWAY ||
+				p.GetPatch().GetOperation() != networkingv1alpha3.EnvoyFilter_Patch_MERGE ||
+				p.GetMatch().GetListener() != nil {
+				continue
+			}
+			js, err := protojson.Marshal(p.GetPatch().GetValue())
+			var l listenerv3.Listener
+			if err == nil {
+				err = protojson.Unmarshal(js, &l)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s configPatches[%d]: patch.value is not an Envoy Listener: %w", ef.path, i, err))
+				continue
+			}
+			if v := l.GetPerConnectionBufferLimitBytes(); v != nil && v.GetValue() > limit {
+				limit, at = v.GetValue(), fmt.Sprintf("%s configPatches[%d]", ef.path, i)
+			}
+		}
+	}
+	return limit, at, errs
 }
 
 // commandFlags reads the flag values of an argv of the form
@@ -467,6 +518,21 @@ func TestIstioRejects(t *testing.T) {
 			name: "misspelt WasmPlugin field", file: "wasmplugin.yaml",
 			old: "pluginName:", new: "pluginname:",
 			want: []string{`unknown field "pluginname"`},
+		},
+		{
+			name: "gateway buffer limit below max_body_bytes", file: "buffer-limit.yaml",
+			old: "per_connection_buffer_limit_bytes: 9437184", new: "per_connection_buffer_limit_bytes: 4194304",
+			want: []string{"the gateway's listener buffer limit is 4194304", "below pluginConfig.max_body_bytes 8388608"},
+		},
+		{
+			name: "buffer limit patch selecting another workload", file: "buffer-limit.yaml",
+			old: "istio: ingressgateway", new: "istio: egressgateway",
+			want: []string{"the gateway's listener buffer limit is 1048576 (Envoy's default, no EnvoyFilter raises it)"},
+		},
+		{
+			name: "misspelt field in the buffer limit patch", file: "buffer-limit.yaml",
+			old: "per_connection_buffer_limit_bytes:", new: "per_connection_buffer_limit_byte:",
+			want: []string{"configPatches[0]: patch.value is not an Envoy Listener", "per_connection_buffer_limit_byte"},
 		},
 		{
 			name: "misspelt field in a Deployment", file: "accountant.yaml",
