@@ -167,3 +167,50 @@ extra: 1
 		}
 	}
 }
+
+func TestParseFileAmbiguousNames(t *testing.T) {
+	_, err := Parse([]byte(`
+models:
+  baz:         { input: 100, output: 200, aliases: [gpt-4o] }
+  gpt-4o-mini: { input: 1, output: 2 }
+  GPT-4o-mini: { input: 3, output: 4 }
+  acme-llm:    { input: 1, output: 2, aliases: [acme-llm-v1, gpt-4o-mini] }
+  other:       { input: 1, output: 2, aliases: [Acme-LLM-v1, o1-preview] }
+`))
+	if err == nil {
+		t.Fatal("want errors for a duplicate model and colliding aliases")
+	}
+	want := []string{
+		`line 3: models.baz.aliases: alias "gpt-4o" is the name of a built-in model; the built-in entry wins and the alias would be silently ignored, so to reprice gpt-4o give it its own entry under models`,
+		`line 5: models.GPT-4o-mini: model "GPT-4o-mini" is already listed on line 4; one of the two would be silently ignored, so keep a single entry with the rates you mean`,
+		`line 6: models.acme-llm.aliases: alias "gpt-4o-mini" is also the name of the model on line 4; the model's own entry wins and the alias would be silently ignored, so drop the alias or the entry`,
+		`line 7: models.other.aliases: alias "Acme-LLM-v1" is also an alias of models.acme-llm on line 6; an alias names one model, so keep it under one of the two`,
+		`line 7: models.other.aliases: alias "o1-preview" is a built-in alias of o1; to price o1-preview apart from o1 give it its own entry under models instead of an alias`,
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != len(want) {
+		t.Errorf("%d problems, want %d:\n%v", n, len(want), err)
+	}
+
+	// Repricing a built-in alias with an entry of its own, restating a
+	// built-in model's own aliases, and an alias listed twice under one
+	// model stay accepted.
+	c, err := Parse([]byte(`
+models:
+  o1-preview: { input: 1, output: 2 }
+  gpt-4:      { input: 3, output: 4, aliases: [gpt-4-0613, gpt-4-0613] }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Price("o1-preview", ledger.Usage{Input: 1_000_000}); got.Nanos != 1_000_000_000 {
+		t.Errorf("o1-preview entry: %+v", got)
+	}
+	if got := c.Price("gpt-4-0613", ledger.Usage{Input: 1_000_000}); got.Nanos != 3_000_000_000 {
+		t.Errorf("gpt-4 alias: %+v", got)
+	}
+}
