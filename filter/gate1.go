@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -46,10 +47,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	s.start = now
 	s.id = e.newRequestID()
 	s.method = h.Method
-	s.path = h.Path
-	if i := strings.IndexByte(s.path, '?'); i >= 0 {
-		s.path = s.path[:i]
-	}
+	s.path = cleanPath(h.Path)
 
 	// The virtual key never reaches the upstream, whatever happens next.
 	// The verdict's header list is the engine's scratch: the binding applies
@@ -109,14 +107,14 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	}
 	s.ep = llm.EndpointOf(s.path)
 	s.governs = s.ep != llm.Unknown
-	s.dims = govern.Dims{Endpoint: s.path, Provider: e.provider(h, s.path)}
+	s.dims = govern.Dims{Endpoint: s.endpoint(), Provider: e.provider(h, s.path)}
 
 	if sc := s.scopes; sc != nil {
 		switch {
 		case !s.governs && !sc.AllowPassthrough:
 			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeAllowPassthrough, s.path, nil))
-		case sc.Endpoints != nil && !contains(sc.Endpoints, s.path):
-			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeEndpoints, s.path, sc.Endpoints))
+		case sc.Endpoints != nil && !contains(sc.Endpoints, s.dims.Endpoint):
+			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeEndpoints, s.dims.Endpoint, sc.Endpoints))
 		case sc.Providers != nil && !contains(sc.Providers, s.dims.Provider):
 			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeProviders, s.dims.Provider, sc.Providers))
 		}
@@ -381,3 +379,29 @@ func contains(list []string, s string) bool {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// cleanPath is the request path the filter classifies and governs: the
+// query string dropped, and the path cleaned (doubled slashes, "." and ".."
+// segments and a trailing slash resolved), so that "//v1/chat/completions/"
+// is the chat completions endpoint it reaches at the provider, not a path
+// that slips past a limit or a scope matched on the plain spelling. A path
+// that is already clean is returned as it is, without allocating.
+func cleanPath(p string) string {
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
+	}
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	return path.Clean(p)
+}
+
+// endpoint is the endpoint dim of the request: the canonical path of a
+// governed endpoint (also when it sits under a route prefix, as in
+// /openai/v1/chat/completions), else the cleaned path.
+func (s *Stream) endpoint() string {
+	if s.ep != llm.Unknown {
+		return s.ep.String()
+	}
+	return s.path
+}

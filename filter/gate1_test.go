@@ -343,3 +343,35 @@ func TestModeOffEverywhereIsInert(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointSpellings: every spelling of a governed path that reaches
+// the same provider endpoint (a trailing slash, doubled slashes, "."
+// segments, a query string) is that endpoint to limits matched on it, to
+// a key's endpoint scope and on the ledger row.
+func TestEndpointSpellings(t *testing.T) {
+	scoped := dev2Key
+	scoped.scopes = `{"endpoints":["/v1/chat/completions"]}`
+	lim := `{"id":"chat_rpm","attach":{"level":"user"},"type":"rpm","amount":100,"period":"1m","match":{"endpoint":"/v1/chat/completions"}}`
+	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key, scoped}, accountant: true})
+	spellings := []string{"/v1/chat/completions", "/v1/chat/completions/", "//v1/chat/completions", "/v1//chat/completions", "/v1/./chat/completions", "/v1/x/../chat/completions?a=b"}
+	for i, p := range spellings {
+		for _, k := range []testKey{dev1Key, scoped} {
+			// The stub routes only the plain spelling (404 for the rest, as
+			// a provider that does not clean paths would); what matters is
+			// that the filter admitted each one as the chat endpoint.
+			resp := r.do(req{path: p, key: k, body: chatBody("gpt-4o-mini", germany)})
+			if rt := resp.Headers.Get("X-Tt-Refusal-Type"); rt != "" || (resp.Status != 200 && resp.Status != 404) {
+				t.Errorf("%s with %s: %d %s", p, k.kid, resp.Status, resp.Body)
+			}
+		}
+		if got := r.meLimit(dev1Key, "chat_rpm")["observed"]; got != float64(i+1) {
+			t.Errorf("after %s: chat_rpm observed %v, want %d", p, got, i+1)
+		}
+	}
+	r.step(500 * time.Millisecond)
+	for _, row := range r.acct.ledger() {
+		if row.Endpoint != "/v1/chat/completions" {
+			t.Errorf("row %s: endpoint %q, want /v1/chat/completions", row.RequestID, row.Endpoint)
+		}
+	}
+}

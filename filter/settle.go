@@ -102,7 +102,7 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 		End:       now.UTC(),
 		KID:       s.kid,
 		Node:      s.owner,
-		Endpoint:  s.path,
+		Endpoint:  s.endpoint(),
 		Provider:  s.dims.Provider,
 		Model:     s.req.Model,
 		Served:    s.served,
