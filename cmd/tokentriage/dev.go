@@ -35,9 +35,11 @@ SIGHUP or POST /tt/api/v1/reload reloads it, and every worker VM picks it
 up at its next sync.
 
 The upstream is the built-in stub (deterministic usage, no provider is
-called), or with --upstream URL a real provider: the proxy then adds the
-provider key from OPENAI_API_KEY (OpenAI paths) or ANTHROPIC_API_KEY
-(/v1/messages), and whatever credential a client sends never reaches it.
+called), or with --upstream URL a real provider: the proxy then drops
+every client credential header (Authorization, Proxy-Authorization,
+x-api-key, api-key, x-goog-api-key, Cookie) and adds the provider key from
+OPENAI_API_KEY (OpenAI paths) or ANTHROPIC_API_KEY (/v1/messages), so
+whatever credential a client sends never reaches it.
 
 The admin token is TT_ADMIN_TOKEN when set, else one is generated and
 printed. On start it prints the gateway URL, a demo key minted for

@@ -77,7 +77,7 @@ type Options struct {
 	// OpenAIKey and AnthropicKey are what the proxy sends a URL upstream as
 	// the provider's credential: Anthropic's as x-api-key on /v1/messages,
 	// OpenAI's as a bearer token on every other path. Whatever credential
-	// the client sent never reaches a URL upstream.
+	// the client sent (ClientCredentialHeaders) never reaches a URL upstream.
 	OpenAIKey, AnthropicKey string
 	// UpstreamTransport carries requests to a URL upstream; nil is a pooled
 	// transport of the server's own.

@@ -94,18 +94,23 @@ func TestProviderGetsTheProxysKeyNeverTheClients(t *testing.T) {
 		header     map[string]string
 		wantAuth   string
 		wantAPIKey string
+		wantKept   map[string]string // headers that are no credential and pass
 	}{
 		{
-			path:     "/v1/chat/completions",
-			body:     `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`,
-			header:   map[string]string{"Authorization": "Bearer " + k.Key, "X-Api-Key": "client-secret", "Accept-Encoding": "gzip"},
+			path: "/v1/chat/completions",
+			body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`,
+			header: map[string]string{"Authorization": "Bearer " + k.Key, "X-Api-Key": "client-secret", "Accept-Encoding": "gzip",
+				"Api-Key": "client-secret-azure", "X-Goog-Api-Key": "client-secret-google", "Cookie": "session=client-secret",
+				"Proxy-Authorization": "Basic client-secret", "OpenAI-Organization": "org-x"},
 			wantAuth: "Bearer sk-openai-proxy",
+			wantKept: map[string]string{"OpenAI-Organization": "org-x"},
 		},
 		{
 			path:       "/v1/messages",
 			body:       `{"model":"claude-3-5-haiku-latest","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`,
-			header:     map[string]string{"X-Api-Key": k.Key, "Authorization": "Bearer client-secret", "Anthropic-Version": "2023-06-01"},
+			header:     map[string]string{"X-Api-Key": k.Key, "Authorization": "Bearer client-secret", "Anthropic-Version": "2023-06-01", "Api-Key": "client-secret"},
 			wantAPIKey: "sk-ant-proxy",
+			wantKept:   map[string]string{"Anthropic-Version": "2023-06-01"},
 		},
 	} {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+c.path, strings.NewReader(c.body))
@@ -132,6 +137,11 @@ func TestProviderGetsTheProxysKeyNeverTheClients(t *testing.T) {
 		}
 		if got := h.Get("Accept-Encoding"); got != "" {
 			t.Errorf("%s: the provider was asked for %q", c.path, got)
+		}
+		for name, want := range c.wantKept {
+			if got := h.Get(name); got != want {
+				t.Errorf("%s: the provider saw %s %q, want %q", c.path, name, got, want)
+			}
 		}
 		if want := strings.TrimPrefix(up.URL, "http://"); host != want {
 			t.Errorf("%s: the provider saw Host %q, want %q", c.path, host, want)

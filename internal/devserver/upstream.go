@@ -10,10 +10,10 @@ import (
 )
 
 // providerTransport carries the gateway's requests to a real provider. It
-// is the proxy's side of the provider credential: whatever the client sent
-// as Authorization or X-Api-Key is dropped (the filter strips a virtual
-// key, but a client may send anything), and the provider key from the
-// environment is added, Anthropic's as x-api-key on /v1/messages and
+// is the proxy's side of the provider credential: every header a client
+// can carry a credential in (ClientCredentialHeaders) is dropped (the
+// filter strips a virtual key, but a client may send anything), and the
+// provider key from the environment is added, Anthropic's as x-api-key on /v1/messages and
 // OpenAI's as a bearer token on every other path. It also asks for an
 // uncompressed answer (the filter reads usage from the body) and sends the
 // provider's own host name instead of the gateway's.
@@ -56,14 +56,31 @@ func newUpstreamTransport() *http.Transport {
 	}
 }
 
+// ClientCredentialHeaders are the request headers a provider or a browser
+// reads a credential from: OpenAI's and every bearer scheme's
+// Authorization, Anthropic's x-api-key, Azure OpenAI's api-key, Google's
+// x-goog-api-key, a proxy's Proxy-Authorization and cookies. The proxy
+// drops each of them from a client's request before it adds the provider
+// key, so no client credential reaches a URL upstream. Other headers
+// (OpenAI-Organization, Anthropic-Version, ...) pass unchanged.
+var ClientCredentialHeaders = []string{
+	"Authorization",
+	"Proxy-Authorization",
+	"X-Api-Key",
+	"Api-Key",
+	"X-Goog-Api-Key",
+	"Cookie",
+}
+
 // AnthropicPath is the path prefix whose requests carry Anthropic's key.
 const AnthropicPath = "/v1/messages"
 
 func (t *providerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	out := req.Clone(req.Context())
 	h := out.Header
-	h.Del("Authorization")
-	h.Del("X-Api-Key")
+	for _, name := range ClientCredentialHeaders {
+		h.Del(name)
+	}
 	h.Del("Accept-Encoding")
 	path := strings.TrimPrefix(out.URL.Path, t.basePath)
 	switch {
