@@ -153,8 +153,14 @@ func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 		case ":authority":
 			c.head.Authority = kv[1]
 		case "authorization":
+			if c.head.Authorization != "" && c.head.Authorization != kv[1] {
+				c.head.Ambiguous = true
+			}
 			c.head.Authorization = kv[1]
 		case "x-api-key":
+			if c.head.APIKey != "" && c.head.APIKey != kv[1] {
+				c.head.Ambiguous = true
+			}
 			c.head.APIKey = kv[1]
 		case "content-length":
 			if n, err := strconv.ParseInt(kv[1], 10, 64); err == nil && n >= 0 {

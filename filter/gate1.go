@@ -27,6 +27,9 @@ type RequestHead struct {
 	// ContentLength is the content-length header, -1 when absent or not
 	// a number.
 	ContentLength int64
+	// Ambiguous is set when the request repeats authorization or x-api-key
+	// with different values.
+	Ambiguous bool
 }
 
 // governedHeaders are removed from a governed request before it goes on:
@@ -59,16 +62,28 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	} else {
 		key = ""
 	}
+	ambiguous := h.Ambiguous
 	if isVirtualKey(h.APIKey) {
 		v.RemoveHeaders = append(v.RemoveHeaders, "x-api-key")
 		if key == "" {
 			key = h.APIKey
+		} else if key != h.APIKey {
+			ambiguous = true
 		}
 	}
+	// A credential that is there but is not a virtual key (a provider's
+	// key pasted by mistake) is named as such, not as a missing key.
+	foreign := key == "" && (h.Authorization != "" || h.APIKey != "")
 
+	if ambiguous && (e.armed == nil || e.plan.Enabled) {
+		// Before anything else: which key would be billed is unknowable.
+		// (With governance off the filter stays transparent.)
+		s.local = strings.HasPrefix(s.path, "/tt/")
+		return e.reject(s, v, wire.AmbiguousKey(s.id))
+	}
 	if strings.HasPrefix(s.path, "/tt/") {
 		s.local = true
-		return e.answerLocal(s, key)
+		return e.answerLocal(s, key, foreign)
 	}
 	if e.armed == nil {
 		// No plan yet (the accountant has not answered): admit and say so.
@@ -95,7 +110,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		return e.reject(s, v, wire.RevokedKey(s.id, kid))
 	case authAnonymous, authMalformed:
 		if e.plan.RequireKey {
-			return e.reject(s, v, wire.MissingKey(s.id))
+			return e.reject(s, v, missingKey(s.id, foreign))
 		}
 	case authOK:
 		s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
@@ -404,4 +419,13 @@ func (s *Stream) endpoint() string {
 		return s.ep.String()
 	}
 	return s.path
+}
+
+// missingKey is the 401 for a request without a virtual key: "missing", or,
+// when it carries a credential of another kind, "not a virtual key".
+func missingKey(requestID string, foreign bool) wire.Rejection {
+	if foreign {
+		return wire.UnknownKey(requestID, "")
+	}
+	return wire.MissingKey(requestID)
 }

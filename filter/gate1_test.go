@@ -3,6 +3,7 @@ package filter_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -372,6 +373,37 @@ func TestEndpointSpellings(t *testing.T) {
 	for _, row := range r.acct.ledger() {
 		if row.Endpoint != "/v1/chat/completions" {
 			t.Errorf("row %s: endpoint %q, want /v1/chat/completions", row.RequestID, row.Endpoint)
+		}
+	}
+}
+
+// TestTwoCredentials: a request naming two different keys, in two
+// Authorization headers or in Authorization and x-api-key, is refused
+// whichever order they come in; the same key twice is one key.
+func TestTwoCredentials(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limTeamRPM, `,"require_key":true`), keys: []testKey{dev1Key, dev2Key}})
+	send := func(h http.Header) wasmtest.Response {
+		h.Set("Content-Type", "application/json")
+		return r.h.Do(wasmtest.Request{Method: "POST", Path: "/v1/chat/completions", Headers: h,
+			BodyChunks: [][]byte{[]byte(chatGermany)}})
+	}
+	for _, h := range []http.Header{
+		{"Authorization": {"Bearer " + dev1Key.key, "Bearer " + dev2Key.key}},
+		{"Authorization": {"Bearer " + dev2Key.key, "Bearer " + dev1Key.key}},
+		{"Authorization": {"Bearer foo", "Bearer " + dev1Key.key}},
+		{"Authorization": {"Bearer " + dev1Key.key}, "X-Api-Key": {dev2Key.key}},
+	} {
+		resp := send(h)
+		if resp.Status != 401 || !strings.Contains(string(resp.Body), "two different credentials") {
+			t.Errorf("%v: %d %s", h, resp.Status, resp.Body)
+		}
+	}
+	for _, h := range []http.Header{
+		{"Authorization": {"Bearer " + dev1Key.key, "Bearer " + dev1Key.key}},
+		{"Authorization": {"Bearer " + dev1Key.key}, "X-Api-Key": {dev1Key.key}},
+	} {
+		if resp := send(h); resp.Status != 200 {
+			t.Errorf("%v: %d %s", h, resp.Status, resp.Body)
 		}
 	}
 }

@@ -172,6 +172,8 @@ func TestRejections(t *testing.T) {
 		{"unauthorized_missing", 401, req{path: "/v1/chat/completions", body: chatGermany}},
 		{"unauthorized_unknown", 401, req{path: "/v1/chat/completions", key: unknown, body: chatGermany}},
 		{"unauthorized_revoked", 401, req{path: "/v1/chat/completions", key: revoked, body: chatGermany}},
+		{"unauthorized_foreign", 401, req{path: "/v1/chat/completions", headers: map[string]string{"Authorization": "Bearer sk-proj-abc123"}, body: chatGermany}},
+		{"unauthorized_ambiguous", 401, req{path: "/v1/chat/completions", key: dev1Key, headers: map[string]string{"X-Api-Key": dev2Key.key}, body: chatGermany}},
 		{"scope_models", 403, req{path: "/v1/chat/completions", key: scoped, body: chatBody("o4-mini", germany)}},
 		{"scope_providers", 403, req{path: "/v1/messages", key: scoped, body: messagesBody("gpt-4o", germany)}},
 		{"scope_endpoints", 403, req{path: "/v1/embeddings", key: scoped, body: `{"model":"gpt-4o","input":"x"}`}},

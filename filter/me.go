@@ -12,7 +12,7 @@ import (
 // answerLocal answers the /tt/ paths the filter serves itself: GET
 // /tt/v1/me, and 404/405 for the rest, so nothing under /tt/ reaches a
 // provider.
-func (e *Engine) answerLocal(s *Stream, key string) Verdict {
+func (e *Engine) answerLocal(s *Stream, key string, foreign bool) Verdict {
 	var v Verdict
 	if s.path != MePath {
 		return e.reject(s, v, wire.NotFound(s.id, s.path))
@@ -32,7 +32,7 @@ func (e *Engine) answerLocal(s *Stream, key string) Verdict {
 		return e.reject(s, v, wire.RevokedKey(s.id, kid))
 	case authAnonymous, authMalformed:
 		if e.plan.Enabled && e.plan.RequireKey {
-			return e.reject(s, v, wire.MissingKey(s.id))
+			return e.reject(s, v, missingKey(s.id, foreign))
 		}
 		// Traffic without a key is served (require_key off, or governance
 		// off): it resolves to the chain [__global], unscoped, and may see

@@ -77,6 +77,15 @@ func MissingKey(requestID string) Rejection {
 		Message: "missing virtual key: this gateway requires one; send it as Authorization: Bearer tt-vk_…"}
 }
 
+// AmbiguousKey is the 401 for a request carrying two different
+// credentials (two Authorization headers, or an Authorization and an
+// x-api-key naming different virtual keys): which one to bill and scope is
+// not the gateway's guess to make.
+func AmbiguousKey(requestID string) Rejection {
+	return Rejection{Status: 401, Type: TypeUnauthorized, RequestID: requestID,
+		Message: "two different credentials in one request (Authorization and x-api-key headers): send exactly one virtual key"}
+}
+
 // UnknownKey is the 401 for a bearer token that is not a known virtual key.
 // kid is the key id derived from the token, or "" when the token does not
 // have a virtual key's shape.
