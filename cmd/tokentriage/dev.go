@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
@@ -51,7 +50,7 @@ the ledger flushed; a second signal exits at once.`,
 		fs.StringVar(&o.listen, "listen", devserver.DefaultListen, "the gateway's address")
 		fs.StringVar(&o.acctListen, "accountant-listen", devserver.DefaultAccountantListen, "the accountant's address")
 		fs.StringVar(&o.data, "data", devserver.DefaultDataDir, "data directory: decisions.jsonl and governance.db")
-		fs.StringVar(&o.upstream, "upstream", devserver.UpstreamStub, `"stub" for the built-in stub, or a provider base URL such as https://api.openai.com`)
+		fs.StringVar(&o.upstream, "upstream", devserver.UpstreamStub, `"stub" for the built-in stub, or a provider base URL without /v1 such as https://api.openai.com`)
 		fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "worker VMs of the proxy (Envoy's --concurrency)")
 		fs.StringVar(&o.wasm, "wasm", devserver.DefaultWasm, "the built filter")
 		fs.StringVar(&o.pricing, "pricing", "", "pricing file (YAML or JSON) extending or overriding the built-in catalog")
@@ -75,8 +74,8 @@ func runDev(e *env, o devFlags) int {
 		return e.failf(2, "--workers must be at least 1, got %d", o.workers)
 	}
 	if o.upstream != devserver.UpstreamStub {
-		if u, err := url.Parse(o.upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return e.failf(2, "--upstream %q: write stub for the built-in stub, or a provider base URL such as https://api.openai.com", o.upstream)
+		if _, err := devserver.CheckUpstream(o.upstream); err != nil {
+			return e.failf(2, "--%v", err)
 		}
 	}
 	module, err := devserver.LoadModule(o.wasm)

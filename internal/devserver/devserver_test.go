@@ -162,6 +162,23 @@ func TestStartRefusesBadUpstream(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
+	for base, fixed := range map[string]string{
+		"https://api.openai.com/v1":      "https://api.openai.com",
+		"http://127.0.0.1:9420/v1/":      "http://127.0.0.1:9420",
+		"https://gw.example/openai/v1":   "https://gw.example/openai",
+		"https://gw.example/openai/v1//": "https://gw.example/openai",
+	} {
+		_, err := Start(testContext(t), Options{ConfigPath: "testdata/dev.yaml", DataDir: t.TempDir(), Module: []byte{0}, Upstream: base})
+		want := `devserver: upstream "` + base + `": the gateway adds each request's own path (/v1/chat/completions) after the base URL, so this one would send /v1/v1/chat/completions; pass the base URL without /v1: ` + fixed
+		if err == nil || err.Error() != want {
+			t.Errorf("got %v\nwant %s", err, want)
+		}
+	}
+	for _, base := range []string{"https://api.openai.com", "https://api.openai.com/", "https://gw.example/v1beta", "https://gw.example/v1x/"} {
+		if _, err := CheckUpstream(base); err != nil {
+			t.Errorf("%s: %v", base, err)
+		}
+	}
 }
 
 func TestStartNamesTheBusyPort(t *testing.T) {

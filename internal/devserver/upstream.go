@@ -26,9 +26,9 @@ type providerTransport struct {
 var _ http.RoundTripper = (*providerTransport)(nil)
 
 func newProviderTransport(base, openAI, anthropic string, next http.RoundTripper) (*providerTransport, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("devserver: upstream %q: write %q for the built-in stub, or a provider base URL such as https://api.openai.com", base, UpstreamStub)
+	u, err := CheckUpstream(base)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: %w", err)
 	}
 	if next == nil {
 		next = newUpstreamTransport()
@@ -39,6 +39,25 @@ func newProviderTransport(base, openAI, anthropic string, next http.RoundTripper
 		openAI:    openAI,
 		anthropic: anthropic,
 	}, nil
+}
+
+// CheckUpstream parses a URL upstream: an http or https base URL with a
+// host and no query or fragment. The gateway forwards a request's whole
+// path (/v1/chat/completions) after the base URL's path, so a base URL that
+// already ends in /v1 (an SDK's base URL, https://api.openai.com/v1) would
+// send /v1/v1/chat/completions; it is refused with the base URL to write.
+func CheckUpstream(base string) (*url.URL, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("upstream %q: write %q for the built-in stub, or a provider base URL such as https://api.openai.com", base, UpstreamStub)
+	}
+	if p := strings.TrimRight(u.Path, "/"); p == "/v1" || strings.HasSuffix(p, "/v1") {
+		fixed := *u
+		fixed.Path, fixed.RawPath = strings.TrimSuffix(p, "/v1"), ""
+		return nil, fmt.Errorf("upstream %q: the gateway adds each request's own path (/v1/chat/completions) after the base URL, so this one would send /v1/v1/chat/completions; "+
+			"pass the base URL without /v1: %s", base, fixed.String())
+	}
+	return u, nil
 }
 
 // newUpstreamTransport is a pooled transport for a proxy: many idle
