@@ -88,7 +88,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	if e.armed == nil {
 		// No plan yet (the accountant has not answered): admit and say so.
 		s.unarmed = true
-		s.ep = llm.EndpointOf(s.path)
+		s.ep = endpointOf(h.Method, s.path)
 		s.governs = s.ep != llm.Unknown && e.host.Caller != nil && !h.EndOfStream
 		if a, ent, kid := e.keys.authenticate(key); a == authOK {
 			s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
@@ -120,7 +120,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	} else {
 		s.chain = govern.AppendChain(s.chain[:0], s.owner, s.kid)
 	}
-	s.ep = llm.EndpointOf(s.path)
+	s.ep = endpointOf(h.Method, s.path)
 	s.governs = s.ep != llm.Unknown
 	s.dims = govern.Dims{Endpoint: s.endpoint(), Provider: e.provider(h, s.path)}
 
@@ -428,4 +428,15 @@ func missingKey(requestID string, foreign bool) wire.Rejection {
 		return wire.UnknownKey(requestID, "")
 	}
 	return wire.MissingKey(requestID)
+}
+
+// endpointOf classifies the request: a governed endpoint only for POST, the
+// one method that generates; GET /v1/chat/completions (OpenAI's list of
+// stored completions), HEAD and OPTIONS are passthrough calls with no body
+// to read.
+func endpointOf(method, path string) llm.Endpoint {
+	if method != "POST" {
+		return llm.Unknown
+	}
+	return llm.EndpointOf(path)
 }

@@ -407,3 +407,23 @@ func TestTwoCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestNonPostOnGovernedPath: GET on a governed path (OpenAI's list of
+// stored chat completions), HEAD and OPTIONS carry no generation request:
+// they are passthrough calls, served for a key that may pass through and
+// refused by scope for one that may not, never a 400 about a body.
+func TestNonPostOnGovernedPath(t *testing.T) {
+	pass := dev2Key
+	pass.scopes = `{"allow_passthrough":true}`
+	r := newRig(t, rigOptions{governance: gov(limTeamRPM, `,"require_key":true`), keys: []testKey{dev1Key, pass}})
+	for _, m := range []string{"GET", "HEAD", "OPTIONS"} {
+		resp := r.do(req{method: m, path: "/v1/chat/completions?limit=5", key: pass})
+		if resp.Headers.Get("X-Tt-Refusal-Type") != "" {
+			t.Errorf("%s with a passthrough key: %d %s", m, resp.Status, resp.Body)
+		}
+		resp = r.do(req{method: m, path: "/v1/chat/completions", key: dev1Key})
+		if resp.Status != 403 || resp.Headers.Get("X-Tt-Refusal-Type") != "scope_denied" {
+			t.Errorf("%s without passthrough: %d %s, want 403 scope_denied", m, resp.Status, resp.Body)
+		}
+	}
+}
