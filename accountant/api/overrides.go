@@ -26,10 +26,20 @@ const (
 	StateInForce = "in_force"
 	// StatePending: written and valid, not yet folded into the armed plan.
 	StatePending = "pending"
+	// StateArmed answers a write the armed plan now holds: the accountant
+	// has armed it, and each filter enforces it from its next sync
+	// (sync_interval, 1s by default); until then the gateway still checks
+	// traffic against the previous amount, so the write does not read as
+	// in force. GET overrides shows the same override as in_force.
+	StateArmed = "armed"
 	// StateDropped: the armed plan refuses it (the config changed since it
 	// was written); Reason says why and what to do.
 	StateDropped = "dropped"
 )
+
+// ArmedReason is the reason a write answered with StateArmed carries.
+const ArmedReason = "the accountant has armed it; the gateway enforces it from each filter's next sync " +
+	"(sync_interval, 1s by default) and checks traffic against the previous amount until then"
 
 // OverrideList answers GET overrides.
 type OverrideList struct {
@@ -104,7 +114,11 @@ func (h *handler) putOverride(w http.ResponseWriter, r *http.Request, p principa
 		return
 	}
 	h.wrote(p, runtime.ActionOverridePut, saved.LimitID+"@"+saved.Node)
-	writeJSON(w, http.StatusOK, overrideView(h.Armed(), saved))
+	v := overrideView(h.Armed(), saved)
+	if v.State == StateInForce {
+		v.State, v.Reason = StateArmed, ArmedReason
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (h *handler) deleteOverride(w http.ResponseWriter, r *http.Request, p principal) {

@@ -21,7 +21,7 @@ func usdPtr(s string) *config.USD {
 func TestOverrides(t *testing.T) {
 	f := newFixture(t, overridesConfig)
 	b := f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "acme_month", Node: "org:acme", AmountUSD: usdPtr("2500.5")}, nil)
-	want := `{"limit_id":"acme_month","limit_type":"budget_usd","node":"org:acme","amount":{"usd":2500.5,"estimated":false,"unpriced":false},"set_by":"admin","set_at":"2026-08-14T09:00:00Z","state":"in_force"}` + "\n"
+	want := `{"limit_id":"acme_month","limit_type":"budget_usd","node":"org:acme","amount":{"usd":2500.5,"estimated":false,"unpriced":false},"set_by":"admin","set_at":"2026-08-14T09:00:00Z","state":"armed","reason":"the accountant has armed it; the gateway enforces it from each filter's next sync (sync_interval, 1s by default) and checks traffic against the previous amount until then"}` + "\n"
 	if string(b) != want {
 		t.Fatalf("PUT budget override\n%s\nwant\n%s", b, want)
 	}
