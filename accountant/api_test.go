@@ -1,8 +1,10 @@
 package accountant
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -80,5 +82,74 @@ func TestRuntimeWritesReachSyncAndCounters(t *testing.T) {
 	code, body = f.admin(t, http.MethodPost, api.Prefix+"reload", "")
 	if code/100 != 2 {
 		t.Errorf("reload: %d %s", code, body)
+	}
+}
+
+// TestReloadsAreAudited reloads the config through the API and by signal,
+// once with a config that compiles and once with one that does not: each
+// reload is in the audit log with who asked, the plan hash before and
+// after, and the result.
+func TestReloadsAreAudited(t *testing.T) {
+	f := newFixture(t, overrideConfig)
+	first := f.sync(t, "").Plan.Version
+
+	if code, body := f.admin(t, http.MethodPost, api.Prefix+"reload", ""); code != http.StatusOK {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	edited := strings.Replace(overrideConfig, "amount_usd: 1\n", "amount_usd: 2\n", 1)
+	if edited == overrideConfig {
+		t.Fatal("the edit changed nothing")
+	}
+	if err := os.WriteFile(f.config, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	second := f.sync(t, "").Plan.Version
+	if second == first {
+		t.Fatal("the edited config armed the same plan")
+	}
+	if err := os.WriteFile(f.config, []byte("governance: {enabled: maybe}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := f.admin(t, http.MethodPost, api.Prefix+"reload", ""); code != http.StatusConflict {
+		t.Fatalf("broken reload: %d %s", code, body)
+	}
+	if err := f.s.Reload(); err == nil {
+		t.Fatal("a broken config reloaded by signal")
+	}
+
+	code, body := f.admin(t, http.MethodGet, api.Prefix+"audit", "")
+	if code != http.StatusOK {
+		t.Fatalf("audit: %d %s", code, body)
+	}
+	var page struct {
+		Entries []struct {
+			Who, Action, Target, Node string
+			Before, After             struct{ Config, Plan, Result, Error string }
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &page); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ who, before, after, result string }{
+		{"admin", first, first, "applied"},
+		{"signal", first, second, "applied"},
+		{"admin", second, second, "rejected"},
+		{"signal", second, second, "rejected"},
+	}
+	if len(page.Entries) != len(want) {
+		t.Fatalf("audit holds %d entries, want the %d reloads:\n%s", len(page.Entries), len(want), body)
+	}
+	for i, w := range want {
+		e := page.Entries[i]
+		if e.Action != "config.reload" || e.Who != w.who || e.Target != f.config || e.Node != "__global" ||
+			e.Before.Plan != w.before || e.After.Plan != w.after || e.After.Result != w.result || e.Before.Config != f.config {
+			t.Errorf("entry %d: %+v\nwant who %s, plan %s -> %s, %s", i, e, w.who, w.before, w.after, w.result)
+		}
+		if (w.result == "rejected") != (e.After.Error != "") {
+			t.Errorf("entry %d: error %q for a reload %s", i, e.After.Error, w.result)
+		}
 	}
 }

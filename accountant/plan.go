@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/internal/configfile"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
@@ -84,27 +85,46 @@ func (s *Server) planHash() string {
 	return s.plan.Hash
 }
 
-// Reload re-reads and compiles the config file. On success the new plan is
-// armed, counters are re-derived, and filters pick the plan up at their
-// next sync. On failure every problem is logged and returned, and the plan
-// in force stays.
-func (s *Server) Reload() error {
+// Reload is ReloadBy(runtime.WhoSignal): the reload SIGHUP asks for.
+func (s *Server) Reload() error { return s.ReloadBy(runtime.WhoSignal) }
+
+// ReloadBy re-reads and compiles the config file for who (an admin of the
+// management API, or runtime.WhoSignal). On success the new plan is armed,
+// counters are re-derived, and filters pick the plan up at their next sync.
+// On failure every problem is logged and returned, and the plan in force
+// stays. Either way the reload is written to the audit log with who, the
+// plan hash before and after, and the result.
+func (s *Server) ReloadBy(who string) error {
+	old := s.planHash()
 	p, err := s.compile()
 	if err != nil {
 		s.metrics.reloads.WithLabelValues("rejected").Inc()
-		s.log.Error("config reload rejected; the plan in force stays", "config", s.opts.ConfigPath, "err", err.Error())
+		s.log.Error("config reload rejected; the plan in force stays", "config", s.opts.ConfigPath, "who", who, "err", err.Error())
+		s.auditReload(who, old, old, runtime.ReloadRejected, err.Error())
 		return err
 	}
 	now := s.now()
 	s.mu.Lock()
-	old := s.plan.Hash
+	old = s.plan.Hash
 	s.plan = p
 	alerts := s.armLocked(now, true)
 	s.mu.Unlock()
 	s.metrics.reloads.WithLabelValues("applied").Inc()
-	s.log.Info("config reloaded", "config", s.opts.ConfigPath, "plan", p.Hash, "previous", old, "limits", len(p.Limits))
+	s.log.Info("config reloaded", "config", s.opts.ConfigPath, "who", who, "plan", p.Hash, "previous", old, "limits", len(p.Limits))
+	s.auditReload(who, old, p.Hash, runtime.ReloadApplied, "")
 	s.alerts.emit(alerts)
 	return nil
+}
+
+// auditReload writes a reload to the audit log; a failed write is logged
+// and does not undo the reload.
+func (s *Server) auditReload(who, before, after, result, problem string) {
+	err := s.db.RecordReload(runtime.Stamp{Who: who, At: s.now()},
+		runtime.ConfigReload{Config: s.opts.ConfigPath, Plan: before},
+		runtime.ConfigReload{Config: s.opts.ConfigPath, Plan: after, Result: result, Error: problem})
+	if err != nil {
+		s.log.Error("writing the config reload to the audit log", "err", err)
+	}
 }
 
 // Changed is called after a runtime-plane write (the management API): the

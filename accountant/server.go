@@ -220,7 +220,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(api.Prefix, api.New(api.Deps{
 		DB:         s.db,
 		Armed:      s.Armed,
-		Reload:     s.Reload,
+		Reload:     s.ReloadBy,
 		Counters:   s.liveCounters,
 		Changed:    s.Changed,
 		AdminToken: s.opts.AdminToken,

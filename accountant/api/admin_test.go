@@ -70,6 +70,9 @@ func TestReload(t *testing.T) {
 	if string(b) != `{"reloaded":true,"note":"`+ReloadNote+`"}`+"\n" {
 		t.Fatalf("reload answer %s", b)
 	}
+	if f.reloadBy != "admin" {
+		t.Fatalf("the reload was asked for as %q, want admin (its audit entry names who)", f.reloadBy)
+	}
 	f.reload = errors.New(`governance.limits[0].attach: must set exactly one of {node, level}`)
 	f.wantError("POST", Prefix+"reload", adminToken, nil, http.StatusConflict, "reload_failed",
 		"the config was not reloaded and the plan armed before stays in force: governance.limits[0].attach: must set exactly one of {node, level}; fix the config file and POST /tt/api/v1/reload again")

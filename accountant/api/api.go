@@ -32,9 +32,10 @@ type Deps struct {
 	// Armed returns the plan armed now, or nil when none is (the config
 	// failed to compile). Writes checked against the plan then answer 503.
 	Armed func() *govern.Armed
-	// Reload re-reads the config file and re-arms; its error, when the new
-	// config does not compile, is shown to the caller.
-	Reload func() error
+	// Reload re-reads the config file and re-arms for who (the admin that
+	// asked; the reload is audited under that name); its error, when the
+	// new config does not compile, is shown to the caller.
+	Reload func(who string) error
 	// Counters reads the live LedgerSettled counters for GET
 	// governance/counters; nil answers 503.
 	Counters func() (LiveCounters, error)
@@ -68,7 +69,7 @@ func New(d Deps) http.Handler {
 		d.Changed = func() {}
 	}
 	if d.Reload == nil {
-		d.Reload = func() error { return errNoReload }
+		d.Reload = func(string) error { return errNoReload }
 	}
 	if d.Now == nil {
 		d.Now = time.Now

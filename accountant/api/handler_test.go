@@ -26,14 +26,15 @@ var t0 = time.Date(2026, 8, 14, 9, 0, 0, 0, time.UTC)
 // fixture is the handler over a fresh governance.db and a compiled config,
 // re-armed on every Changed like the accountant does.
 type fixture struct {
-	t       *testing.T
-	db      *runtime.DB
-	plan    *govern.Plan
-	armed   atomic.Pointer[govern.Armed]
-	changed atomic.Int64
-	reload  error
-	now     time.Time
-	h       http.Handler
+	t        *testing.T
+	db       *runtime.DB
+	plan     *govern.Plan
+	armed    atomic.Pointer[govern.Armed]
+	changed  atomic.Int64
+	reload   error
+	reloadBy string
+	now      time.Time
+	h        http.Handler
 }
 
 func compileFile(t *testing.T, path string) *govern.Plan {
@@ -65,7 +66,7 @@ func newFixture(t *testing.T, config string) *fixture {
 	f.h = New(Deps{
 		DB:         db,
 		Armed:      f.armed.Load,
-		Reload:     func() error { return f.reload },
+		Reload:     func(who string) error { f.reloadBy = who; return f.reload },
 		Changed:    func() { f.changed.Add(1); f.arm() },
 		AdminToken: adminToken,
 		Now:        func() time.Time { return f.now },

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/tokentriage/tokentriage/shared/govern"
 )
 
 // AuditEntry is one write, as the audit log keeps it. Before and After are
@@ -33,7 +35,37 @@ const (
 	ActionOverrideDelete = "override.delete"
 	ActionAdminCreate    = "admin.create"
 	ActionAdminRevoke    = "admin.revoke"
+	ActionConfigReload   = "config.reload"
 )
+
+// WhoSignal is the Who of a config reload a signal (SIGHUP) asked for.
+const WhoSignal = "signal"
+
+// The results of a config reload.
+const (
+	ReloadApplied  = "applied"
+	ReloadRejected = "rejected"
+)
+
+// ConfigReload is the before or after view of a config reload in the audit
+// log: the config file and the hash of the plan armed from it; after also
+// holds the result and, when the config was rejected, why.
+type ConfigReload struct {
+	Config string `json:"config"`
+	Plan   string `json:"plan"`
+	Result string `json:"result,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// RecordReload writes a config reload, applied or rejected, to the audit
+// log under the __global node (the reload changes every limit, so only an
+// admin of the whole tree sees it). before holds the plan hash in force
+// before, after the one in force after (the same hash when rejected).
+func (db *DB) RecordReload(s Stamp, before, after ConfigReload) error {
+	return db.write(func(*sql.Tx) (audit, []group, error) {
+		return audit{Stamp: s, Action: ActionConfigReload, Target: before.Config, Node: govern.Global, Before: before, After: after}, nil, nil
+	})
+}
 
 // audit is the audit row a write produces.
 type audit struct {
