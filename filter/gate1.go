@@ -189,6 +189,10 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 		if pol := &s.disclosure.Requests; pol.LimitID == "" || res.Remaining < pol.Remaining {
 			*pol = wire.Policy{LimitID: l.ID, Quota: p.Amount, Window: l.Period.Window, Remaining: res.Remaining}
 		}
+		if len(l.Thresholds) > 0 {
+			used := res.Limit - res.Remaining
+			e.gateAlerts(in, used-1, used, res.Limit, now)
+		}
 		return nil
 	}
 	if !e.over(s, in) {
@@ -215,6 +219,9 @@ func (e *Engine) checkConcurrency(s *Stream, in *govern.Instance, now time.Time,
 	}
 	if taken {
 		s.leases = append(s.leases, lease{hold: hold})
+		if len(l.Thresholds) > 0 {
+			e.gateAlerts(in, live, live+1, limit, now)
+		}
 		return nil
 	}
 	if !e.over(s, in) {

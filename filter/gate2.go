@@ -177,6 +177,10 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 		if pol := &s.disclosure.Tokens; pol.LimitID == "" || res.Remaining < pol.Remaining {
 			*pol = wire.Policy{LimitID: l.ID, Quota: p.Amount, Window: l.Period.Window, Remaining: res.Remaining}
 		}
+		if len(l.Thresholds) > 0 {
+			used := res.Limit - res.Remaining
+			e.gateAlerts(in, used-cost, used, res.Limit, now)
+		}
 		return nil
 	}
 	if !e.over(s, in) {

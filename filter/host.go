@@ -56,6 +56,7 @@ const (
 	MetricSyncOK
 	MetricSyncFailed
 	MetricPlanMismatch
+	MetricThresholdAlerts
 	metricCount
 )
 
@@ -78,4 +79,5 @@ var MetricNames = [metricCount]string{
 	MetricSyncOK:               "tokentriage.sync.ok",
 	MetricSyncFailed:           "tokentriage.sync.failed",
 	MetricPlanMismatch:         "tokentriage.sync.plan_mismatch",
+	MetricThresholdAlerts:      "tokentriage.threshold_alerts",
 }

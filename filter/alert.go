@@ -1,0 +1,67 @@
+package filter
+
+import (
+	"encoding/binary"
+	"strconv"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/govern"
+)
+
+// Threshold alerts for the limits counted at the gate (rpm, tpm,
+// concurrency). Their counters live in the gateway, so the gateway raises
+// them; the accountant raises those of the LedgerSettled types from the
+// counters it folds. An alert is raised when an admission carries an
+// instance from below a posture.thresholds fraction of its amount to at or
+// above it, at most once per window (per minute for concurrency) across
+// the VMs: a shared-data record per instance and threshold holds when it
+// was last raised, and the VM whose set lands raises it.
+
+// alertKey is the shared-data record of one instance and threshold.
+func alertKey(id string, th float64) string {
+	return "tt/alert|" + id + "|" + strconv.FormatFloat(th, 'g', -1, 64)
+}
+
+// crossed reports whether before → after passes th of amount upward.
+func crossed(before, after, amount int64, th float64) bool {
+	if amount <= 0 || th <= 0 {
+		return false
+	}
+	x := th * float64(amount)
+	return float64(before) < x && float64(after) >= x
+}
+
+// gateAlerts raises the alerts an admission of in moved it through: its
+// count went from before to after of amount.
+func (e *Engine) gateAlerts(in *govern.Instance, before, after, amount int64, now time.Time) {
+	l := in.Limit
+	for _, th := range l.Thresholds {
+		if crossed(before, after, amount, th) {
+			e.raiseGateAlert(in, th, after, amount, now)
+		}
+	}
+}
+
+func (e *Engine) raiseGateAlert(in *govern.Instance, th float64, value, amount int64, now time.Time) {
+	l := in.Limit
+	every := l.Period.Window
+	if every <= 0 {
+		every = time.Minute
+	}
+	key := alertKey(in.ID, th)
+	v, cas, found, err := e.cells.store.Get(key)
+	if err != nil {
+		return
+	}
+	if found && len(v) == 8 && now.UnixNano()-int64(binary.LittleEndian.Uint64(v)) < int64(every) {
+		return // raised within this window already
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(now.UnixNano()))
+	if swapped, err := e.cells.setNew(key, b[:], cas, found); err != nil || !swapped {
+		return // another VM raised it
+	}
+	e.host.Metrics.Add(MetricThresholdAlerts, 1)
+	e.logf(LogWarn, "threshold alert: limit %s (%s) on %s reached %s of its amount: %d of %d",
+		l.ID, l.Type, in.Node, strconv.FormatFloat(th, 'g', -1, 64), value, amount)
+}
