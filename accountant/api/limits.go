@@ -15,7 +15,8 @@ import (
 // getLimits serves GET governance/limits in seed 002's shape: every limit
 // of the armed plan (a mode-off one shows posture "off"), the stored
 // overrides the armed plan holds (a delegated admin sees those of its
-// subtree), and wire.LimitsNote, which says what is true here: an override
+// subtree, and of the limits pinned at a node only those that bind it:
+// see LimitsDocumentFor), and wire.LimitsNote, which says what is true here: an override
 // reaches the gate at the filters' next sync, seconds after the write, with
 // no reload. A stored override the armed plan does not hold is not listed
 // as if it applied; the note names it with its state and reason.
@@ -30,7 +31,7 @@ func (h *handler) getLimits(w http.ResponseWriter, r *http.Request, p principal)
 		h.internal(w, r, err)
 		return
 	}
-	doc := LimitsDocument(a, ovs)
+	doc := LimitsDocumentFor(a, ovs, p.scope)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -46,6 +47,17 @@ func (h *handler) getLimits(w http.ResponseWriter, r *http.Request, p principal)
 // definition's amount being the one that applies; GET overrides shows it
 // too. With every override in force the note is wire.LimitsNote exactly.
 func LimitsDocument(a *govern.Armed, ovs []runtime.Override) *wire.Limits {
+	return LimitsDocumentFor(a, ovs, "")
+}
+
+// LimitsDocumentFor is LimitsDocument as a delegated admin scoped to scope
+// sees it ("" is the admin, who sees every definition). A limit pinned at
+// a node is listed when the node is scope, below it, or one of its
+// ancestors (a cap pinned there binds the subtree too), or __global;
+// a limit pinned in another subtree is left out, so its node and amount
+// are not shown. Templates (attached by level) are always listed. ovs are
+// expected to be the overrides of the scope already.
+func LimitsDocumentFor(a *govern.Armed, ovs []runtime.Override, scope string) *wire.Limits {
 	plan := a.Plan
 	doc := &wire.Limits{
 		Definitions: make([]wire.Definition, 0, len(plan.Limits)),
@@ -53,6 +65,9 @@ func LimitsDocument(a *govern.Armed, ovs []runtime.Override) *wire.Limits {
 		Note:        wire.LimitsNote,
 	}
 	for _, l := range plan.Limits {
+		if !pinnedVisible(scope, l.Node) {
+			continue
+		}
 		doc.Definitions = append(doc.Definitions, wire.Definition{
 			LimitID: l.ID,
 			Type:    wire.LimitType(l.Type.String()),
@@ -89,6 +104,13 @@ func LimitsDocument(a *govern.Armed, ovs []runtime.Override) *wire.Limits {
 			strings.Join(out, "; ") + ". GET " + Prefix + "overrides shows every stored override with its state."
 	}
 	return doc
+}
+
+// pinnedVisible reports whether a limit pinned at node (empty for a
+// template) is shown to a principal scoped to scope ("" is the admin).
+func pinnedVisible(scope, node string) bool {
+	return scope == "" || node == "" || node == govern.Global ||
+		runtime.InSubtree(scope, node) || runtime.InSubtree(node, scope)
 }
 
 // notInForce names a stored override the armed plan does not hold: its

@@ -127,3 +127,50 @@ func TestLimitsDroppedOverride(t *testing.T) {
 		t.Errorf("the note does not name the dropped override with its reason %q:\n%s", reason, doc.Note)
 	}
 }
+
+// TestLimitsDelegatedSeesPinnedInItsChain: a delegated admin sees the
+// limits pinned at its node, below it, at an ancestor (they bind its
+// subtree too) and at __global, and every template, but not a limit pinned
+// in another subtree, whose node and amount are another tenant's.
+func TestLimitsDelegatedSeesPinnedInItsChain(t *testing.T) {
+	src, err := os.ReadFile(overridesConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := `    - { id: acme_pinned, attach: { node: "org:acme" }, type: quota_requests, amount: 7, period: day }
+    - { id: dev1_pinned, attach: { node: "org:acme/team:ml/user:dev1" }, type: quota_requests, amount: 8, period: day }
+    - { id: search_pinned, attach: { node: "org:acme/team:search" }, type: quota_requests, amount: 9, period: day }
+`
+	path := filepath.Join(t.TempDir(), "pinned.yaml")
+	if err := os.WriteFile(path, append(src, extra...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, path)
+	ids := func(token string) []string {
+		var doc struct {
+			Definitions []struct {
+				LimitID string `json:"limit_id"`
+			}
+		}
+		f.must(http.StatusOK, "GET", Prefix+"governance/limits", token, nil, &doc)
+		var out []string
+		for _, d := range doc.Definitions {
+			out = append(out, d.LimitID)
+		}
+		return out
+	}
+	all := "acme_month acme_pinned dev1_pinned global_daily_requests global_rpm ml_daily search_pinned team_daily_requests team_monthly_tokens user_rpm"
+	if got := strings.Join(ids(adminToken), " "); got != all {
+		t.Errorf("admin sees %s\nwant %s", got, all)
+	}
+	ml, _ := f.delegate("org:acme/team:ml")
+	want := "acme_month acme_pinned dev1_pinned global_daily_requests global_rpm ml_daily team_daily_requests team_monthly_tokens user_rpm"
+	if got := strings.Join(ids(ml), " "); got != want {
+		t.Errorf("org:acme/team:ml sees %s\nwant %s", got, want)
+	}
+	search, _ := f.delegate("org:acme/team:search")
+	want = "acme_month acme_pinned global_daily_requests global_rpm search_pinned team_daily_requests team_monthly_tokens user_rpm"
+	if got := strings.Join(ids(search), " "); got != want {
+		t.Errorf("org:acme/team:search sees %s\nwant %s", got, want)
+	}
+}
