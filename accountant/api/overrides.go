@@ -94,6 +94,14 @@ func (h *handler) putOverride(w http.ResponseWriter, r *http.Request, p principa
 	o := govern.Override{LimitID: req.LimitID, Node: req.Node}
 	if l := plan.Limit(req.LimitID); l != nil && l.Type.Overridable() {
 		switch {
+		case req.Amount == nil && req.AmountUSD == nil && l.Type == govern.BudgetUSD:
+			writeError(w, http.StatusBadRequest, "invalid_request",
+				"the amount is missing: limit %q is budget_usd, so send amount_usd in dollars (for example 2500 or 0.5)", l.ID)
+			return
+		case req.Amount == nil && req.AmountUSD == nil:
+			writeError(w, http.StatusBadRequest, "invalid_request",
+				"the amount is missing: limit %q is %s, so send amount as a count of %s", l.ID, l.Type, l.Type.Unit())
+			return
 		case l.Type == govern.BudgetUSD && req.AmountUSD != nil && req.Amount == nil:
 			o.Amount = req.AmountUSD.Nanos
 		case l.Type == govern.BudgetUSD:

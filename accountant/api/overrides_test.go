@@ -39,7 +39,11 @@ func TestOverrides(t *testing.T) {
 	}{
 		{`{"limit_id":"acme_month","node":"org:acme","amount":5}`, 400, "invalid_request", `limit "acme_month" is budget_usd: send amount_usd in dollars (for example 2500 or 0.5), not amount`},
 		{`{"limit_id":"team_daily_requests","node":"org:acme/team:ml","amount_usd":5}`, 400, "invalid_request", `limit "team_daily_requests" is quota_requests: send amount as a count of requests, not amount_usd`},
-		{`{"limit_id":"team_daily_requests","node":"org:acme/team:ml"}`, 400, "invalid_request", `limit "team_daily_requests" is quota_requests: send amount as a count of requests, not amount_usd`},
+		{`{"limit_id":"team_daily_requests","node":"org:acme/team:ml"}`, 400, "invalid_request", `the amount is missing: limit "team_daily_requests" is quota_requests, so send amount as a count of requests`},
+		{`{"limit_id":"acme_month","node":"org:acme"}`, 400, "invalid_request", `the amount is missing: limit "acme_month" is budget_usd, so send amount_usd in dollars (for example 2500 or 0.5)`},
+		{`{"limit_id":"acme_month","node":"org:acme","amount_usd":-1}`, 400, "invalid_request", `override amount -$1 of limit "acme_month" must be greater than zero (zero or less would switch the cap off rather than lower it); delete the override to return to the template's amount`},
+		{`{"limit_id":"acme_month","node":"org:acme","amount_usd":-0.5}`, 400, "invalid_request", `override amount -$0.5 of limit "acme_month" must be greater than zero (zero or less would switch the cap off rather than lower it); delete the override to return to the template's amount`},
+		{`{"limit_id":"team_daily_requests","node":"org:acme","amount":5}`, 400, "invalid_request", `limit "team_daily_requests" is a template at level "team" and has no instance at the org node "org:acme"; name a team node`},
 		{`{"limit_id":"user_rpm","node":"org:acme/team:ml/user:dev1","amount":10}`, 400, "invalid_request", `limit type "rpm" does not support per-node overrides (its cap is enforced by a per-window/gauge store that cannot honor a per-node amount); overrides apply only to spend/quota limits (budget_usd, quota_tokens, quota_requests)`},
 		{`{"limit_id":"team_monthly_tokens","node":"org:acme/team:ml","amount":10}`, 400, "invalid_request", `limit "team_monthly_tokens" does not allow per-node overrides; set override: { allow: true } on it in the config and reload`},
 		{`{"limit_id":"acme_month","node":"org:acme","amount_usd":5000.01}`, 400, "invalid_request", `override amount $5000.01 of limit "acme_month" exceeds its ceiling $5000 (override.max_amount_usd); raise the ceiling in the config first`},
@@ -47,7 +51,7 @@ func TestOverrides(t *testing.T) {
 		{`{"limit_id":"team_daily_requests","node":"org:acme/team:ml","amount":40001}`, 400, "invalid_request", `override amount 40001 of limit "team_daily_requests" exceeds its ceiling 40000 (override.max_amount); raise the ceiling in the config first`},
 		{`{"limit_id":"ml_daily","node":"org:acme/team:ml","amount_usd":5}`, 400, "invalid_request", `limit "ml_daily" does not allow per-node overrides; set override: { allow: true } on it in the config and reload`},
 		{`{"limit_id":"nope","node":"org:acme","amount":5}`, 404, "not_found", `limit "nope" is not armed; GET /tt/api/v1/governance/limits lists the armed limit ids`},
-		{`{"limit_id":"acme_month","node":"org:acme/team:ml","amount_usd":5}`, 400, "invalid_request", `limit "acme_month" is a template at level "org" and has no instance at the team node "org:acme/team:ml"; name a org node`},
+		{`{"limit_id":"acme_month","node":"org:acme/team:ml","amount_usd":5}`, 400, "invalid_request", `limit "acme_month" is a template at level "org" and has no instance at the team node "org:acme/team:ml"; name an org node`},
 		{`{"limit_id":"acme_month","node":"org:zeta","amount_usd":5}`, 400, "invalid_request", `node "org:zeta" is not a node of the tenancy tree; declare it in the config's tenants or create it with POST /tt/api/v1/nodes first`},
 		{`{"limit_id":"acme_month","node":"org:acme","amount_usd":"5"}`, 400, "invalid_request", `the request body is not the JSON object this route takes: config: usd amount: ` + usdErr(`"5"`)},
 	} {

@@ -506,7 +506,7 @@ func TestOverrideRules(t *testing.T) {
 		{"team_daily_requests", "org:acme/team:ml", 40001, Invalid, `override amount 40001 of limit "team_daily_requests" exceeds its ceiling 40000 (override.max_amount); raise the ceiling in the config first`},
 		{"no_such_limit", "org:acme", 1, NotFound, `limit "no_such_limit" is not armed; GET /tt/api/v1/governance/limits lists the armed limit ids`},
 		{"ml_daily", "org:acme/team:search", 1, Invalid, `limit "ml_daily" is pinned to node "org:acme/team:ml" and has no instance at node "org:acme/team:search"`},
-		{"org_monthly_budget", "org:acme/team:ml", 1, Invalid, `limit "org_monthly_budget" is a template at level "org" and has no instance at the team node "org:acme/team:ml"; name a org node`},
+		{"org_monthly_budget", "org:acme/team:ml", 1, Invalid, `limit "org_monthly_budget" is a template at level "org" and has no instance at the team node "org:acme/team:ml"; name an org node`},
 		{"org_monthly_budget", "org:gamma", 1, Invalid, `node "org:gamma" is not a node of the tenancy tree; declare it in the config's tenants or create it with POST /tt/api/v1/nodes first`},
 		{"org_monthly_budget", govern.Global, 1, Invalid, `limit "org_monthly_budget" is a template at level "org" and has no instance at node "__global"`},
 		{"org_monthly_budget", "org:acme/../org:beta", 1, Invalid, `node "org:acme/../org:beta" is not a valid node id: ` + nodeIDErr("org:acme/../org:beta")},

@@ -4,7 +4,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/config"
@@ -153,7 +155,7 @@ func checkInstance(op string, l *govern.Limit, node string, inTree func(string) 
 		return refuse(Invalid, op, "limit %q is a template at level %q and has no instance at node %q", l.ID, l.Level, node)
 	}
 	if kind, _ := level(node); kind != l.Level {
-		return refuse(Invalid, op, "limit %q is a template at level %q and has no instance at the %s node %q; name a %s node", l.ID, l.Level, kind, node, l.Level)
+		return refuse(Invalid, op, "limit %q is a template at level %q and has no instance at the %s node %q; name %s %s node", l.ID, l.Level, kind, node, article(l.Level), l.Level)
 	}
 	ok, err := inTree(node)
 	if err != nil {
@@ -200,7 +202,19 @@ func amountText(l *govern.Limit, n int64) string {
 	if l.Type != govern.BudgetUSD {
 		return strconv.FormatInt(n, 10)
 	}
+	if n < 0 && n != math.MinInt64 {
+		return "-$" + config.USDFromNanos(-n).String()
+	}
 	return "$" + config.USDFromNanos(n).String()
+}
+
+// article is the indefinite article before a word: "an org node", "a team
+// node".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 func getOverride(tx *sql.Tx, limitID, node string) (Override, error) {
