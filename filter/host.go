@@ -57,6 +57,7 @@ const (
 	MetricSyncFailed
 	MetricPlanMismatch
 	MetricThresholdAlerts
+	MetricServedOutOfScope
 	metricCount
 )
 
@@ -80,4 +81,5 @@ var MetricNames = [metricCount]string{
 	MetricSyncFailed:           "tokentriage.sync.failed",
 	MetricPlanMismatch:         "tokentriage.sync.plan_mismatch",
 	MetricThresholdAlerts:      "tokentriage.threshold_alerts",
+	MetricServedOutOfScope:     "tokentriage.served_out_of_scope",
 }

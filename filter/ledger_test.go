@@ -2,6 +2,7 @@ package filter_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +234,38 @@ func TestRowsSentAtShutdown(t *testing.T) {
 			t.Errorf("no log line says 5 rows were lost")
 		}
 	})
+}
+
+// TestServedOutOfScope: a key's model scope is re-asserted on the model
+// that answered: a request for a model in scope answered by one outside it
+// (a route or provider that substituted another) is flagged on its row, in
+// the log and in a metric; one answered by a model in scope is not.
+func TestServedOutOfScope(t *testing.T) {
+	scoped := dev2Key
+	scoped.scopes = `{"models":["gpt-4o*"]}`
+	served := "o1"
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":%q,"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}`, served)
+	})
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{scoped}, accountant: true, upstream: up})
+	out := r.do(req{path: "/v1/chat/completions", key: scoped, body: chatBody("gpt-4o", germany)})
+	mustStatus(t, out, 200)
+	served = "gpt-4o-2024-08-06"
+	in := r.do(req{path: "/v1/chat/completions", key: scoped, body: chatBody("gpt-4o", germany)})
+	mustStatus(t, in, 200)
+	r.step(500 * time.Millisecond)
+	rows := map[string]ledger.Row{}
+	for _, row := range r.acct.ledger() {
+		rows[row.RequestID] = row
+	}
+	if row := rows[out.Headers.Get("X-Tt-Request-Id")]; !row.ServedOutOfScope || row.Served != "o1" {
+		t.Errorf("answered by o1: row %+v, want served_out_of_scope", row)
+	}
+	if row := rows[in.Headers.Get("X-Tt-Request-Id")]; row.ServedOutOfScope {
+		t.Errorf("answered by a model in scope: row flagged: %+v", row)
+	}
+	if got := r.metric("tokentriage.served_out_of_scope"); got != 1 {
+		t.Errorf("tokentriage.served_out_of_scope = %d, want 1", got)
+	}
 }

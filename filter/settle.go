@@ -118,6 +118,13 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 	if s.unarmed {
 		r.Suspended = append(r.Suspended, "*")
 	}
+	// A key's model scope is checked on the model the request names, and
+	// re-asserted here on the model that answered.
+	if sc := s.scopes; sc != nil && sc.Models != nil && s.served != "" && s.served != s.req.Model && !modelAllowed(sc.Models, s.served) {
+		r.ServedOutOfScope = true
+		e.host.Metrics.Add(MetricServedOutOfScope, 1)
+		e.logf(LogWarn, "request %s: key %s asked for %s, in its model scope, and was answered by %s, outside it", s.id, s.kid, s.req.Model, s.served)
+	}
 	switch {
 	case s.refusal.errorType != "":
 		r.Decision = ledger.Refused

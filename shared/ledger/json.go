@@ -76,6 +76,9 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	dst = strconv.AppendBool(dst, r.Estimated.Output)
 	dst = append(dst, `},"replica":`...)
 	dst = wire.AppendJSONString(dst, r.Replica)
+	if r.ServedOutOfScope {
+		dst = append(dst, `,"served_out_of_scope":true`...)
+	}
 	dst = append(dst, `,"cost":`...)
 	if r.Cost == nil {
 		dst = append(dst, "null"...)

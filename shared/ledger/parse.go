@@ -125,6 +125,7 @@ func (s *scanner) row(r *Row) error {
 		fEstimated
 		fReplica
 		fCost
+		fOutOfScope
 	)
 	var seen uint32
 	for first := true; s.next(first, '}'); first = false {
@@ -209,6 +210,9 @@ func (s *scanner) row(r *Row) error {
 		case "replica":
 			bit = fReplica
 			r.Replica, err = s.string(at)
+		case "served_out_of_scope":
+			bit = fOutOfScope
+			r.ServedOutOfScope, err = s.bool(at)
 		case "cost":
 			bit = fCost
 			if !s.literal("null") {

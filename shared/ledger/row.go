@@ -52,6 +52,11 @@ type Row struct {
 	// Replica identifies the filter instance (host process) that produced
 	// the row.
 	Replica string `json:"replica"`
+	// ServedOutOfScope is set when the key's model scope did not allow
+	// the model that served the request (a route or a provider that
+	// substituted another): the request was admitted on the model it
+	// named, and the row says what answered. Written only when true.
+	ServedOutOfScope bool `json:"served_out_of_scope,omitempty"`
 	// Cost is set by the accountant when it prices the row; the filter
 	// leaves it nil.
 	Cost *Cost `json:"cost"`

@@ -43,27 +43,28 @@ var (
 
 func fullRow() Row {
 	return Row{
-		RequestID: "tt_i3f2naenug5aanctu6pcjrofcy",
-		Start:     start.In(time.FixedZone("JST", 9*3600)), // written in UTC whatever the zone
-		End:       end,
-		KID:       "vk_FEKZdMs2UQRi",
-		Node:      "org:acme/team:ml/user:dev1",
-		Endpoint:  "/v1/chat/completions",
-		Provider:  "openai",
-		Model:     "gpt-4o-mini",
-		Served:    "gpt-4o-mini-2024-07-18",
-		Stream:    true,
-		Usage:     Usage{Input: 14, Output: 20, CachedInput: 4, Reasoning: 2, Total: 34},
-		Status:    429,
-		Decision:  Refused,
-		ErrorType: "budget_exceeded",
-		RefusedBy: &Ref{LimitID: "org_monthly_budget", LimitType: "budget_usd", Node: "org:acme"},
-		Shadow:    []Ref{{LimitID: "team_rpm", LimitType: "rpm", Node: "org:acme/team:ml"}},
-		Breached:  []Ref{{LimitID: "team_tpm", LimitType: "tpm", Node: "org:acme/team:ml"}, {LimitID: "global_rpm", LimitType: "rpm", Node: "__global"}},
-		Suspended: []string{"ml_daily", "team_monthly_tokens"},
-		Estimated: Estimated{Input: true, Output: true},
-		Replica:   "envoy-7f9c\"east\"",
-		Cost:      &Cost{Nanos: 12600, Unpriced: false, Estimated: true},
+		RequestID:        "tt_i3f2naenug5aanctu6pcjrofcy",
+		Start:            start.In(time.FixedZone("JST", 9*3600)), // written in UTC whatever the zone
+		End:              end,
+		KID:              "vk_FEKZdMs2UQRi",
+		Node:             "org:acme/team:ml/user:dev1",
+		Endpoint:         "/v1/chat/completions",
+		Provider:         "openai",
+		Model:            "gpt-4o-mini",
+		Served:           "gpt-4o-mini-2024-07-18",
+		Stream:           true,
+		Usage:            Usage{Input: 14, Output: 20, CachedInput: 4, Reasoning: 2, Total: 34},
+		Status:           429,
+		Decision:         Refused,
+		ErrorType:        "budget_exceeded",
+		RefusedBy:        &Ref{LimitID: "org_monthly_budget", LimitType: "budget_usd", Node: "org:acme"},
+		Shadow:           []Ref{{LimitID: "team_rpm", LimitType: "rpm", Node: "org:acme/team:ml"}},
+		Breached:         []Ref{{LimitID: "team_tpm", LimitType: "tpm", Node: "org:acme/team:ml"}, {LimitID: "global_rpm", LimitType: "rpm", Node: "__global"}},
+		Suspended:        []string{"ml_daily", "team_monthly_tokens"},
+		Estimated:        Estimated{Input: true, Output: true},
+		Replica:          "envoy-7f9c\"east\"",
+		ServedOutOfScope: true,
+		Cost:             &Cost{Nanos: 12600, Unpriced: false, Estimated: true},
 	}
 }
 
@@ -172,8 +173,9 @@ func (randRow) Generate(r *rand.Rand, _ int) reflect.Value {
 		Decision:  []Decision{Admitted, Refused, ShadowRefused, SoftBreach}[r.Intn(4)],
 		ErrorType: randString(r),
 		Shadow:    randRefs(r), Breached: randRefs(r),
-		Estimated: Estimated{r.Intn(2) == 0, r.Intn(2) == 0},
-		Replica:   randString(r),
+		Estimated:        Estimated{r.Intn(2) == 0, r.Intn(2) == 0},
+		Replica:          randString(r),
+		ServedOutOfScope: r.Intn(2) == 0,
 	}
 	if r.Intn(2) == 0 {
 		row.RefusedBy = &Ref{LimitID: randString(r), LimitType: randString(r), Node: randString(r)}
