@@ -25,6 +25,9 @@ type MintedKey struct {
 	CreatedAt time.Time   `json:"created_at"`
 	CreatedBy string      `json:"created_by"`
 	Note      string      `json:"note"`
+	// Warnings says what the mint could not check (runtime.ScopeWarnings):
+	// a provider scope that only the filter's providers mapping can give.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // MintNote is the note every MintedKey carries.
@@ -55,7 +58,7 @@ func (h *handler) mintKey(w http.ResponseWriter, r *http.Request, p principal) {
 	}
 	h.wrote(p, runtime.ActionKeyMint, k.KID)
 	writeJSON(w, http.StatusCreated, MintedKey{Key: key, KID: k.KID, Owner: k.Owner, Scopes: k.Scopes,
-		CreatedAt: k.CreatedAt, CreatedBy: k.CreatedBy, Note: MintNote})
+		CreatedAt: k.CreatedAt, CreatedBy: k.CreatedBy, Note: MintNote, Warnings: runtime.ScopeWarnings(k.Scopes)})
 }
 
 // listKeys lists the keys owned by the owner query parameter or below it

@@ -464,6 +464,22 @@ func TestMintChecksOwnerAndScopes(t *testing.T) {
 	wantRefusal(t, err, Invalid, `scopes.models pattern "gpt-[4" is not a valid path.Match pattern: syntax error in pattern`)
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{""}}, admin(t0))
 	wantRefusal(t, err, Invalid, `scopes.providers has an empty entry; omit the list to allow every provider`)
+	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Endpoints: []string{"/v1/chat"}}, admin(t0))
+	wantRefusal(t, err, Invalid, `scopes.endpoints entry "/v1/chat" is not a governed provider endpoint, so no request would match it; an endpoint scope is one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages (other paths, such as GET /v1/models, are let through by allow_passthrough)`)
+	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Endpoints: []string{"/v1/messages", "/v1/chat/completions/"}}, admin(t0))
+	wantRefusal(t, err, Invalid, `scopes.endpoints entry "/v1/chat/completions/" is not a governed provider endpoint, so no request would match it; an endpoint scope is one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages (other paths, such as GET /v1/models, are let through by allow_passthrough)`)
+	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{"OpenAI"}}, admin(t0))
+	wantRefusal(t, err, Invalid, `scopes.providers entry "OpenAI": the gateway names this provider "openai", and names are compared exactly; write openai`)
+	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{"openai "}}, admin(t0))
+	wantRefusal(t, err, Invalid, `scopes.providers entry "openai " has white space; a provider name is compared exactly with the name the gateway gives a request (openai, anthropic, or a name of the filter's providers mapping)`)
+	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{" "}}, admin(t0))
+	wantRefusal(t, err, Invalid, `scopes.providers entry " " has white space; a provider name is compared exactly with the name the gateway gives a request (openai, anthropic, or a name of the filter's providers mapping)`)
+	if _, _, err := db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{"anthropic", "azure"}, Endpoints: GovernedEndpoints()}, admin(t0)); err != nil {
+		t.Fatalf("every governed endpoint and a mapped provider name: %v", err)
+	}
+	if w := ScopeWarnings(vkey.Scopes{Providers: []string{"openai", "openia"}}); len(w) != 1 || w[0] != `provider "openia" is not one the gateway infers from the path (openai, anthropic): the key reaches it only if the filter's providers mapping names a provider exactly "openia"` {
+		t.Errorf("warnings %q", w)
+	}
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Models: []string{}}, admin(t0))
 	wantRefusal(t, err, Invalid, `scopes.models is an empty list, which would allow no model at all; omit it (or write null) to allow every model, or list the ones the key may use`)
 	mustDo(t, func() error { _, err := db.CreateNode(p, "org:acme/team:ml/user:dev9", admin(t0)); return err })

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
 
+	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
@@ -173,8 +176,11 @@ func scanKey(r scanner) (Key, error) {
 	return k, nil
 }
 
-// checkScopes refuses a model pattern path.Match cannot read and empty
-// entries, which would match nothing and lock the key out silently.
+// checkScopes refuses a model pattern path.Match cannot read, empty
+// entries, a provider name with white space or in another case than the
+// name the gateway gives that provider, and an endpoint that is not a
+// governed provider endpoint: each would match nothing and lock the key out
+// silently.
 func checkScopes(op string, sc vkey.Scopes) error {
 	for _, list := range []struct {
 		name  string
@@ -203,7 +209,54 @@ func checkScopes(op string, sc vkey.Scopes) error {
 			}
 		}
 	}
+	for _, v := range sc.Providers {
+		if strings.TrimSpace(v) == "" || strings.IndexFunc(v, unicode.IsSpace) >= 0 {
+			return refuse(Invalid, op, "scopes.providers entry %q has white space; a provider name is compared exactly with the name the gateway gives a request (openai, anthropic, or a name of the filter's providers mapping)", v)
+		}
+		for _, known := range InferredProviders {
+			if v != known && strings.EqualFold(v, known) {
+				return refuse(Invalid, op, "scopes.providers entry %q: the gateway names this provider %q, and names are compared exactly; write %s", v, known, known)
+			}
+		}
+	}
+	for _, v := range sc.Endpoints {
+		if !slices.Contains(GovernedEndpoints(), v) {
+			return refuse(Invalid, op, "scopes.endpoints entry %q is not a governed provider endpoint, so no request would match it; an endpoint scope is one of %s (other paths, such as GET /v1/models, are let through by allow_passthrough)",
+				v, strings.Join(GovernedEndpoints(), ", "))
+		}
+	}
 	return nil
+}
+
+// InferredProviders are the provider names the gateway gives a request its
+// providers mapping does not name: anthropic on /v1/messages, openai on
+// every other path.
+var InferredProviders = []string{"openai", "anthropic"}
+
+// GovernedEndpoints are the values an endpoints scope may hold: the
+// canonical paths of the governed provider endpoints, which is what a
+// request's endpoint is compared as.
+func GovernedEndpoints() []string {
+	var out []string
+	for e := llm.ChatCompletions; e <= llm.Messages; e++ {
+		out = append(out, e.String())
+	}
+	return out
+}
+
+// ScopeWarnings says what a mint cannot check: a provider scope other than
+// the names the gateway infers from the path matches only when the
+// filter's providers mapping (its plugin configuration, which the
+// accountant does not see) gives that exact name.
+func ScopeWarnings(sc vkey.Scopes) []string {
+	var out []string
+	for _, v := range sc.Providers {
+		if !slices.Contains(InferredProviders, v) {
+			out = append(out, fmt.Sprintf("provider %q is not one the gateway infers from the path (%s): the key reaches it only if the filter's providers mapping names a provider exactly %q",
+				v, strings.Join(InferredProviders, ", "), v))
+		}
+	}
+	return out
 }
 
 func decodeScopes(s string) (vkey.Scopes, error) {

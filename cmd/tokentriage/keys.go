@@ -39,7 +39,11 @@ owner and scopes go to stderr, so a script can keep the key:
 
 Scopes restrict what the key may call; a scope left out is unrestricted.
 --models takes path.Match patterns (gpt-4o*), --providers and --endpoints
-exact values.` + keysAuthHelp,
+exact values. An endpoint is one of /v1/chat/completions, /v1/completions,
+/v1/embeddings, /v1/responses, /v1/messages; any other is refused. A
+provider is the name the gateway gives a request: openai or anthropic by
+path, or a name of the filter's providers mapping, which the accountant
+cannot see, so any other name is minted with a warning to check it.` + keysAuthHelp,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
 		c := accountantFlags(fs)
 		owner := fs.String("owner", "", "node the key belongs to, e.g. org:acme/team:ml/user:dev1 (required)")
@@ -75,6 +79,9 @@ exact values.` + keysAuthHelp,
 			}
 			fmt.Fprintln(e.stdout, k.Key)
 			fmt.Fprintf(e.stderr, "minted %s for %s\n  scopes: %s\n  %s\n", k.KID, k.Owner, scopesText(k.Scopes), k.Note)
+			for _, w := range k.Warnings {
+				fmt.Fprintf(e.stderr, "  warning: %s\n", w)
+			}
 			return 0
 		}
 	},

@@ -161,3 +161,29 @@ func TestKeysErrors(t *testing.T) {
 		t.Fatalf("no token: exit %d %q", code, stderr)
 	}
 }
+
+// TestKeysMintScopeValues: an endpoint scope that is no governed endpoint
+// is refused with the list, and a provider name the gateway does not infer
+// from the path is minted with a warning to check it against the filter's
+// providers mapping.
+func TestKeysMintScopeValues(t *testing.T) {
+	url := accountantServer(t)
+	t.Setenv("TT_ADMIN_TOKEN", keysTestToken)
+
+	code, stdout, stderr := runKeys("keys", "mint", "--owner", "org:acme/team:ml/user:dev1", "--accountant", url, "--endpoints", "/v1/chat")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, `scopes.endpoints entry "/v1/chat" is not a governed provider endpoint, so no request would match it; an endpoint scope is one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages`) {
+		t.Fatalf("--endpoints /v1/chat: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runKeys("keys", "mint", "--owner", "org:acme/team:ml/user:dev1", "--accountant", url, "--providers", "OpenAI")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, `scopes.providers entry "OpenAI": the gateway names this provider "openai"`) {
+		t.Fatalf("--providers OpenAI: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runKeys("keys", "mint", "--owner", "org:acme/team:ml/user:dev1", "--accountant", url, "--providers", "openai,openia")
+	if code != 0 || stdout == "" {
+		t.Fatalf("--providers openai,openia: exit %d\n%s%s", code, stdout, stderr)
+	}
+	want := "  warning: provider \"openia\" is not one the gateway infers from the path (openai, anthropic): the key reaches it only if the filter's providers mapping names a provider exactly \"openia\"\n"
+	if !strings.HasSuffix(stderr, api.MintNote+"\n"+want) {
+		t.Fatalf("stderr\n%s\nwant it to end with\n%s", stderr, want)
+	}
+}
