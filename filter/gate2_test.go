@@ -502,3 +502,42 @@ func TestTooLargeByContentLength(t *testing.T) {
 		t.Errorf("team_rpm after a chunked 413: observed %v, want 1", got["observed"])
 	}
 }
+
+// TestResetBeforeAnswer: a client that goes away after its request was
+// forwarded and before the provider answered leaves a call the provider
+// may still bill. A non-streamed one is charged the most output it could
+// produce (its max_tokens, at most 16,384); a stream, which stops with its
+// reader, its prompt. Both rows say they are estimated.
+func TestResetBeforeAnswer(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	for _, body := range []string{
+		chatBody("gpt-4o", germany, `,"max_tokens":300`),
+		chatBody("gpt-4o", germany, `,"stream":true,"max_tokens":300`),
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan wasmtest.Response)
+		seen := len(r.stub.Requests())
+		go func() {
+			done <- r.do(req{path: "/v1/chat/completions", key: dev1Key, ctx: ctx, body: body,
+				headers: map[string]string{"X-Stub-Delay-Ms": "2000"}})
+		}()
+		waitFor(t, "the request to reach the stub", func() bool { return len(r.stub.Requests()) > seen })
+		cancel()
+		<-done
+	}
+	r.step(time.Second)
+	rows := r.acct.ledger()
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2: %s", len(rows), jsonRows(rows))
+	}
+	if rows[0].Stream {
+		rows[0], rows[1] = rows[1], rows[0] // the VMs send their rows in either order
+	}
+	prompt := int64(8) // ceil(31/4)
+	if u := rows[0].Usage; rows[0].Stream || u.Input != prompt || u.Output != 300 || !rows[0].Estimated.Output {
+		t.Errorf("non-streamed, reset before the answer: %s, want input %d output 300 estimated", jsonRows(rows[:1]), prompt)
+	}
+	if u := rows[1].Usage; !rows[1].Stream || u.Input != prompt || u.Output != 0 || !rows[1].Estimated.Output {
+		t.Errorf("streamed, reset before the answer: %s, want input %d output 0 estimated", jsonRows(rows[1:]), prompt)
+	}
+}

@@ -86,9 +86,18 @@ func (e *Engine) settleUsage(s *Stream) {
 		s.usage.Total = s.usage.Input
 		s.estimated = ledger.Estimated{Input: true, Output: true}
 	case s.parsed && !s.respSeen:
-		// Reset before the provider answered: it may have started work.
-		s.usage = ledger.Usage{Input: llm.EstimateTokens(s.req.PromptBytes)}
-		s.usage.Total = s.usage.Input
+		// The client went away before the provider answered. The provider
+		// may well finish and bill the call: a non-streamed completion is
+		// generated whole whether or not anyone reads it, so it is charged
+		// the most output it could produce (the tpm reserve's output
+		// share: max_tokens, at most 16,384); a stream stops with its
+		// reader, and is charged its prompt.
+		in := llm.EstimateTokens(s.req.PromptBytes)
+		s.usage = ledger.Usage{Input: in}
+		if !s.req.Stream && s.forwarded {
+			s.usage.Output = llm.OutputReserve(s.req)
+		}
+		s.usage.Total = s.usage.Input + s.usage.Output
 		s.estimated = ledger.Estimated{Input: true, Output: true}
 	}
 }

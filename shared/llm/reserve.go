@@ -11,12 +11,7 @@ const ReserveCap = 16384
 // reserves 7 + 16384 = 16391. An embeddings request produces no output, so
 // its reserve is PromptBytes/4 alone.
 func Reserve(req Request) int64 {
-	out := int64(ReserveCap)
-	if req.Endpoint == Embeddings {
-		out = 0
-	} else if req.HasMaxTokens && req.MaxTokens >= 0 && req.MaxTokens < out {
-		out = req.MaxTokens
-	}
+	out := OutputReserve(req)
 	in := req.PromptBytes / 4
 	if in < 0 {
 		in = 0
@@ -32,4 +27,16 @@ func EstimateTokens(n int64) int64 {
 		return 0
 	}
 	return n/4 + (n%4+3)/4
+}
+
+// OutputReserve is the output share of the reserve: min(MaxTokens,
+// ReserveCap), ReserveCap without a maximum, 0 for embeddings.
+func OutputReserve(req Request) int64 {
+	out := int64(ReserveCap)
+	if req.Endpoint == Embeddings {
+		out = 0
+	} else if req.HasMaxTokens && req.MaxTokens >= 0 && req.MaxTokens < out {
+		out = req.MaxTokens
+	}
+	return out
 }
