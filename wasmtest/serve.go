@@ -25,7 +25,11 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if body != nil {
 		body.finish(w, res)
 	}
-	if res.reset && !res.clientGone {
+	if res.reset {
+		// Also when the client went away: one that only half-closed its
+		// side (shutdown(SHUT_WR) after sending, as nc and some HTTP/1.0
+		// tools do) is still reading, and returning normally would hand it
+		// net/http's default empty 200 for a request that never finished.
 		panic(http.ErrAbortHandler)
 	}
 }

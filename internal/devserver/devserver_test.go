@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -393,5 +394,31 @@ func TestBodiesUpToMaxBodyBytesReachTheFilter(t *testing.T) {
 				t.Errorf("body %.300s: error.type %q (%v), want request_too_large", body, e.Error.Type, err)
 			}
 		})
+	}
+}
+
+// TestHalfClosedClientGetsNoFakeAnswer: a client that half-closes its side
+// after sending (shutdown(SHUT_WR), as nc and some HTTP/1.0 tools do) looks
+// to net/http like one that went away; the request is reset, and the
+// client sees its connection closed, never net/http's default empty 200
+// for a request that did not finish.
+func TestHalfClosedClientGetsNoFakeAnswer(t *testing.T) {
+	s := start(t, Options{})
+	ctx := testContext(t)
+	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"model":"gpt-4o-mini","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nX-Stub-Delay-Ms: 300\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", k.Key, len(body), body)
+	conn.(*net.TCPConn).CloseWrite()
+	got, _ := io.ReadAll(conn)
+	if strings.HasPrefix(string(got), "HTTP/1.1 200") && !strings.Contains(string(got), "X-Tt-Request-Id") {
+		t.Fatalf("a half-closed client got a made-up answer:\n%s", got)
 	}
 }
