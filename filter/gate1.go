@@ -30,6 +30,8 @@ type RequestHead struct {
 	// Ambiguous is set when the request repeats authorization or x-api-key
 	// with different values.
 	Ambiguous bool
+	// ContentEncoding is the content-encoding header.
+	ContentEncoding string
 }
 
 // governedHeaders are removed from a governed request before it goes on:
@@ -135,6 +137,9 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		}
 	}
 
+	if ce := h.ContentEncoding; s.governs && ce != "" && !strings.EqualFold(ce, "identity") {
+		return e.reject(s, v, wire.EncodedBody(s.id, s.dims.Endpoint, ce))
+	}
 	if s.governs && h.ContentLength > e.cfg.MaxBodyBytes {
 		// Refused before gate 1 counts anything: the body could never be
 		// read, whatever the limits say.

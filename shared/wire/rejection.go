@@ -150,6 +150,14 @@ func BadBody(requestID, endpoint, what string) Rejection {
 		Message: "unreadable request body for " + endpoint + ": " + what + "; send the JSON body the provider's API expects"}
 }
 
+// EncodedBody is the 415 for a governed request whose body is compressed:
+// the gate reads the body (model, prompt, max_tokens) to govern it.
+func EncodedBody(requestID, endpoint, encoding string) Rejection {
+	return Rejection{Status: 415, Type: TypeInvalidRequest, RequestID: requestID,
+		Message: "request body for " + endpoint + " is sent with content-encoding " + strconv.Quote(encoding) +
+			"; this gateway reads the body to govern the call: send it uncompressed"}
+}
+
 // TooLarge is the 413 for a body over the gate's buffering cap.
 func TooLarge(requestID string, capBytes int64) Rejection {
 	return Rejection{Status: 413, Type: TypeRequestTooLarge, RequestID: requestID,
