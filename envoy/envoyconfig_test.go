@@ -168,18 +168,23 @@ func TestEnvoyConfigRejects(t *testing.T) {
 			want: []string{"routes[1] (openai): route.timeout must be 0s"},
 		},
 		{
+			name: "provider route that passes a cookie on",
+			old:  "request_headers_to_remove: [x-api-key, api-key, x-goog-api-key, cookie, ", new: "request_headers_to_remove: [x-api-key, api-key, x-goog-api-key, ",
+			want: []string{"routes[1] (openai): the client's cookie reaches the provider"},
+		},
+		{
 			name: "provider route that passes accept-encoding on",
-			old:  "request_headers_to_remove: [authorization, accept-encoding]", new: "request_headers_to_remove: [authorization]",
+			old:  "request_headers_to_remove: [authorization, api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]", new: "request_headers_to_remove: [authorization, api-key, x-goog-api-key, cookie, proxy-authorization]",
 			want: []string{"routes[0] (anthropic): the client's accept-encoding reaches the provider (neither removed nor overwritten): add it to request_headers_to_remove"},
 		},
 		{
 			name: "openai route that passes the client's x-api-key on",
-			old:  "request_headers_to_remove: [x-api-key, accept-encoding]", new: "request_headers_to_remove: [accept-encoding]",
+			old:  "request_headers_to_remove: [x-api-key, api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]", new: "request_headers_to_remove: [api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]",
 			want: []string{"routes[1] (openai): the client's x-api-key reaches the provider (neither removed nor overwritten)"},
 		},
 		{
 			name: "anthropic route that passes the client's authorization on",
-			old:  "request_headers_to_remove: [authorization, accept-encoding]", new: "request_headers_to_remove: [accept-encoding]",
+			old:  "request_headers_to_remove: [authorization, api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]", new: "request_headers_to_remove: [api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]",
 			want: []string{"routes[0] (anthropic): the client's authorization reaches the provider"},
 		},
 		{

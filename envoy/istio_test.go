@@ -603,12 +603,12 @@ func TestIstioRejects(t *testing.T) {
 		},
 		{
 			name: "provider route that passes accept-encoding on", file: "providers.yaml",
-			old: "remove: [authorization, accept-encoding]", new: "remove: [authorization]",
+			old: "remove: [authorization, api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]", new: "remove: [authorization, api-key, x-goog-api-key, cookie, proxy-authorization]",
 			want: []string{"http[0] (anthropic) route[0] to api.anthropic.com: the client's accept-encoding reaches the provider (neither removed nor overwritten): add it to headers.request.remove"},
 		},
 		{
 			name: "openai route that passes the client's x-api-key on", file: "providers.yaml",
-			old: "remove: [x-api-key, accept-encoding]", new: "remove: [accept-encoding]",
+			old: "remove: [x-api-key, api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]", new: "remove: [api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]",
 			want: []string{"http[1] (openai) route[0] to api.openai.com: the client's x-api-key reaches the provider"},
 		},
 	} {

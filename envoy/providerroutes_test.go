@@ -35,6 +35,10 @@ var clientHeaders = []struct {
 		why:     "a client credential: the filter strips only a virtual key",
 		allowed: notFromRequest,
 	},
+	{name: "api-key", why: "a client credential (Azure OpenAI's header)", allowed: notFromRequest},
+	{name: "x-goog-api-key", why: "a client credential (Google's header)", allowed: notFromRequest},
+	{name: "cookie", why: "a client credential (a session)", allowed: notFromRequest},
+	{name: "proxy-authorization", why: "a client credential for a proxy", allowed: notFromRequest},
 }
 
 // notFromRequest is a value the proxy makes up (a provider key from its
