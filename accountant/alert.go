@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // AlertEvent is the JSON body POSTed to the alert webhook, one per
@@ -98,21 +102,55 @@ func newAlerter(url string, log *slog.Logger, m *metrics) *alerter {
 
 func (a *alerter) emit(alerts []core.Alert) {
 	for _, al := range alerts {
-		ev := NewAlertEvent(al)
-		a.metrics.alerts.WithLabelValues(al.LimitID).Inc()
-		a.log.Warn("threshold alert: limit "+al.LimitID+" at "+al.Node+" crossed its threshold",
-			"limit_id", ev.LimitID, "limit_type", ev.LimitType, "node", ev.Node, "threshold", ev.Threshold,
-			"period", ev.Period, "period_start", ev.PeriodStart, "observed", string(ev.Observed), "limit", string(ev.Limit))
-		a.mu.Lock()
-		if a.queue != nil && !a.closed {
-			select {
-			case a.queue <- ev:
-			default:
-				a.log.Error("alert webhook queue full; alert not posted", "limit_id", ev.LimitID, "node", ev.Node)
-			}
-		}
-		a.mu.Unlock()
+		a.emitEvent(NewAlertEvent(al))
 	}
+}
+
+// emitEvent logs, counts and queues one alert for the webhook.
+func (a *alerter) emitEvent(ev AlertEvent) {
+	a.metrics.alerts.WithLabelValues(ev.LimitID).Inc()
+	a.log.Warn("threshold alert: limit "+ev.LimitID+" at "+ev.Node+" crossed its threshold",
+		"limit_id", ev.LimitID, "limit_type", ev.LimitType, "node", ev.Node, "threshold", ev.Threshold,
+		"period", ev.Period, "period_start", ev.PeriodStart, "observed", string(ev.Observed), "limit", string(ev.Limit))
+	a.mu.Lock()
+	if a.queue != nil && !a.closed {
+		select {
+		case a.queue <- ev:
+		default:
+			a.log.Error("alert webhook queue full; alert not posted", "limit_id", ev.LimitID, "node", ev.Node)
+		}
+	}
+	a.mu.Unlock()
+}
+
+// GateAlertEvent renders an alert a filter raised for a limit it counts at
+// the gate (rpm, tpm, concurrency). Its period is the rate window (empty
+// for concurrency), starting at the alert's window start.
+func GateAlertEvent(g syncwire.GateAlert) (AlertEvent, error) {
+	t, ok := govern.ParseType(g.LimitType)
+	if !ok || t.Class() == govern.LedgerSettled {
+		return AlertEvent{}, fmt.Errorf("limit_type %q is not one the gateway counts (rpm, tpm, concurrency)", g.LimitType)
+	}
+	if g.LimitID == "" || g.Counter == "" {
+		return AlertEvent{}, errors.New("limit_id and counter are required")
+	}
+	if g.At.IsZero() {
+		return AlertEvent{}, errors.New("at is required")
+	}
+	at := g.At.UTC()
+	ev := AlertEvent{Event: "threshold_crossed", LimitID: g.LimitID, LimitType: t.String(), Unit: t.Unit(),
+		Node: g.Node, Counter: g.Counter, Threshold: g.Threshold, Period: g.Window,
+		PeriodStart: at, ResetsAt: at, At: at,
+		Observed: json.RawMessage(strconv.FormatInt(g.Observed, 10)), Limit: json.RawMessage(strconv.FormatInt(g.Limit, 10))}
+	if g.Window != "" {
+		w, err := time.ParseDuration(g.Window)
+		if err != nil || w <= 0 {
+			return AlertEvent{}, fmt.Errorf("window %q is not a duration", g.Window)
+		}
+		ev.PeriodStart = at.Truncate(w)
+		ev.ResetsAt = ev.PeriodStart.Add(w)
+	}
+	return ev, nil
 }
 
 func (a *alerter) post() {

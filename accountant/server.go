@@ -213,6 +213,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+syncwire.IngestPath, s.serveIngest)
+	mux.HandleFunc("POST "+syncwire.AlertsPath, s.serveAlerts)
 	mux.HandleFunc("GET "+syncwire.SyncPath, s.serveSync)
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
@@ -323,6 +324,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 // the method each takes.
 var ownRoutes = map[string]string{
 	syncwire.IngestPath: http.MethodPost,
+	syncwire.AlertsPath: http.MethodPost,
 	syncwire.SyncPath:   http.MethodGet,
 	"/healthz":          http.MethodGet,
 	"/metrics":          http.MethodGet,
@@ -340,6 +342,6 @@ func serveNoRoute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: method not allowed; this route takes %s", r.Method, r.URL.Path, m))
 		return
 	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the accountant serves POST %s, GET %s, GET /healthz, GET /metrics and the management API under %s",
-		r.Method, r.URL.Path, syncwire.IngestPath, syncwire.SyncPath, api.Prefix))
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the accountant serves POST %s, GET %s, POST %s, GET /healthz, GET /metrics and the management API under %s",
+		r.Method, r.URL.Path, syncwire.IngestPath, syncwire.SyncPath, syncwire.AlertsPath, api.Prefix))
 }

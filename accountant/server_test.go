@@ -434,3 +434,44 @@ func TestReplicaTableBounded(t *testing.T) {
 		t.Errorf("evictions not counted:\n%s", metrics)
 	}
 }
+
+// TestGateAlertsReachTheWebhook: the threshold alerts a filter raises for
+// the limits it counts at the gate are posted to the webhook like the
+// accountant's own; a line it cannot read is reported and skipped.
+func TestGateAlertsReachTheWebhook(t *testing.T) {
+	got := make(chan AlertEvent, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev AlertEvent
+		json.NewDecoder(r.Body).Decode(&ev)
+		got <- ev
+	}))
+	defer hook.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(testConfig), 0o644)
+	s, err := New(Options{ConfigPath: cfg, DataDir: dir, AlertWebhook: hook.URL, Now: func() time.Time { return t0 },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	body := `{"limit_id":"team_tpm","limit_type":"tpm","node":"org:acme/team:ml","counter":"team_tpm|tpm|org:acme/team:ml|model=gpt-4o|1m0s|gcra","threshold":0.9,"window":"1m0s","observed":18000,"limit":20000,"at":"2026-08-10T12:00:30.5Z"}
+{"limit_id":"x","limit_type":"budget_usd","node":"org:acme","counter":"c","threshold":0.5,"window":"","observed":1,"limit":2,"at":"2026-08-10T12:00:30Z"}
+not json
+`
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, syncwire.AlertsPath, strings.NewReader(body)))
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"accepted":1,"rejected":2`) || !strings.Contains(w.Body.String(), `line 2: limit_type \"budget_usd\" is not one the gateway counts`) {
+		t.Fatalf("POST %s: %d %s", syncwire.AlertsPath, w.Code, w.Body)
+	}
+	select {
+	case ev := <-got:
+		b, _ := json.Marshal(ev)
+		want := `{"event":"threshold_crossed","limit_id":"team_tpm","limit_type":"tpm","unit":"tokens","node":"org:acme/team:ml","counter":"team_tpm|tpm|org:acme/team:ml|model=gpt-4o|1m0s|gcra","threshold":0.9,"period":"1m0s","period_start":"2026-08-10T12:00:00Z","resets_at":"2026-08-10T12:01:00Z","observed":18000,"limit":20000,"at":"2026-08-10T12:00:30.5Z"}`
+		if string(b) != want {
+			t.Errorf("webhook body:\n got %s\nwant %s", b, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook call")
+	}
+}

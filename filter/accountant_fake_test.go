@@ -45,6 +45,7 @@ type fakeAccountant struct {
 	failed    int
 	rejected  int
 	rawErrors []string
+	alerts    []syncwire.GateAlert
 }
 
 func newFakeAccountant(clock interface{ Now() time.Time }) *fakeAccountant {
@@ -63,6 +64,20 @@ func (a *fakeAccountant) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.serveSync(w, r)
 	case syncwire.IngestPath:
 		a.serveIngest(w, r)
+	case syncwire.AlertsPath:
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		for {
+			var g syncwire.GateAlert
+			if err := dec.Decode(&g); err == io.EOF {
+				break
+			} else if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			a.alerts = append(a.alerts, g)
+		}
+		w.Write([]byte(`{"accepted":1}`))
 	default:
 		http.NotFound(w, r)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // Threshold alerts for the limits counted at the gate (rpm, tpm,
@@ -64,4 +66,61 @@ func (e *Engine) raiseGateAlert(in *govern.Instance, th float64, value, amount i
 	e.host.Metrics.Add(MetricThresholdAlerts, 1)
 	e.logf(LogWarn, "threshold alert: limit %s (%s) on %s reached %s of its amount: %d of %d",
 		l.ID, l.Type, in.Node, strconv.FormatFloat(th, 'g', -1, 64), value, amount)
+	e.queueAlert(in, th, value, amount, now)
+}
+
+// maxQueuedAlerts bounds the alerts a VM holds for the accountant between
+// two ticks; past it they are only logged.
+const maxQueuedAlerts = 64
+
+// queueAlert adds the alert, as a syncwire.GateAlert JSON line, to what
+// the next tick sends to the accountant, which logs, counts and posts it
+// to its alert webhook with its own.
+func (e *Engine) queueAlert(in *govern.Instance, th float64, value, amount int64, now time.Time) {
+	if e.host.Caller == nil || e.alertCount >= maxQueuedAlerts {
+		return
+	}
+	l := in.Limit
+	b := append(e.alerts, `{"limit_id":`...)
+	b = wire.AppendJSONString(b, l.ID)
+	b = append(b, `,"limit_type":`...)
+	b = wire.AppendJSONString(b, l.Type.String())
+	b = append(b, `,"node":`...)
+	b = wire.AppendJSONString(b, in.Node)
+	b = append(b, `,"counter":`...)
+	b = wire.AppendJSONString(b, in.ID)
+	b = append(b, `,"threshold":`...)
+	b = strconv.AppendFloat(b, th, 'g', -1, 64)
+	b = append(b, `,"window":`...)
+	window := ""
+	if l.Period.Window > 0 {
+		window = l.Period.Window.String()
+	}
+	b = wire.AppendJSONString(b, window)
+	b = append(b, `,"observed":`...)
+	b = strconv.AppendInt(b, value, 10)
+	b = append(b, `,"limit":`...)
+	b = strconv.AppendInt(b, amount, 10)
+	b = append(b, `,"at":"`...)
+	b = now.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, "\"}\n"...)
+	e.alerts, e.alertCount = b, e.alertCount+1
+}
+
+// sendAlerts sends the queued alerts from the tick. They are not resent:
+// an alert the accountant did not take stays in the gateway's log.
+func (e *Engine) sendAlerts() {
+	if len(e.alerts) == 0 || e.host.Caller == nil {
+		return
+	}
+	n := e.alertCount
+	err := e.host.Caller.Call("POST", syncwire.AlertsPath, e.ingestHeaders, e.alerts, ingestTimout, func(status int, _ []byte) {
+		if status != 200 {
+			e.logf(LogWarn, "sending %d threshold alerts to the accountant failed (status %d); they are in this log", n, status)
+		}
+	})
+	if err != nil {
+		e.logf(LogWarn, "sending threshold alerts to the accountant: %v", err)
+	}
+	e.alerts, e.alertCount = e.alerts[:0], 0
 }

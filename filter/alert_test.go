@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // TestGateThresholdAlerts: posture.thresholds on rpm, tpm and concurrency
@@ -16,7 +18,7 @@ func TestGateThresholdAlerts(t *testing.T) {
 		`{"id":"alert_tpm","attach":{"node":"org:acme/team:ml/user:dev1"},"type":"tpm","amount":20000,"period":"1m","posture":{"thresholds":[0.5]}}`,
 		`{"id":"alert_conc","attach":{"node":"org:acme/team:ml/user:dev1"},"type":"concurrency","amount":2,"posture":{"thresholds":[0.5,0.9]}}`,
 	}, ",")
-	r := newRig(t, rigOptions{governance: gov(limits, `,"require_key":true`), keys: []testKey{dev1Key}})
+	r := newRig(t, rigOptions{governance: gov(limits, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
 	alerts := func() map[string]int {
 		n := map[string]int{}
 		for _, l := range r.h.Logs() {
@@ -32,6 +34,29 @@ func TestGateThresholdAlerts(t *testing.T) {
 	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, vm: 1, body: chatGermany}), 200)
 	if got := alerts(); got["alert_tpm"] != 1 || got["alert_conc"] != 1 || got["alert_rpm"] != 0 {
 		t.Fatalf("after one request: %v", got)
+	}
+	// The tick hands them to the accountant, which posts them to its
+	// alert webhook with its own.
+	r.step(500 * time.Millisecond)
+	r.acct.mu.Lock()
+	sent := append([]syncwire.GateAlert(nil), r.acct.alerts...)
+	r.acct.mu.Unlock()
+	if len(sent) != 2 {
+		t.Fatalf("the accountant received %d alerts, want 2: %+v", len(sent), sent)
+	}
+	for _, g := range sent {
+		switch g.LimitID {
+		case "alert_tpm":
+			if g.LimitType != "tpm" || g.Window != "1m0s" || g.Observed != 16391 || g.Limit != 20000 || g.Threshold != 0.5 || g.Node != "org:acme/team:ml/user:dev1" {
+				t.Errorf("tpm alert: %+v", g)
+			}
+		case "alert_conc":
+			if g.LimitType != "concurrency" || g.Window != "" || g.Observed != 1 || g.Limit != 2 {
+				t.Errorf("concurrency alert: %+v", g)
+			}
+		default:
+			t.Errorf("unexpected alert %+v", g)
+		}
 	}
 	// The rpm window reaches 2 of 4 on another VM: its alert, once.
 	r.step(61 * time.Second)

@@ -45,6 +45,8 @@ type Engine struct {
 	finishFailures int        // sends Finish made in a row that failed
 	row            ledger.Row // the row being encoded
 	ingestHeaders  [][2]string
+	alerts         []byte // threshold alerts for the accountant, JSON lines
+	alertCount     int
 	lastRefresh    time.Time // of lease expiries and tee stats
 	teeLag         int
 	teeDropped     uint64
@@ -161,6 +163,7 @@ func (e *Engine) Tick() {
 	e.refresh(now)
 	e.poll(now)
 	e.flushRows(now, e.rows.lag() >= batchRows)
+	e.sendAlerts()
 	if now.Sub(e.lastRefresh) >= e.leaseTTL/3 || e.teeChanged() {
 		e.cells.gaugeRefreshAll(now, e.leaseTTL)
 		e.publishTee(now)

@@ -22,7 +22,25 @@ import (
 const (
 	SyncPath   = "/tt/internal/v1/sync"
 	IngestPath = "/tt/internal/v1/ingest"
+	AlertsPath = "/tt/internal/v1/alerts"
 )
+
+// GateAlert is one threshold alert the filter raised for a limit it counts
+// at the gate (rpm, tpm, concurrency), sent to AlertsPath as a JSON line so
+// that the accountant logs, counts and posts it with its own. Observed and
+// Limit are in the limit's unit; Window is the rate window (a Go duration,
+// "" for concurrency).
+type GateAlert struct {
+	LimitID   string    `json:"limit_id"`
+	LimitType string    `json:"limit_type"`
+	Node      string    `json:"node"`
+	Counter   string    `json:"counter"`
+	Threshold float64   `json:"threshold"`
+	Window    string    `json:"window"`
+	Observed  int64     `json:"observed"`
+	Limit     int64     `json:"limit"`
+	At        time.Time `json:"at"`
+}
 
 // Sync is the answer to a sync poll. A part whose version the filter already
 // holds carries only its version.
