@@ -174,6 +174,7 @@ func (s *Server) armLocked(now time.Time, live bool) []coreAlert {
 		s.log.Warn("runtime plane: "+p.Message, "path", p.Path)
 	}
 	s.armed = armed
+	s.noteArmedLocked()
 	alerts, err := s.core.Arm(now, armed)
 	if err != nil {
 		s.log.Error("re-deriving counters after arming", "err", err)

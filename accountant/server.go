@@ -108,6 +108,16 @@ type Server struct {
 	// replicasEvicted counts replicas forgotten because MaxReplicas were
 	// tracked.
 	replicasEvicted int64
+	// since is the point each armed override was armed at (see
+	// rollout.go), replaced on every arm; runtimeID is the governance.db
+	// id of the runtime versions counted; planGen counts the plan hashes
+	// armed, planGens the generation each hash was last armed at, and
+	// armedPlan is the hash armed last.
+	since     map[overrideKey]armedAt
+	runtimeID string
+	planGen   int64
+	planGens  map[string]int64
+	armedPlan string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -116,6 +126,11 @@ type Server struct {
 type replica struct {
 	seen    time.Time
 	dropped int64
+	// polled: plan and runtime are what the replica's last poll reported
+	// holding, as the plan generation and the runtime plane's change count
+	// (-1 when it held none the accountant knows).
+	polled        bool
+	plan, runtime int64
 }
 
 // New opens the data directory, compiles the config, replays the ledger and
@@ -138,7 +153,7 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("accountant: the alert webhook %q is not an http(s) URL like https://hooks.example.com/tokentriage", opts.AlertWebhook)
 		}
 	}
-	s := &Server{opts: opts, log: opts.Logger, now: opts.Now, replicas: map[string]replica{}}
+	s := &Server{opts: opts, log: opts.Logger, now: opts.Now, replicas: map[string]replica{}, planGens: map[string]int64{}}
 	s.pricing = pricing.Default()
 	if opts.PricingFile != "" {
 		c, err := pricing.LoadFile(opts.PricingFile)
@@ -224,6 +239,7 @@ func (s *Server) routes() http.Handler {
 		Reload:     s.ReloadBy,
 		Counters:   s.liveCounters,
 		Changed:    s.Changed,
+		Rollout:    s.Rollout,
 		AdminToken: s.opts.AdminToken,
 		Now:        s.now,
 		Logger:     s.log,

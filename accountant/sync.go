@@ -15,7 +15,9 @@ import (
 //
 // Each part is sent whole when the version the filter holds differs, and as
 // its version alone when it is current. replica names the polling host
-// process; replicas polling within LivenessWindow are counted in Replicas.
+// process; replicas polling within LivenessWindow are counted in Replicas,
+// and the plan and runtime versions each reports holding tell the
+// management API whether an armed override is in force at every one.
 // dropped is the replica's cumulative count of ledger rows it had to drop
 // (its buffer overflowed), exported as a metric.
 func (s *Server) serveSync(w http.ResponseWriter, r *http.Request) {
@@ -79,6 +81,9 @@ func (s *Server) noteReplica(r *http.Request, poll bool) {
 	if poll || !rep.seen.IsZero() {
 		rep.seen = now
 	}
+	if poll {
+		s.noteHeldLocked(&rep, q.Get("plan"), q.Get("runtime"))
+	}
 	if dropped > rep.dropped {
 		rep.dropped = dropped
 	}
@@ -110,7 +115,7 @@ func (s *Server) evictReplicaLocked() {
 func (s *Server) liveReplicasLocked(now time.Time) int {
 	n := 0
 	for _, r := range s.replicas {
-		if !r.seen.IsZero() && now.Sub(r.seen) <= LivenessWindow {
+		if r.live(now) {
 			n++
 		}
 	}

@@ -42,6 +42,11 @@ type Deps struct {
 	// Changed is called after every successful write, so the accountant
 	// re-arms with the new runtime plane and bumps the sync versions.
 	Changed func()
+	// Rollout reports how far the armed plan has reached the filters, so
+	// an override reads as in force only once every live filter replica
+	// holds it. Nil: an override the armed plan holds reads as in force
+	// (a write still answers armed).
+	Rollout func() Rollout
 	// AdminToken is the admin bearer token. Empty disables admin access
 	// (every admin request answers 401 saying so).
 	AdminToken string

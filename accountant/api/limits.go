@@ -31,7 +31,7 @@ func (h *handler) getLimits(w http.ResponseWriter, r *http.Request, p principal)
 		h.internal(w, r, err)
 		return
 	}
-	doc := LimitsDocumentFor(a, ovs, p.scope)
+	doc := limitsDocument(a, h.rollout(), ovs, p.scope)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -58,6 +58,16 @@ func LimitsDocument(a *govern.Armed, ovs []runtime.Override) *wire.Limits {
 // are not shown. Templates (attached by level) are always listed. ovs are
 // expected to be the overrides of the scope already.
 func LimitsDocumentFor(a *govern.Armed, ovs []runtime.Override, scope string) *wire.Limits {
+	return limitsDocument(a, nil, ovs, scope)
+}
+
+// limitsDocument is LimitsDocumentFor with the rollout: an override the
+// armed plan holds but some live filter replica does not yet is armed, not
+// listed, and named in the note apart from the dropped and pending ones,
+// since a replica that does not hold it checks traffic against the amount
+// it held before (the definition's, or an earlier override's). A nil ro
+// lists every override the armed plan holds.
+func limitsDocument(a *govern.Armed, ro *Rollout, ovs []runtime.Override, scope string) *wire.Limits {
 	plan := a.Plan
 	doc := &wire.Limits{
 		Definitions: make([]wire.Definition, 0, len(plan.Limits)),
@@ -82,9 +92,13 @@ func LimitsDocumentFor(a *govern.Armed, ovs []runtime.Override, scope string) *w
 			OverrideMax:     l.OverrideMax,
 		})
 	}
-	var out []string
+	var out, armed []string
 	for _, o := range ovs {
-		v := overrideView(a, o)
+		v := overrideView(a, ro, o)
+		if v.State == StateArmed {
+			armed = append(armed, notInForce(plan, o, v))
+			continue
+		}
 		if v.State != StateInForce {
 			out = append(out, notInForce(plan, o, v))
 			continue
@@ -101,7 +115,18 @@ func LimitsDocumentFor(a *govern.Armed, ovs []runtime.Override, scope string) *w
 			n = fmt.Sprintf("%d stored overrides are", len(out))
 		}
 		doc.Note += " " + n + " not in force and not listed, so the definition's amount applies: " +
-			strings.Join(out, "; ") + ". GET " + Prefix + "overrides shows every stored override with its state."
+			strings.Join(out, "; ") + "."
+	}
+	if len(armed) > 0 {
+		n := "1 override is"
+		if len(armed) > 1 {
+			n = fmt.Sprintf("%d overrides are", len(armed))
+		}
+		doc.Note += " " + n + " armed but not yet held by every live gateway replica, so not in force and not listed: " +
+			strings.Join(armed, "; ") + "."
+	}
+	if len(out) > 0 || len(armed) > 0 {
+		doc.Note += " GET " + Prefix + "overrides shows every stored override with its state."
 	}
 	return doc
 }

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
@@ -173,4 +175,63 @@ func TestLimitsDelegatedSeesPinnedInItsChain(t *testing.T) {
 	if got := strings.Join(ids(search), " "); got != want {
 		t.Errorf("org:acme/team:search sees %s\nwant %s", got, want)
 	}
+}
+
+// TestLimitsArmedOverrideNotListed: with the rollout tracked, an override
+// the armed plan holds but not every live filter replica does is armed:
+// GET overrides says how many replicas hold it, and governance/limits
+// leaves it out of the list and names it in the note apart from a dropped
+// one, while an override every replica holds is listed as before.
+func TestLimitsArmedOverrideNotListed(t *testing.T) {
+	f := newFixture(t, overridesConfig)
+	held := map[string]int{}
+	f.h = New(Deps{
+		DB:         f.db,
+		Armed:      f.armed.Load,
+		Changed:    func() { f.arm() },
+		AdminToken: adminToken,
+		Now:        func() time.Time { return f.now },
+		Rollout: func() Rollout {
+			return Rollout{Live: 2, Window: 30 * time.Second, Holding: func(o govern.Override) int { return held[o.LimitID+"@"+o.Node] }}
+		},
+	})
+	b := f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "acme_month", Node: "org:acme", AmountUSD: usdPtr("2500")}, nil)
+	reason := "the accountant has armed it; 0 of 2 live gateway replicas hold it, and one that does not yet enforces it from its next sync (sync_interval, 1s by default) and checks traffic against the amount it held before until then"
+	if !strings.Contains(string(b), `"state":"armed","reason":`+jsonString(reason)) {
+		t.Errorf("PUT answer %s", b)
+	}
+	f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "team_daily_requests", Node: "org:acme/team:search", Amount: ptr(int64(30000))}, nil)
+	f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "team_daily_requests", Node: "org:acme/team:ml", Amount: ptr(int64(25000))}, nil)
+	held["acme_month@org:acme"] = 1
+	held["team_daily_requests@org:acme/team:ml"] = 2
+
+	src, err := os.ReadFile(overridesConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "lowered.yaml")
+	lowered := strings.Replace(string(src), "override: { allow: true, max_amount: 40000 }", "override: { allow: true, max_amount: 28000 }", 1)
+	if err := os.WriteFile(path, []byte(lowered), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.plan = compileFile(t, path)
+	f.arm()
+
+	var ovs OverrideList
+	f.must(http.StatusOK, "GET", Prefix+"overrides", adminToken, nil, &ovs)
+	states := map[string]string{}
+	for _, o := range ovs.Overrides {
+		states[o.LimitID+"@"+o.Node] = o.State + ": " + o.Reason
+	}
+	want := map[string]string{
+		"acme_month@org:acme":                      "armed: " + strings.Replace(reason, "0 of 2", "1 of 2", 1),
+		"team_daily_requests@org:acme/team:ml":     "in_force: ",
+		"team_daily_requests@org:acme/team:search": `dropped: override amount 30000 of limit "team_daily_requests" exceeds its ceiling 28000 (override.max_amount); raise the ceiling in the config first`,
+	}
+	for k, w := range want {
+		if states[k] != w {
+			t.Errorf("GET overrides: %s is %q, want %q", k, states[k], w)
+		}
+	}
+	golden(t, "limits_dropped_and_armed", f.must(http.StatusOK, "GET", Prefix+"governance/limits", adminToken, nil, nil))
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -26,11 +27,13 @@ const (
 	StateInForce = "in_force"
 	// StatePending: written and valid, not yet folded into the armed plan.
 	StatePending = "pending"
-	// StateArmed answers a write the armed plan now holds: the accountant
-	// has armed it, and each filter enforces it from its next sync
-	// (sync_interval, 1s by default); until then the gateway still checks
-	// traffic against the previous amount, so the write does not read as
-	// in force. GET overrides shows the same override as in_force.
+	// StateArmed: the armed plan holds the override but not every live
+	// filter replica does yet. A filter enforces it from its next sync
+	// (sync_interval, 1s by default) and checks traffic against the amount
+	// it held before until then, so the override does not read as in
+	// force. Reason says how many replicas hold it, or that none has
+	// synced since it was armed. Without Deps.Rollout the accountant
+	// cannot tell, and only a write's answer says armed (ArmedReason).
 	StateArmed = "armed"
 	// StateDropped: the armed plan refuses it (the config changed since it
 	// was written); Reason says why and what to do.
@@ -40,6 +43,51 @@ const (
 // ArmedReason is the reason a write answered with StateArmed carries.
 const ArmedReason = "the accountant has armed it; the gateway enforces it from each filter's next sync " +
 	"(sync_interval, 1s by default) and checks traffic against the previous amount until then"
+
+// Rollout says how far the armed plan and runtime plane have reached the
+// gateway: the filter replicas live now and, for an armed override, how
+// many of them last reported holding a plan and a runtime plane that carry
+// it. An override reads as in force only once every live replica holds it.
+type Rollout struct {
+	// Live is the number of filter replicas that polled within the
+	// liveness window.
+	Live int
+	// Holding counts the live replicas that hold the armed override o
+	// (the limit, node and amount the armed plan keeps).
+	Holding func(o govern.Override) int
+	// Window is the liveness window, named in reasons.
+	Window time.Duration
+}
+
+// rolloutState is the state and reason of an override the armed plan
+// holds, given how far it reached: in_force once every live replica holds
+// it, armed otherwise. A nil Rollout (the accountant does not track it)
+// reads as in force.
+func rolloutState(ro *Rollout, o govern.Override) (state, reason string) {
+	if ro == nil || ro.Holding == nil {
+		return StateInForce, ""
+	}
+	if ro.Live <= 0 {
+		return StateArmed, fmt.Sprintf("the accountant has armed it, and no gateway has synced since: no filter replica polled within the last %s, "+
+			"so no gateway enforces it; each filter enforces it from its next sync", ro.Window)
+	}
+	held := ro.Holding(o)
+	if held >= ro.Live {
+		return StateInForce, ""
+	}
+	return StateArmed, fmt.Sprintf("the accountant has armed it; %d of %d live gateway replicas hold it, and one that does not yet "+
+		"enforces it from its next sync (sync_interval, 1s by default) and checks traffic against the amount it held before until then",
+		held, ro.Live)
+}
+
+// rollout reads the rollout once for a request; nil when not tracked.
+func (h *handler) rollout() *Rollout {
+	if h.Rollout == nil {
+		return nil
+	}
+	ro := h.Rollout()
+	return &ro
+}
 
 // OverrideList answers GET overrides.
 type OverrideList struct {
@@ -65,7 +113,7 @@ func (h *handler) listOverrides(w http.ResponseWriter, r *http.Request, p princi
 		return
 	}
 	out := OverrideList{Overrides: []OverrideView{}}
-	a := h.Armed()
+	a, ro := h.Armed(), h.rollout()
 	for _, o := range ovs {
 		if root == govern.Global && o.Node != govern.Global {
 			continue
@@ -73,7 +121,7 @@ func (h *handler) listOverrides(w http.ResponseWriter, r *http.Request, p princi
 		if id := q.Get("limit_id"); id != "" && o.LimitID != id {
 			continue
 		}
-		out.Overrides = append(out.Overrides, overrideView(a, o))
+		out.Overrides = append(out.Overrides, overrideView(a, ro, o))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -122,8 +170,9 @@ func (h *handler) putOverride(w http.ResponseWriter, r *http.Request, p principa
 		return
 	}
 	h.wrote(p, runtime.ActionOverridePut, saved.LimitID+"@"+saved.Node)
-	v := overrideView(h.Armed(), saved)
-	if v.State == StateInForce {
+	ro := h.rollout()
+	v := overrideView(h.Armed(), ro, saved)
+	if v.State == StateInForce && ro == nil {
 		v.State, v.Reason = StateArmed, ArmedReason
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -149,7 +198,7 @@ func (h *handler) deleteOverride(w http.ResponseWriter, r *http.Request, p princ
 		return
 	}
 	h.wrote(p, runtime.ActionOverrideDelete, limitID+"@"+node)
-	v := overrideView(h.Armed(), prev)
+	v := overrideView(h.Armed(), nil, prev)
 	v.State, v.Reason = "deleted", "the instance returns to the template's amount at the filters' next sync"
 	writeJSON(w, http.StatusOK, v)
 }
@@ -169,7 +218,11 @@ type OverrideView struct {
 	Reason      string     `json:"reason,omitempty"`
 }
 
-func overrideView(a *govern.Armed, o runtime.Override) OverrideView {
+// overrideView shows a stored override against the armed plan a. ro, when
+// the accountant tracks it, tells an override the armed plan holds
+// but some live filter replica does not yet (armed) from one every live
+// replica holds (in_force).
+func overrideView(a *govern.Armed, ro *Rollout, o runtime.Override) OverrideView {
 	v := OverrideView{LimitID: o.LimitID, Node: o.Node, SetBy: o.SetBy, SetAt: o.SetAt}
 	n := o.Amount
 	if a == nil {
@@ -186,7 +239,7 @@ func overrideView(a *govern.Armed, o runtime.Override) OverrideView {
 		v.AmountCount = &n
 	}
 	if got, ok := a.Override(o.LimitID, o.Node); ok && got == o.Amount {
-		v.State = StateInForce
+		v.State, v.Reason = rolloutState(ro, govern.Override{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount})
 		return v
 	}
 	if e := runtime.CheckOverride(runtime.ArmedPlan(a), govern.Override{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount}); e != nil {

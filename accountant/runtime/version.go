@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -82,4 +84,21 @@ func (db *DB) Runtime() (version string, rt govern.Runtime, err error) {
 	}
 	sort.Strings(rt.Nodes)
 	return version, rt, nil
+}
+
+// VersionSeq splits a keys or runtime version as Keys and Runtime return it
+// (the database id, a dot, the change count) into its parts. ok is false
+// for anything else, such as a version a filter reports that it made up.
+// Counts of one database id only grow: a larger count carries every write
+// a smaller one does.
+func VersionSeq(v string) (id string, n int64, ok bool) {
+	i := strings.LastIndexByte(v, '.')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(v[i+1:], 10, 64)
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return v[:i], n, true
 }

@@ -1,0 +1,131 @@
+package accountant
+
+import (
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/api"
+	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/shared/govern"
+)
+
+// An override reads as in force only once every live filter replica holds
+// it. A replica says what it holds with each sync poll (?plan=&runtime=,
+// the versions of the parts it has loaded), so the accountant keeps, per
+// armed override, the point it was armed at: the runtime plane's change
+// count and the plan's generation (a count of the plan hashes armed since
+// start). A replica holds the override when it reports a runtime version of
+// this governance.db with a count at least that, and a plan hash that was
+// current at that generation or later.
+
+// overrideKey names an instance an override applies to.
+type overrideKey struct{ limit, node string }
+
+// armedAt is the amount an override is armed with and the point it was
+// armed at.
+type armedAt struct {
+	amount  int64
+	runtime int64 // the runtime plane's change count
+	plan    int64 // the plan generation
+}
+
+// maxPlanGens bounds the plan hashes remembered; a replica holding a plan
+// forgotten since counts as not holding overrides armed after it.
+const maxPlanGens = 64
+
+// noteArmedLocked records, after arming, the point each armed override
+// was armed at: one armed before with the same amount keeps its point;
+// a new one, or one whose amount changed, is armed at the current runtime
+// count and plan generation. s.mu is held.
+func (s *Server) noteArmedLocked() {
+	if s.plan.Hash != s.armedPlan {
+		s.planGen++
+		s.armedPlan = s.plan.Hash
+		s.planGens[s.plan.Hash] = s.planGen
+		if len(s.planGens) > maxPlanGens {
+			var oldest string
+			first := true
+			for h, g := range s.planGens {
+				if first || g < s.planGens[oldest] {
+					oldest, first = h, false
+				}
+			}
+			delete(s.planGens, oldest)
+		}
+	}
+	id, n, _ := runtime.VersionSeq(s.runtime.Version)
+	if id != s.runtimeID {
+		s.runtimeID, s.since = id, nil // another database: nothing carries over
+	}
+	since := map[overrideKey]armedAt{}
+	if s.armed != nil {
+		for _, o := range s.armed.Overrides() {
+			got, ok := s.armed.Override(o.LimitID, o.Node)
+			if !ok {
+				continue
+			}
+			k := overrideKey{o.LimitID, o.Node}
+			if prev, ok := s.since[k]; ok && prev.amount == got {
+				since[k] = prev
+				continue
+			}
+			since[k] = armedAt{amount: got, runtime: n, plan: s.planGen}
+		}
+	}
+	s.since = since
+}
+
+// noteHeldLocked records the versions a polling replica reports holding.
+// s.mu is held.
+func (s *Server) noteHeldLocked(rep *replica, plan, rt string) {
+	rep.polled = true
+	rep.plan, rep.runtime = -1, -1
+	if g, ok := s.planGens[plan]; ok {
+		rep.plan = g
+	}
+	if id, n, ok := runtime.VersionSeq(rt); ok && id == s.runtimeID {
+		rep.runtime = n
+	}
+}
+
+// Rollout is what the management API is told of how far the armed
+// overrides reached: the live replicas and, per override, how many of them
+// hold it.
+func (s *Server) Rollout() api.Rollout {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type held struct{ plan, runtime int64 }
+	var live []held
+	for _, r := range s.replicas {
+		if r.live(now) {
+			h := held{-1, -1}
+			if r.polled {
+				h = held{r.plan, r.runtime}
+			}
+			live = append(live, h)
+		}
+	}
+	since := s.since // replaced, never changed in place
+	return api.Rollout{
+		Live:   len(live),
+		Window: LivenessWindow,
+		Holding: func(o govern.Override) int {
+			at, ok := since[overrideKey{o.LimitID, o.Node}]
+			if !ok || at.amount != o.Amount {
+				return 0
+			}
+			n := 0
+			for _, h := range live {
+				if h.runtime >= at.runtime && h.plan >= at.plan {
+					n++
+				}
+			}
+			return n
+		},
+	}
+}
+
+// live reports whether the replica polled within LivenessWindow.
+func (r replica) live(now time.Time) bool {
+	return !r.seen.IsZero() && now.Sub(r.seen) <= LivenessWindow
+}
