@@ -18,19 +18,14 @@
 package pricing
 
 import (
-	"regexp"
 	"sort"
 	"strings"
+
+	shared "github.com/tokentriage/tokentriage/shared/pricing"
 )
 
 // Rates are the prices of one model in nanodollars per million tokens.
-type Rates struct {
-	Input  int64 // uncached input (prompt) tokens
-	Output int64 // output tokens, reasoning included
-	// Cached is the rate of input tokens served from the provider's prompt
-	// cache. A model without a cached rate bills them at Input.
-	Cached int64
-}
+type Rates = shared.Rates
 
 // Model is one catalog entry.
 type Model struct {
@@ -47,46 +42,14 @@ type Catalog struct {
 }
 
 // Lookup returns the model a requested or served model name prices as, and
-// whether there is one. It tries, in order: the exact name; an alias; the
-// name with a date suffix removed (gpt-4o-mini-2024-07-18, claude-3-5-haiku-20241022);
-// the name with "-latest" removed; each of those again after a "provider/"
-// prefix is dropped. Case is ignored.
+// whether there is one, by shared/pricing's rules (exact name or alias, then
+// without a date suffix, without "-latest", without a "provider/" prefix;
+// case ignored), the rules the filter applies to the prices it syncs.
 func (c *Catalog) Lookup(name string) (*Model, bool) {
-	if c == nil || name == "" {
+	if c == nil {
 		return nil, false
 	}
-	n := strings.ToLower(strings.TrimSpace(name))
-	if m, ok := c.lookup(n); ok {
-		return m, true
-	}
-	if i := strings.LastIndexByte(n, '/'); i >= 0 && i+1 < len(n) {
-		return c.lookup(n[i+1:])
-	}
-	return nil, false
-}
-
-var (
-	isoDateSuffix     = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}$`)
-	compactDateSuffix = regexp.MustCompile(`-\d{8}$`)
-)
-
-func (c *Catalog) lookup(n string) (*Model, bool) {
-	if m, ok := c.exact(n); ok {
-		return m, true
-	}
-	for _, re := range []*regexp.Regexp{isoDateSuffix, compactDateSuffix} {
-		if loc := re.FindStringIndex(n); loc != nil {
-			if m, ok := c.exact(n[:loc[0]]); ok {
-				return m, true
-			}
-		}
-	}
-	if base, ok := strings.CutSuffix(n, "-latest"); ok {
-		if m, ok := c.exact(base); ok {
-			return m, true
-		}
-	}
-	return nil, false
+	return shared.Lookup(name, c.exact)
 }
 
 func (c *Catalog) exact(n string) (*Model, bool) {
