@@ -16,8 +16,10 @@ import (
 // writes for the value (a native test holds the two together):
 //
 //   - a struct is an object of every exported field, named by its json tag
-//     (or Go name), in declaration order; omitempty is not honoured (the
-//     schema uses none) and json:"-" fields are left out;
+//     (or Go name), in declaration order; json:"-" fields are left out, and
+//     a bool field tagged omitempty when false (the schema's one use of
+//     omitempty, so that a new switch leaves the hash of every plan that
+//     does not set it as it was);
 //   - a nil pointer, slice or map is null; an empty slice is [];
 //   - map keys are sorted bytewise;
 //   - USD is its exact dollar literal (USD.String: 5000, 0.000001);
@@ -71,10 +73,15 @@ func (e *canonical) value(v reflect.Value) {
 		e.value(v.Elem())
 	case reflect.Struct:
 		e.buf = append(e.buf, '{')
-		for i, f := range structFields(v.Type()) {
-			if i > 0 {
+		first := true
+		for _, f := range structFields(v.Type()) {
+			if f.omitEmpty && v.Field(f.index).Kind() == reflect.Bool && !v.Field(f.index).Bool() {
+				continue // omitempty, as encoding/json (the schema uses it on bools only)
+			}
+			if !first {
 				e.buf = append(e.buf, ',')
 			}
+			first = false
 			e.buf = appendJSONString(e.buf, f.name)
 			e.buf = append(e.buf, ':')
 			e.value(v.Field(f.index))

@@ -173,8 +173,9 @@ func (d *decoder) object(v any, rv reflect.Value, path string) {
 }
 
 type field struct {
-	name  string
-	index int
+	name      string
+	index     int
+	omitEmpty bool // json:",omitempty": left out of the canonical JSON when false
 }
 
 // structFields lists the decodable fields of t in declaration order: the
@@ -187,16 +188,18 @@ func structFields(t reflect.Type) []field {
 		if !f.IsExported() {
 			continue
 		}
-		name := f.Name
+		name, omitEmpty := f.Name, false
 		if tag, ok := f.Tag.Lookup("json"); ok {
 			if tag == "-" {
 				continue
 			}
-			if n, _, _ := strings.Cut(tag, ","); n != "" {
+			n, opts, _ := strings.Cut(tag, ",")
+			if n != "" {
 				name = n
 			}
+			omitEmpty = opts == "omitempty"
 		}
-		out = append(out, field{name: name, index: i})
+		out = append(out, field{name: name, index: i, omitEmpty: omitEmpty})
 	}
 	return out
 }

@@ -70,6 +70,10 @@ type Limit struct {
 	Posture *Posture `json:"posture"`
 	// Override permits per-node overrides (spend and quota types only).
 	Override *Override `json:"override"`
+	// Reserve (budget_usd only) turns on reserve mode: admission reserves
+	// the dearest cost the call can reach, lowering its output maximum to
+	// fit what is left, so the cap holds within one gateway replica.
+	Reserve bool `json:"reserve,omitempty"`
 }
 
 // Attach says where a limit binds: exactly one of Node and Level.

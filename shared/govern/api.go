@@ -113,6 +113,8 @@ type Limit struct {
 	// (count or nanodollars), or -1 when no ceiling was declared.
 	OverrideAllow bool
 	OverrideMax   int64
+	// Reserve is budget reserve mode (budget_usd only).
+	Reserve bool
 
 	period string // Period.String(), computed once at compile
 	glob   bool   // Match.Model is a pattern with metacharacters

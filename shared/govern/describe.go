@@ -72,6 +72,9 @@ func describeLimit(b *strings.Builder, l *Limit, nodes []string) {
 	case l.OverrideAllow:
 		fmt.Fprintf(b, "    override: allowed, no ceiling\n")
 	}
+	if l.Reserve {
+		fmt.Fprintf(b, "    reserve: on (admission reserves the dearest cost the call can reach)\n")
+	}
 	if l.Mode == ModeOff {
 		fmt.Fprintf(b, "    not armed: mode off compiles and resolves to nothing\n")
 	}

@@ -45,6 +45,12 @@ func (c *compiler) limit(i int, cl *config.Limit, tree map[string]uint8, shared 
 	}
 	c.match(l, p, cl.Match, typeOK)
 	c.posture(l, p, cl.Posture)
+	if cl.Reserve {
+		if typeOK && t != BudgetUSD {
+			c.at(p+".reserve", "reserve mode is for budget_usd only (it reserves a call's dearest cost in dollars); %s is counted at the gate already or settled from the ledger: remove reserve", cl.Type)
+		}
+		l.Reserve = true
+	}
 	l.period = l.Period.String()
 	return l
 }
