@@ -52,6 +52,11 @@ func (c *Core) rederive(now time.Time, live bool) error {
 			}
 			if n := amountOf(t.limit.Type, *a); n != 0 { // as the fold: nothing to add, no counter
 				add(t, n)
+				if t.reserve() {
+					for _, rn := range a.replicas {
+						add(t.replicaTarget(rn.replica), rn.nanos)
+					}
+				}
 			}
 		}
 	}

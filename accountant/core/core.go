@@ -19,7 +19,9 @@
 //     keep the LedgerSettled ones, and add to each instance's counter for
 //     the calendar period the row's end time falls in: budget_usd adds the
 //     priced cost (an UNPRICED row adds nothing), quota_tokens adds input +
-//     output, quota_requests adds one.
+//     output, quota_requests adds one. A budget_usd limit in reserve mode
+//     also adds the priced cost to a companion counter per filter replica
+//     (syncwire.ReplicaSuffix), for the rows that name their replica.
 //  6. Raise one alert per instance, threshold and period when a counter
 //     crosses a posture.thresholds fraction of its amount.
 //
@@ -47,6 +49,8 @@ const (
 	// maxResolveCache bounds the resolution cache; past it the cache is
 	// cleared and refilled.
 	maxResolveCache = 1 << 16
+	// maxReplicaIDs bounds the table of interned replica ids.
+	maxReplicaIDs = 1 << 12
 )
 
 // Options configure a Core.
@@ -76,7 +80,9 @@ type Core struct {
 	resolved map[dims][]target
 	aggs     map[aggKey]*agg
 	aggFrom  int64 // first Unix day whose aggregates are kept
-	dedup    *dedup
+	// replicaIDs interns the filter replica ids the aggregates hold.
+	replicaIDs map[string]string
+	dedup      *dedup
 	// prunedHour is the Unix hour of the last dedup prune
 	prunedHour int64
 	fired      map[alertKey]struct{}
@@ -132,13 +138,14 @@ func New(opts Options) *Core {
 		opts.DedupMaxIDs = DefaultDedupMaxIDs
 	}
 	c := &Core{
-		opts:     opts,
-		ctx:      context.Background(),
-		resolved: map[dims][]target{},
-		aggs:     map[aggKey]*agg{},
-		dedup:    newDedup(opts.DedupMaxIDs),
-		fired:    map[alertKey]struct{}{},
-		dirty:    true,
+		opts:       opts,
+		ctx:        context.Background(),
+		resolved:   map[dims][]target{},
+		aggs:       map[aggKey]*agg{},
+		replicaIDs: map[string]string{},
+		dedup:      newDedup(opts.DedupMaxIDs),
+		fired:      map[alertKey]struct{}{},
+		dirty:      true,
 	}
 	c.dedup.horizon = -1 << 62
 	return c

@@ -42,12 +42,26 @@ type target struct {
 // UNPRICED rows folded into it (syncwire.UnpricedSuffix). It raises no
 // threshold alert.
 func (t target) unpricedTarget() target {
-	return target{limit: &unpricedLimit, node: t.node, id: t.id + syncwire.UnpricedSuffix, unit: t.unit}
+	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.UnpricedSuffix, unit: t.unit}
 }
 
-// unpricedLimit stands for the limit of a companion counter: no
+// reserve reports whether t is a budget_usd target in reserve mode, whose
+// rows are also counted per filter replica.
+func (t target) reserve() bool {
+	return t.limit.Reserve && t.limit.Type == govern.BudgetUSD
+}
+
+// replicaTarget is the companion counter of a reserve-mode budget_usd
+// target for one filter replica: the priced nanodollars of that replica's
+// rows folded into it (syncwire.ReplicaSuffix). It raises no threshold
+// alert.
+func (t target) replicaTarget(replica string) target {
+	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.ReplicaSuffix + replica, unit: t.unit}
+}
+
+// companionLimit stands for the limit of a companion counter: no
 // thresholds, no amount.
-var unpricedLimit govern.Limit
+var companionLimit govern.Limit
 
 // agg sums the forwarded rows of one dims on one UTC day: every calendar
 // period is a union of UTC days, so these sums re-derive any counter of the
@@ -57,6 +71,30 @@ type agg struct {
 	tokens   int64 // input + output
 	nanos    int64 // priced cost; UNPRICED rows add nothing
 	unpriced int64 // UNPRICED rows
+	// replicas splits nanos by the filter replica that wrote the rows (rows
+	// with no replica id, or that cost nothing, are left out), so the
+	// companions of a reserve-mode budget re-derive exactly, also for a
+	// limit that a re-arm has just put in reserve mode. It is kept for
+	// every aggregate, 24 bytes per replica (the ids are interned), rather
+	// than splitting the aggregates themselves by replica.
+	replicas []replicaNanos
+}
+
+// replicaNanos is the priced cost of one filter replica's rows.
+type replicaNanos struct {
+	replica string
+	nanos   int64
+}
+
+// addReplica adds n nanodollars to replica's share of a.
+func (a *agg) addReplica(replica string, n int64) {
+	for i := range a.replicas {
+		if a.replicas[i].replica == replica {
+			a.replicas[i].nanos = addSat(a.replicas[i].nanos, n)
+			return
+		}
+	}
+	a.replicas = append(a.replicas, replicaNanos{replica: replica, nanos: n})
 }
 
 type aggKey struct {
@@ -133,6 +171,9 @@ func (c *Core) fold(r *ledger.Row) {
 		p.tokens = addSat(p.tokens, a.tokens)
 		p.nanos = addSat(p.nanos, a.nanos)
 		p.unpriced = addSat(p.unpriced, a.unpriced)
+		if a.nanos > 0 && r.Replica != "" {
+			p.addReplica(c.intern(r.Replica), a.nanos)
+		}
 	}
 	for _, t := range c.resolve(d) {
 		start := calendar.Start(t.unit, r.End).Unix()
@@ -150,7 +191,29 @@ func (c *Core) fold(r *ledger.Row) {
 			N:   n,
 		})
 		c.targets = append(c.targets, t)
+		if t.reserve() && r.Replica != "" {
+			// n is the row's priced cost, not zero here.
+			rt := t.replicaTarget(r.Replica)
+			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: rt.id, Unit: rt.unit, Start: start}, N: n})
+			c.targets = append(c.targets, rt)
+		}
 	}
+}
+
+// intern returns a copy of the replica id s that the aggregates share, so
+// it never aliases an ingest body and is held once however many
+// aggregates name it. The table is cleared when it grows past
+// maxReplicaIDs (made-up ids) and when a tick drops ended days.
+func (c *Core) intern(s string) string {
+	if v, ok := c.replicaIDs[s]; ok {
+		return v
+	}
+	if len(c.replicaIDs) >= maxReplicaIDs {
+		clear(c.replicaIDs)
+	}
+	v := strings.Clone(s)
+	c.replicaIDs[v] = v
+	return v
 }
 
 // earliestPeriodStart is the earliest start among the current day, ISO

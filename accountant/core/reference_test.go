@@ -43,6 +43,13 @@ const referenceConfig = `governance:
       type: quota_requests
       amount: 10
       period: day
+    - id: team_reserve
+      attach: { level: team }
+      type: budget_usd
+      amount_usd: 0.01
+      period: day
+      reserve: true
+      posture: { thresholds: [0.5] }
     - id: rpm
       attach: { level: team }
       type: rpm
@@ -52,9 +59,11 @@ const referenceConfig = `governance:
 
 // TestAgainstReference drives a Core with random batches — duplicates,
 // retried batches, refused rows, unknown models, rows spread over several
-// days, restarts that replay the recorded rows, re-arms and ticks — and
-// checks every snapshot against an obvious reference: resolve each
-// distinct forwarded row with govern and sum it into the current periods.
+// days, restarts that replay the recorded rows, re-arms and ticks, rows
+// from several filter replicas — and checks every snapshot against an
+// obvious reference: resolve each distinct forwarded row with govern and
+// sum it into the current periods (and, for a budget in reserve mode, into
+// its replica's companion).
 func TestAgainstReference(t *testing.T) {
 	g, err := parseGovernanceYAML(referenceConfig)
 	if err != nil {
@@ -66,6 +75,7 @@ func TestAgainstReference(t *testing.T) {
 	}
 	nodes := []string{"", "org:acme", "org:acme/team:ml", "org:acme/team:search", "org:acme/team:ml/user:dev1", "org:acme/team:ml/user:dev2", "org:beta/team:x"}
 	models := []string{"gpt-4o-mini", "gpt-4o", "claude-3-5-haiku-latest", "unknown-model"}
+	replicas := []string{"", "r1", "r2", "envoy-7f9c"}
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		armed, _ := plan.Arm(govern.Runtime{})
@@ -113,6 +123,7 @@ func TestAgainstReference(t *testing.T) {
 						Model: models[r.IntN(len(models))], Provider: "openai", Endpoint: "/v1/chat/completions",
 						Usage:    ledger.Usage{Input: int64(r.IntN(2000)), Output: int64(r.IntN(500))},
 						Decision: []ledger.Decision{ledger.Admitted, ledger.Admitted, ledger.Refused, ledger.ShadowRefused}[r.IntN(4)],
+						Replica:  replicas[r.IntN(len(replicas))],
 					}
 					sent = append(sent, row)
 					batch = append(batch, row)
@@ -174,6 +185,10 @@ func reference(armed *govern.Armed, rows []ledger.Row, now time.Time) map[string
 					continue
 				}
 				v = cost.Nanos
+				if l.Reserve && r.Replica != "" {
+					// The companion counter of the row's replica.
+					out[in.ID+syncwire.ReplicaSuffix+r.Replica+"@"+start.Format(time.RFC3339)] += v
+				}
 			case govern.QuotaTokens:
 				v = r.Usage.Input + r.Usage.Output
 				if v == 0 {

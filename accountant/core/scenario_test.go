@@ -136,7 +136,7 @@ func (h *harness) arm(t *testing.T, args map[string]string, input []string) stri
 //
 //	NAME end=TIME [start=TIME] [node=N] [kid=K] [model=M] [served=M]
 //	     [provider=P] [endpoint=E] [in=N] [out=N] [cached=N] [reasoning=N]
-//	     [decision=D] [cost=NANOS|unpriced]
+//	     [decision=D] [cost=NANOS|unpriced] [replica=ID]
 //
 // NAME is turned into a valid request id (or used as is when it starts with
 // tt_ or is "bad:...").
@@ -206,6 +206,8 @@ func (h *harness) parseRow(t *testing.T, line string) ledger.Row {
 			r.Node = v
 		case "kid":
 			r.KID = v
+		case "replica":
+			r.Replica = v
 		case "model":
 			r.Model = v
 		case "served":

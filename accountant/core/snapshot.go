@@ -31,6 +31,7 @@ func (c *Core) Tick(now time.Time) ([]Alert, error) {
 				delete(c.aggs, k)
 			}
 		}
+		clear(c.replicaIDs) // ids still held stay valid; new rows intern afresh
 		for k := range c.fired {
 			if k.start < day*86400 {
 				delete(c.fired, k)

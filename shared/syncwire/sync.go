@@ -115,6 +115,16 @@ type Entry struct {
 // is incomplete.
 const UnpricedSuffix = "#unpriced"
 
+// ReplicaSuffix joins the identity of a budget_usd counter in reserve mode
+// and a filter replica id (ledger.Row.Replica): the entry
+// id+ReplicaSuffix+<replica> counts the priced nanodollars of that
+// replica's rows folded into the counter, in the same period, by the same
+// rules. A replica reads its own entry (its spend the accountant has
+// already folded) to subtract it from the total and add its own running
+// spend instead, which it knows sooner. It is present only when the
+// replica's rows added something; rows with no replica id fold into none.
+const ReplicaSuffix = "#replica:"
+
 // IngestAck answers an ingest batch.
 type IngestAck struct {
 	Accepted   int      `json:"accepted"`   // rows newly recorded
