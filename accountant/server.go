@@ -4,7 +4,7 @@
 // management API (accountant/api) behind one HTTP server:
 //
 //	POST /tt/internal/v1/ingest   ledger rows in, IngestAck after the durable commit
-//	GET  /tt/internal/v1/sync     plan, keys, runtime plane, snapshot (each only when changed)
+//	GET  /tt/internal/v1/sync     plan, keys, runtime plane, snapshot, prices (each only when changed)
 //	     /tt/api/v1/...           the management API
 //	GET  /healthz                 200 while the ledger accepts writes
 //	GET  /metrics                 Prometheus metrics
@@ -88,6 +88,7 @@ type Server struct {
 	log     *slog.Logger
 	now     func() time.Time
 	pricing *pricing.Catalog
+	prices  syncwire.Prices // the sync part of pricing
 	ledger  *ledgerlog.Log
 	db      *runtime.DB
 	metrics *metrics
@@ -162,6 +163,7 @@ func New(opts Options) (*Server, error) {
 		}
 		s.pricing = c
 	}
+	s.prices = pricesPart(s.pricing)
 	plan, err := s.compile()
 	if err != nil {
 		return nil, err

@@ -69,6 +69,7 @@ var t0 = time.Date(2026, 8, 10, 12, 0, 0, 0, time.UTC)
 
 type fixture struct {
 	dir, config string
+	pricing     string // a --pricing file, or ""
 	clock       *clock
 	s           *Server
 	logs        *bytes.Buffer
@@ -89,7 +90,7 @@ func (f *fixture) start(t testing.TB) {
 	t.Helper()
 	s, err := New(Options{
 		ConfigPath: f.config, DataDir: filepath.Join(f.dir, "data"), AdminToken: "admin-secret",
-		Logger: slog.New(slog.NewTextHandler(f.logs, nil)), Now: f.clock.Now,
+		Logger: slog.New(slog.NewTextHandler(f.logs, nil)), Now: f.clock.Now, PricingFile: f.pricing,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +205,7 @@ func TestIngestAndSyncGolden(t *testing.T) {
 
 	// A current poll gets versions only.
 	s := f.sync(t, "replica=r1")
-	q := fmt.Sprintf("replica=r1&plan=%s&keys=%s&runtime=%s&snapshot=%s", s.Plan.Version, s.Keys.Version, s.Runtime.Version, s.Snapshot.Version)
+	q := fmt.Sprintf("replica=r1&plan=%s&keys=%s&runtime=%s&snapshot=%s&prices=%s", s.Plan.Version, s.Keys.Version, s.Runtime.Version, s.Snapshot.Version, s.Prices.Version)
 	small, _ := json.MarshalIndent(normalize(f, f.sync(t, q)), "", "  ")
 	golden(t, "sync_current.golden", append(small, '\n'))
 

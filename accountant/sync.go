@@ -1,17 +1,20 @@
 package accountant
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant/pricing"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // serveSync answers a filter's poll:
 //
-//	GET /tt/internal/v1/sync?plan=P&keys=K&runtime=R&snapshot=S&replica=ID[&dropped=N]
+//	GET /tt/internal/v1/sync?plan=P&keys=K&runtime=R&snapshot=S&prices=C&replica=ID[&dropped=N]
 //
 // Each part is sent whole when the version the filter holds differs, and as
 // its version alone when it is current. replica names the polling host
@@ -23,7 +26,8 @@ import (
 func (s *Server) serveSync(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	s.noteReplica(r, true)
-	resp, err := s.Sync(q.Get("plan"), q.Get("keys"), q.Get("runtime"), q.Get("snapshot"))
+	resp, err := s.sync(held{plan: q.Get("plan"), keys: q.Get("keys"), runtime: q.Get("runtime"),
+		snapshot: q.Get("snapshot"), prices: q.Get("prices")})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "sync: "+err.Error())
 		return
@@ -33,8 +37,18 @@ func (s *Server) serveSync(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(resp)
 }
 
-// Sync builds the answer to a poll from the versions the filter holds.
+// Sync builds the answer to a poll from the versions the filter holds, for
+// a filter that holds no prices (they are sent whole).
 func (s *Server) Sync(plan, keys, runtime, snapshot string) (syncwire.Sync, error) {
+	return s.sync(held{plan: plan, keys: keys, runtime: runtime, snapshot: snapshot})
+}
+
+// held are the versions a poll reports holding, one per part.
+type held struct {
+	plan, keys, runtime, snapshot, prices string
+}
+
+func (s *Server) sync(h held) (syncwire.Sync, error) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -47,21 +61,42 @@ func (s *Server) Sync(plan, keys, runtime, snapshot string) (syncwire.Sync, erro
 		Keys:     syncwire.Keys{Version: s.keys.Version},
 		Runtime:  syncwire.Runtime{Version: s.runtime.Version},
 		Snapshot: syncwire.Snapshot{Version: snap.Version, GeneratedAt: snap.GeneratedAt},
+		Prices:   syncwire.Prices{Version: s.prices.Version},
 		Replicas: s.liveReplicasLocked(now),
 	}
-	if plan != out.Plan.Version {
+	if h.plan != out.Plan.Version {
 		out.Plan.Governance = s.plan.Source
 	}
-	if keys != out.Keys.Version {
+	if h.keys != out.Keys.Version {
 		out.Keys = s.keys
 	}
-	if runtime != out.Runtime.Version {
+	if h.runtime != out.Runtime.Version {
 		out.Runtime = s.runtime
 	}
-	if snapshot != out.Snapshot.Version {
+	if h.snapshot != out.Snapshot.Version {
 		out.Snapshot.Entries = snap.Entries
 	}
+	if h.prices != out.Prices.Version {
+		out.Prices = s.prices
+	}
 	return out, nil
+}
+
+// pricesPart is the prices part of the sync answer for catalog c: every
+// name it knows exactly with its rates, and a hash of them as the version.
+// The catalog is immutable, so the part is built once at start.
+func pricesPart(c *pricing.Catalog) syncwire.Prices {
+	t := c.Table()
+	models := make(map[string]syncwire.ModelRates, len(t))
+	for n, r := range t {
+		models[n] = syncwire.ModelRates{Input: r.Input, Output: r.Output, Cached: r.Cached}
+	}
+	b, err := json.Marshal(models) // map keys sorted: the same table, the same bytes
+	if err != nil {
+		panic("accountant: marshalling the price table: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return syncwire.Prices{Version: hex.EncodeToString(sum[:]), Models: models}
 }
 
 // noteReplica records a poll (or an ingest) from a replica.

@@ -73,6 +73,29 @@ func (c *Catalog) Models() []Model {
 	return out
 }
 
+// Table returns the rates of every name the catalog knows exactly, each
+// model's name and each alias (lowercase), as the catalog's exact lookup
+// answers for it: a file entry named like a built-in alias reprices that
+// name, and an alias names the last model that claimed it. Applying
+// shared/pricing.Lookup's rules to the table finds, for any name, the rates
+// Lookup finds; the filter prices with the table it syncs. The map is new
+// on every call.
+func (c *Catalog) Table() map[string]Rates {
+	if c == nil {
+		return map[string]Rates{}
+	}
+	out := make(map[string]Rates, len(c.models)+len(c.alias))
+	for n := range c.alias {
+		if m, ok := c.exact(n); ok {
+			out[n] = m.Rates
+		}
+	}
+	for n, m := range c.models {
+		out[n] = m.Rates
+	}
+	return out
+}
+
 // newCatalog builds a catalog from entries; a later entry with the same name
 // replaces an earlier one, and an alias names the last model that claimed it.
 func newCatalog(entries []Model) *Catalog {

@@ -186,3 +186,37 @@ models:
 		t.Errorf("gpt-4 alias: %+v", got)
 	}
 }
+
+// Table lists every model name and alias with the rates Lookup gives it,
+// including a file entry that reprices a built-in alias on its own.
+func TestTable(t *testing.T) {
+	c, err := Parse([]byte("models: {claude-3-5-haiku-20241022: {input: 0.5, output: 2}, acme: {input: 1, output: 2, aliases: [Acme-V1]}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := c.Table()
+	n := 0
+	for _, m := range c.Models() {
+		n += 1 + len(m.Aliases)
+		for _, name := range append([]string{m.Name}, m.Aliases...) {
+			if _, ok := tab[strings.ToLower(name)]; !ok {
+				t.Errorf("%s is not in the table", name)
+			}
+		}
+	}
+	if len(tab) == 0 || len(tab) > n {
+		t.Errorf("table has %d names, catalog %d names and aliases", len(tab), n)
+	}
+	for name, r := range tab {
+		m, ok := c.Lookup(name)
+		if !ok || m.Rates != r {
+			t.Errorf("table[%s] = %+v, Lookup = %+v %v", name, r, m, ok)
+		}
+	}
+	if r := tab["claude-3-5-haiku-20241022"]; r.Input != 500_000_000 {
+		t.Errorf("repriced alias: %+v", r)
+	}
+	if r := tab["acme-v1"]; r.Output != 2_000_000_000 {
+		t.Errorf("file alias: %+v", r)
+	}
+}

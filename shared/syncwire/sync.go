@@ -5,7 +5,7 @@
 // every part whose version differs and only the version of the parts that
 // are current, so a filter that is current gets a small answer.
 //
-//	GET /tt/internal/v1/sync?plan=P&keys=K&runtime=R&snapshot=S&replica=ID
+//	GET /tt/internal/v1/sync?plan=P&keys=K&runtime=R&snapshot=S&prices=C&replica=ID
 //
 // Ingest takes a batch of ledger rows as JSON lines (one ledger.Row per line)
 // and answers 200 with an IngestAck once every row is durable.
@@ -49,6 +49,7 @@ type Sync struct {
 	Keys     Keys     `json:"keys"`
 	Runtime  Runtime  `json:"runtime"`
 	Snapshot Snapshot `json:"snapshot"`
+	Prices   Prices   `json:"prices"`
 	// Replicas is the number of filter replicas (host processes) that
 	// polled within the liveness window; store: share divides by it.
 	Replicas int `json:"replicas"`
@@ -124,6 +125,30 @@ const UnpricedSuffix = "#unpriced"
 // spend instead, which it knows sooner. It is present only when the
 // replica's rows added something; rows with no replica id fold into none.
 const ReplicaSuffix = "#replica:"
+
+// Prices carries the price catalog the accountant prices ledger rows with
+// (its built-in table and the operator's --pricing file), so the filter can
+// bound a call's cost at the same rates. Models maps every name the catalog
+// knows exactly, each model's name and each of its aliases, lowercase, to
+// its rates: a lookup is an exact match in the map under shared/pricing's
+// Lookup rules (date suffix, -latest and provider/ prefix removed), which
+// finds what the accountant's catalog finds. Version is a content hash of
+// Models (hex SHA-256 of its JSON), so it changes only when a rate or a
+// name does.
+type Prices struct {
+	Version string                `json:"version"`
+	Models  map[string]ModelRates `json:"models,omitempty"`
+}
+
+// ModelRates are one model's rates in nanodollars per million tokens, as
+// shared/pricing.Rates: Input for uncached input tokens, Output for output
+// tokens (reasoning included), Cached for input tokens served from the
+// prompt cache (0: billed at Input).
+type ModelRates struct {
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
+	Cached int64 `json:"cached"`
+}
 
 // IngestAck answers an ingest batch.
 type IngestAck struct {
