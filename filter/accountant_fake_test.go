@@ -25,6 +25,7 @@ type fakeAccountant struct {
 	keys     syncwire.Keys
 	runtime  syncwire.Runtime
 	snapshot syncwire.Snapshot
+	prices   syncwire.Prices
 	replicas int
 	// heartbeat refreshes snapshot.generated_at to the clock on every poll
 	// (the accountant's 5 s heartbeat, seen at poll granularity).
@@ -94,7 +95,11 @@ func (a *fakeAccountant) serveSync(w http.ResponseWriter, r *http.Request) {
 		Keys:     syncwire.Keys{Version: a.keys.Version},
 		Runtime:  syncwire.Runtime{Version: a.runtime.Version},
 		Snapshot: syncwire.Snapshot{Version: a.snapshot.Version, GeneratedAt: a.snapshot.GeneratedAt},
+		Prices:   syncwire.Prices{Version: a.prices.Version},
 		Replicas: a.replicas,
+	}
+	if q.Get("prices") != out.Prices.Version {
+		out.Prices = a.prices
 	}
 	if q.Get("plan") != out.Plan.Version {
 		out.Plan = a.plan

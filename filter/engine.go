@@ -10,6 +10,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
+	"github.com/tokentriage/tokentriage/shared/pricing"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
@@ -37,6 +38,7 @@ type Engine struct {
 	runtime  govern.Runtime
 	keys     keyTable
 	snap     *snapshot
+	prices   map[string]pricing.Rates // the accountant's catalog, by lowercase name and alias
 	replicas int
 	sync     syncState
 

@@ -319,7 +319,7 @@ func TestRowQueueBound(t *testing.T) {
 func TestVersionRecordRoundTrip(t *testing.T) {
 	for _, v := range []syncVersions{
 		{},
-		{plan: "p", keys: "k1", runtime: "r2", snapshot: "s3", generatedAt: nativeT0, replicas: 3},
+		{plan: "p", keys: "k1", runtime: "r2", snapshot: "s3", prices: "c4", generatedAt: nativeT0, replicas: 3},
 		{plan: string(make([]byte, 300)), snapshot: "x", replicas: 1 << 20},
 	} {
 		b := v.append(nil)

@@ -84,19 +84,34 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeModels, req.Model, sc.Models))
 		}
 		e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate2, e.inst[:0])
+		s.outMax = -1
 		for i := range e.inst {
 			in := &e.inst[i]
 			var reply *Verdict
-			if in.Limit.Type == govern.TPM {
+			switch {
+			case in.Limit.Type == govern.TPM:
 				reply = e.checkTPM(s, in, now, v)
-			} else {
+			case in.Limit.Reserve && in.Limit.Mode == govern.ModeOn:
+				reply = e.checkReserve(s, in, now, v)
+			default:
 				reply = e.checkSettled(s, in, now, v)
 			}
 			if reply != nil {
 				e.returnReserves(s, now)
+				e.settleSpend(s, false, now)
 				e.releaseLeases(s, now)
 				return *reply
 			}
+		}
+	}
+	if s.outMax >= 0 && (!req.HasMaxTokens || s.outMax < req.MaxTokens) {
+		// Budget reserve mode reserved for at most outMax output tokens:
+		// the provider is held to it.
+		if nb, changed := llm.SetOutputMax(req.Endpoint, body, s.outMax); changed {
+			body = nb
+			v.Body = nb // the length header went at gate 1
+			s.replacedBody = true
+			s.req.MaxTokens, s.req.HasMaxTokens = s.outMax, true
 		}
 	}
 	if req.Stream && (req.Endpoint == llm.ChatCompletions || req.Endpoint == llm.Completions) && !req.IncludeUsage {

@@ -121,6 +121,13 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		observed := int64(0)
 		if !in.Unresolved {
 			observed = e.observed(in, now)
+			if l.Reserve {
+				// What the other replicas spent, from the snapshot, and
+				// what this one has spent and reserved, as admission
+				// counts it.
+				others := max(observed-e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now), 0)
+				observed = others + e.spendMine(in, now)
+			}
 		}
 		remaining := max(in.Amount-observed, 0)
 		if l.Type == govern.BudgetUSD {

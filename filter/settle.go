@@ -52,6 +52,7 @@ func (e *Engine) Done(s *Stream) {
 		s.reserves = s.reserves[:0]
 		e.host.Metrics.Add(MetricAdmitted, 1)
 	}
+	e.settleSpend(s, s.forwarded && s.refusal.errorType == "" && !s.replied, now)
 	if e.host.Caller == nil {
 		return // no accountant: nothing folds rows
 	}

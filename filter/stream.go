@@ -42,6 +42,10 @@ type Stream struct {
 	bodySize     int
 	stripUsage   bool
 	replacedBody bool
+	// outMax is the output maximum budget reserve mode lowered the call
+	// to, -1 when none did; spend are its reservations.
+	outMax int64
+	spend  []spendReserve
 
 	// The answer.
 	replied   bool // a local reply was sent (a refusal or /tt/v1/me)
@@ -82,11 +86,11 @@ type refusalInfo struct {
 }
 
 func (s *Stream) reset() {
-	leases, reserves := s.leases[:0], s.reserves[:0]
+	leases, reserves, spend := s.leases[:0], s.reserves[:0], s.spend[:0]
 	shadow, breached, suspended := s.shadow[:0], s.breached[:0], s.suspended[:0]
 	chain, out, jsonBody, scanner := s.chain[:0], s.out[:0], s.jsonBody[:0], s.scanner
 	*s = Stream{}
-	s.leases, s.reserves = leases, reserves
+	s.leases, s.reserves, s.spend = leases, reserves, spend
 	s.shadow, s.breached, s.suspended = shadow, breached, suspended
 	s.chain, s.out, s.jsonBody, s.scanner = chain, out, jsonBody, scanner
 }

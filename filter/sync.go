@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/pricing"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
@@ -18,13 +19,14 @@ import (
 // Every VM compares that record with its own on each request (one small
 // read) and decodes a part only when its version moved.
 const (
-	syncLeaseKey = "tt/sync/lease"
-	syncVerKey   = "tt/sync/ver"
-	syncPlanKey  = "tt/sync/plan"
-	syncKeysKey  = "tt/sync/keys"
-	syncRTKey    = "tt/sync/rt"
-	syncSnapKey  = "tt/sync/snap"
-	verFormat    = 1
+	syncLeaseKey  = "tt/sync/lease"
+	syncVerKey    = "tt/sync/ver"
+	syncPlanKey   = "tt/sync/plan"
+	syncKeysKey   = "tt/sync/keys"
+	syncRTKey     = "tt/sync/rt"
+	syncSnapKey   = "tt/sync/snap"
+	syncPricesKey = "tt/sync/prices"
+	verFormat     = 2
 
 	// snapshotTrust is how long a snapshot is trusted (seed 000).
 	snapshotTrust = 30 * time.Second
@@ -32,14 +34,14 @@ const (
 
 // syncVersions is the version record in shared data.
 type syncVersions struct {
-	plan, keys, runtime, snapshot string
-	generatedAt                   time.Time
-	replicas                      int
+	plan, keys, runtime, snapshot, prices string
+	generatedAt                           time.Time
+	replicas                              int
 }
 
 func (v *syncVersions) append(dst []byte) []byte {
 	dst = append(dst, verFormat)
-	for _, s := range [...]string{v.plan, v.keys, v.runtime, v.snapshot} {
+	for _, s := range [...]string{v.plan, v.keys, v.runtime, v.snapshot, v.prices} {
 		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s)))
 		dst = append(dst, s...)
 	}
@@ -57,7 +59,7 @@ func decodeVersions(b []byte) (syncVersions, bool) {
 		return v, false
 	}
 	p := 1
-	var parts [4]string
+	var parts [5]string
 	for i := range parts {
 		if p+2 > len(b) {
 			return v, false
@@ -73,7 +75,7 @@ func decodeVersions(b []byte) (syncVersions, bool) {
 	if p+12 != len(b) {
 		return v, false
 	}
-	v.plan, v.keys, v.runtime, v.snapshot = parts[0], parts[1], parts[2], parts[3]
+	v.plan, v.keys, v.runtime, v.snapshot, v.prices = parts[0], parts[1], parts[2], parts[3], parts[4]
 	if ns := int64(binary.LittleEndian.Uint64(b[p:])); ns != 0 {
 		v.generatedAt = time.Unix(0, ns).UTC()
 	}
@@ -175,6 +177,18 @@ func (e *Engine) refresh(now time.Time) {
 				e.snap = s
 			}
 			cur.snapshot = v.snapshot
+		} else {
+			complete = false
+		}
+	}
+	if v.prices != cur.prices {
+		if b, ok := e.part(syncPricesKey); ok {
+			if m, err := decodePrices(b); err != nil {
+				e.logf(LogError, "sync: decoding the price catalog: %v", err)
+			} else {
+				e.prices = m
+			}
+			cur.prices = v.prices
 		} else {
 			complete = false
 		}
@@ -368,6 +382,7 @@ func (e *Engine) poll(now time.Time) {
 	q = appendQuery(q, '&', "keys", v.keys)
 	q = appendQuery(q, '&', "runtime", v.runtime)
 	q = appendQuery(q, '&', "snapshot", v.snapshot)
+	q = appendQuery(q, '&', "prices", v.prices)
 	q = appendQuery(q, '&', "replica", e.replica)
 	// The host's rows dropped on overflow, every VM's (the accountant
 	// exports the count).
@@ -512,6 +527,18 @@ func (e *Engine) applySync(body []byte, sent syncVersions) error {
 			}
 		}
 	}
+	if p := r.Get("prices"); p.Exists() {
+		v.prices = p.Get("version").String()
+		if v.prices != sent.prices {
+			raw := p.Get("models").Raw
+			if raw == "" {
+				raw = "{}"
+			}
+			if err := e.setPart(syncPricesKey, []byte(raw)); err != nil {
+				return err
+			}
+		}
+	}
 	if n := r.Get("replicas").Int(); n > 0 {
 		v.replicas = int(n)
 	}
@@ -535,4 +562,28 @@ func encodeSnapshotPart(s gjson.Result, generatedAt time.Time) ([]byte, error) {
 		values = append(values, en.Get("value").Int())
 	}
 	return appendSnapshot(nil, generatedAt, ids, starts, values), nil
+}
+
+// decodePrices reads the accountant's price catalog: an object of model
+// names and aliases (lowercase) to their rates in nanodollars per million
+// tokens.
+func decodePrices(b []byte) (map[string]pricing.Rates, error) {
+	if !gjson.ValidBytes(b) {
+		return nil, planError("the price catalog is not valid JSON")
+	}
+	r := gjson.ParseBytes(b)
+	if !r.IsObject() {
+		return nil, planError("the price catalog is not an object")
+	}
+	m := map[string]pricing.Rates{}
+	var err error
+	r.ForEach(func(k, v gjson.Result) bool {
+		if !v.IsObject() {
+			err = planError("the price of " + strconv.Quote(k.Str) + " is not an object")
+			return false
+		}
+		m[k.Str] = pricing.Rates{Input: v.Get("input").Int(), Output: v.Get("output").Int(), Cached: v.Get("cached").Int()}
+		return true
+	})
+	return m, err
 }

@@ -84,6 +84,9 @@ func (r *Replay) writeLive(b *strings.Builder, src Source) error {
 	live := map[key]liveEntry{}
 	periods := map[string][]time.Time{}
 	for _, e := range c.Counters {
+		if strings.Contains(e.ID, syncwire.ReplicaSuffix) {
+			continue // one replica's share of a reserve-mode budget, inside its total
+		}
 		id, unpriced := strings.CutSuffix(e.ID, syncwire.UnpricedSuffix)
 		k := key{id, e.PeriodStart.Unix()}
 		x := live[k]
@@ -117,7 +120,7 @@ func (r *Replay) writeLive(b *strings.Builder, src Source) error {
 		names := r.instanceNames(l)
 		prefix := l.ID + "|" + l.Type.String() + "|"
 		for _, e := range c.Counters {
-			if e.PeriodStart.Unix() != start || !strings.HasPrefix(e.ID, prefix) || strings.HasSuffix(e.ID, syncwire.UnpricedSuffix) || seen[e.ID] {
+			if e.PeriodStart.Unix() != start || !strings.HasPrefix(e.ID, prefix) || strings.HasSuffix(e.ID, syncwire.UnpricedSuffix) || strings.Contains(e.ID, syncwire.ReplicaSuffix) || seen[e.ID] {
 				continue
 			}
 			seen[e.ID] = true

@@ -1,0 +1,182 @@
+package filter_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// gpt4o are the rates the tests' accountant publishes: $2.50 and $10 per
+// million input and output tokens, in nanodollars per million.
+var reservePrices = syncwire.Prices{Version: "p1", Models: map[string]syncwire.ModelRates{
+	"gpt-4o": {Input: 2_500_000_000, Output: 10_000_000_000, Cached: 1_250_000_000},
+}}
+
+// reserveRig is a rig with a budget of $0.001 a day on dev1 in reserve
+// mode, the prices above and an empty snapshot synced.
+func reserveRig(t *testing.T) *rig {
+	lim := `{"id":"dev1_day","attach":{"node":"org:acme/team:ml/user:dev1"},"type":"budget_usd","amount_usd":0.001,"period":"day","reserve":true}`
+	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) {
+			a.prices = reservePrices
+			a.snapshot = syncwire.Snapshot{Version: "s0"}
+		}})
+	r.sync()
+	return r
+}
+
+// TestReserveHoldsABurst: a burst of concurrent calls against a budget in
+// reserve mode is admitted only as far as the dearest cost of each fits:
+// every byte of the body an input token, its max_tokens in output. With
+// $0.001 and calls of at most $0.000475 (110 body bytes, 20 output
+// tokens), two are admitted while they are in flight; settlement gives
+// back what they did not use (8 prompt and 20 output tokens: $0.00022
+// each).
+func TestReserveHoldsABurst(t *testing.T) {
+	r := reserveRig(t)
+	body := chatBody("gpt-4o", germany, `,"max_tokens":20`)
+	var mu sync.Mutex
+	status := map[int]int{}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, vm: 1 + i%3, body: body,
+				headers: map[string]string{"X-Stub-Delay-Ms": "300"}})
+			mu.Lock()
+			status[resp.Status]++
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	dear := int64(len(body))*2500 + 20*10000
+	fit := int(1_000_000 / dear)
+	if status[200] != fit || status[429] != 8-fit {
+		t.Fatalf("statuses %v for 8 concurrent calls of dearest cost %d against 1,000,000: want %d admitted", status, dear, fit)
+	}
+	// Settled, each call cost 8×2,500 + 20×10,000 = 220,000: the rest of
+	// the reserve came back.
+	got := r.meLimit(dev1Key, "dev1_day")["observed_usd"].(map[string]any)["usd"].(float64)
+	if want := float64(fit) * 0.00022; got < want-1e-12 || got > want+1e-12 {
+		t.Errorf("observed after settlement: $%v, want $%v", got, want)
+	}
+}
+
+// TestReserveLowersTheOutputMaximum: a call without max_tokens, or with one
+// larger than what is left affords, goes to the provider with its output
+// maximum lowered to fit; when not even one output token fits it is a 429.
+func TestReserveLowersTheOutputMaximum(t *testing.T) {
+	r := reserveRig(t)
+	max := regexp.MustCompile(`"max_completion_tokens":(\d+)`)
+	sent := func() int64 {
+		rec, _ := r.stub.Last()
+		m := max.FindSubmatch(rec.Body)
+		if m == nil {
+			t.Fatalf("the provider got no max_completion_tokens: %s", rec.Body)
+		}
+		n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		return n
+	}
+	body := chatBody("gpt-4o", germany) // no output maximum
+	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
+	// 1,000,000 left: (1,000,000 − bytes×2,500) / 10,000 output tokens.
+	if got, want := sent(), (1_000_000-int64(len(body))*2500)/10000; got != want {
+		t.Errorf("first call: max_completion_tokens %d, want %d", got, want)
+	}
+	// The stub answered 20 completion tokens: 8×2,500 + 20×10,000 spent.
+	left := int64(1_000_000 - 220_000)
+	body2 := chatBody("gpt-4o", germany, `,"max_tokens":100000`)
+	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body2}), 200)
+	rec, _ := r.stub.Last()
+	var doc struct {
+		MaxTokens int64 `json:"max_tokens"`
+	}
+	json.Unmarshal(rec.Body, &doc)
+	if want := (left - int64(len(body2))*2500) / 10000; doc.MaxTokens != want || bytes.Contains(rec.Body, []byte("max_completion_tokens")) {
+		t.Errorf("second call: %s, want max_tokens lowered to %d in place", rec.Body, want)
+	}
+	// Spend the rest, then nothing fits.
+	for i := 0; i < 10; i++ {
+		resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body})
+		if resp.Status == 429 {
+			if resp.Headers.Get("X-Tt-Refused-By") != "dev1_day" {
+				t.Fatalf("refused by %q", resp.Headers.Get("X-Tt-Refused-By"))
+			}
+			observed := r.meLimit(dev1Key, "dev1_day")["observed_usd"].(map[string]any)["usd"].(float64)
+			if observed > 0.001 {
+				t.Errorf("spend passed the cap: $%v", observed)
+			}
+			return
+		}
+	}
+	t.Fatal("the budget never ran out")
+}
+
+// TestReserveUnpricedModel: a model with no price cannot be bounded: the
+// limit is uncheckable for it (admitted and listed as suspended, fail
+// open).
+func TestReserveUnpricedModel(t *testing.T) {
+	r := reserveRig(t)
+	resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: chatBody("acme-llm-9", germany)})
+	mustStatus(t, resp, 200)
+	r.step(500 * time.Millisecond)
+	rows := r.acct.ledger()
+	if len(rows) != 1 || len(rows[0].Suspended) != 1 || rows[0].Suspended[0] != "dev1_day" {
+		t.Errorf("rows %s: want dev1_day suspended", jsonRows(rows))
+	}
+}
+
+// TestReserveCountsOtherReplicas: what the snapshot shows beyond this
+// replica's own folded rows is another replica's spend, and counts against
+// the cap; this replica's own rows in the snapshot are not counted twice.
+func TestReserveCountsOtherReplicas(t *testing.T) {
+	r := reserveRig(t)
+	replica, _, ok := r.h.SharedData("tt/replica")
+	if !ok {
+		t.Fatal("no replica name in shared data")
+	}
+	id := "dev1_day|budget_usd|org:acme/team:ml/user:dev1||day|"
+	body := chatBody("gpt-4o", germany, `,"max_tokens":20`)
+	maxTokens := func() int64 {
+		rec, _ := r.stub.Last()
+		var doc struct {
+			MaxTokens int64 `json:"max_tokens"`
+		}
+		json.Unmarshal(rec.Body, &doc)
+		return doc.MaxTokens
+	}
+	// 600,000 spent by another replica: 400,000 left, short of the call's
+	// dearest 475,000, so it goes out with what fits: (400,000 − 110 ×
+	// 2,500) / 10,000 = 12 output tokens.
+	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 600_000})
+	r.sync()
+	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
+	if got, want := maxTokens(), (400_000-int64(len(body))*2500)/10000; got != want {
+		t.Fatalf("600,000 spent elsewhere: max_tokens %d, want %d", got, want)
+	}
+	// 990,000 spent elsewhere: not one output token fits.
+	r.acct.setSnapshot("s1b", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 990_000})
+	r.sync()
+	if resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}); resp.Status != 429 {
+		t.Fatalf("990,000 spent elsewhere: %d, want 429", resp.Status)
+	}
+	// The same 600,000, folded from this replica's rows in an earlier
+	// process life of the cell: not someone else's.
+	// The 990,000 folded from this replica's own rows: not someone else's;
+	// what this replica spent is its own running count (one call, 12
+	// output tokens: 8×2,500 + 12×10,000 = 140,000), so 860,000 is left.
+	r.acct.setSnapshot("s2", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 990_000},
+		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 990_000})
+	r.sync()
+	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
+	if got := maxTokens(); got != 20 {
+		t.Errorf("own rows only: max_tokens %d, want the 20 asked for", got)
+	}
+}
