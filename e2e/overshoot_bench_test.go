@@ -28,16 +28,22 @@ const (
 // overshootBurst requests at once from a fresh user whose daily budget is
 // worth five of them, waits until every row is folded, and reports the
 // spend the accountant counted divided by the cap. Seed 000 documents the
-// overshoot as everything admitted against one snapshot; this puts a
-// number on it.
+// overshoot of the default class as everything admitted against one
+// snapshot; this puts a number on it, beside the same burst against the
+// budget in reserve mode (DESIGN.md: at most 1.0 within a replica).
 //
 //	go test ./e2e -run '^$' -bench BudgetOvershoot -benchtime 4x
 func BenchmarkBudgetOvershoot(b *testing.B) {
+	b.Run("default", func(b *testing.B) { benchOvershoot(b, "testdata/overshoot.yaml") })
+	b.Run("reserve", func(b *testing.B) { benchOvershoot(b, "testdata/overshoot_reserve.yaml") })
+}
+
+func benchOvershoot(b *testing.B, config string) {
 	if b.N > 16 {
-		b.N = 16 // one user of testdata/overshoot.yaml per iteration
+		b.N = 16 // one user of the config per iteration
 	}
 	ctx := testContext(b)
-	s := startDev(b, "testdata/overshoot.yaml", "")
+	s := startDev(b, config, "")
 	limit, err := nanos("0.001")
 	if err != nil {
 		b.Fatal(err)
@@ -101,7 +107,7 @@ func overshootRequest(ctx context.Context, client *http.Client, target, key stri
 // settledCounter waits until the accountant's counter of limit id at node
 // has stopped moving (every row of the burst sent and folded: it holds
 // still across three flush intervals) and returns it.
-func settledCounter(ctx context.Context, b *testing.B, s *devserver.Server, id, node string) int64 {
+func settledCounter(ctx context.Context, b testing.TB, s *devserver.Server, id, node string) int64 {
 	b.Helper()
 	last, still := int64(-1), 0
 	for still < 3 {
@@ -118,4 +124,41 @@ func settledCounter(ctx context.Context, b *testing.B, s *devserver.Server, id, 
 		}
 	}
 	return last
+}
+
+// TestReserveModeHoldsTheCap: in tokentriage dev, with prices synced from
+// the accountant and its per-replica counters, a burst of concurrent calls
+// against a budget in reserve mode spends at most the cap, and the calls
+// refused say which limit.
+func TestReserveModeHoldsTheCap(t *testing.T) {
+	ctx := testContext(t)
+	s := startDev(t, "testdata/overshoot_reserve.yaml", "")
+	node := "org:acme/team:burst/user:u00"
+	key := mint(ctx, t, s, node)
+	client := benchClient()
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int64
+	for c := 0; c < 16; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, err := overshootRequest(ctx, client, s.URL()+"/v1/chat/completions", key)
+			switch {
+			case err != nil:
+				t.Error(err)
+			case status == http.StatusOK:
+				ok.Add(1)
+			default:
+				refused.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() == 0 || refused.Load() == 0 {
+		t.Fatalf("%d admitted, %d refused: want both", ok.Load(), refused.Load())
+	}
+	limit, _ := nanos("0.001")
+	if spent := settledCounter(ctx, t, s, "user_daily_budget", node); spent > limit {
+		t.Errorf("spent %d nanodollars of a %d cap in reserve mode", spent, limit)
+	}
 }
