@@ -80,6 +80,12 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 		lineOf = append(lineOf, n)
 	}
 
+	// A row's cost is the accountant's to set: whatever a sender put there
+	// (the filter sends none) is priced again from the catalog, so an
+	// unknown model is UNPRICED, never a $0 someone wrote.
+	for i := range rows {
+		rows[i].Cost = nil
+	}
 	// Validate, price and encode outside the lock too; under it only the
 	// dedup, the fold and the append remain.
 	prep := s.core.Prepare(rows, nil)

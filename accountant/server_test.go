@@ -476,3 +476,32 @@ not json
 		t.Fatal("no webhook call")
 	}
 }
+
+// TestIngestPricesEveryRow: a row's cost is the accountant's to set. A row
+// sent with a cost of its own (a $0 for a model the catalog does not know,
+// a wrong figure for one it does) is priced from the catalog: UNPRICED for
+// the unknown model, the catalog's price for the known one.
+func TestIngestPricesEveryRow(t *testing.T) {
+	f := newFixture(t, testConfig)
+	unknown := row(reqID(1), t0, "org:acme/team:ml", "no-such-model", 10, 10)
+	unknown.Cost = &ledger.Cost{Nanos: 0}
+	known := row(reqID(2), t0, "org:acme/team:ml", "gpt-4o-mini", 8, 19)
+	known.Cost = &ledger.Cost{Nanos: 1}
+	if ack := f.ingest(t, batch(unknown, known)); ack.Accepted != 2 {
+		t.Fatalf("ack = %+v", ack)
+	}
+	b, err := os.ReadFile(filepath.Join(f.dir, "data", "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ledger.ParseJSONL(b, nil)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("ledger: %d rows, %v", len(rows), err)
+	}
+	if c := rows[0].Cost; c == nil || !c.Unpriced || c.Nanos != 0 {
+		t.Errorf("unknown model recorded with cost %+v, want UNPRICED", c)
+	}
+	if c := rows[1].Cost; c == nil || c.Unpriced || c.Nanos == 1 {
+		t.Errorf("known model recorded with cost %+v, want the catalog's price", c)
+	}
+}
