@@ -23,6 +23,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant"
@@ -108,6 +109,7 @@ type Server struct {
 	stub      *stub.Stub
 	upstream  string // what the upstream is, for people
 	gw        *http.Server
+	armed     atomic.Bool // the filter has its first plan: the gateway serves
 	gwURL     string
 	acctURL   string
 	tick      time.Duration
@@ -252,7 +254,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	gwOwned = false
 	s.gwURL = "http://" + gwLn.Addr().String()
 	s.gw = &http.Server{
-		Handler:           host, // wasmtest.Host finishes each request body itself
+		Handler:           s.untilArmed(host), // wasmtest.Host finishes each request body itself
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
@@ -267,6 +269,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err := s.waitArmed(ctx); err != nil {
 		return nil, err
 	}
+	s.armed.Store(true)
 	s.log.Info("gateway listening", "addr", gwLn.Addr().String(), "workers", o.Workers, "upstream", desc)
 	return s, nil
 }

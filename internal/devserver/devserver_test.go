@@ -422,3 +422,24 @@ func TestHalfClosedClientGetsNoFakeAnswer(t *testing.T) {
 		t.Fatalf("a half-closed client got a made-up answer:\n%s", got)
 	}
 }
+
+// TestGatewayWaitsForThePlan: until the filter has its first plan the
+// gateway answers 503 (only the readiness probe reaches the filter), so
+// nothing is served unchecked while dev starts.
+func TestGatewayWaitsForThePlan(t *testing.T) {
+	var reached []string
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = append(reached, r.URL.Path) })
+	s := &Server{}
+	h := s.untilArmed(next)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader("{}")))
+	if w.Code != 503 || w.Header().Get("Retry-After") != "1" || !strings.Contains(w.Body.String(), "has not synced its plan") {
+		t.Errorf("before the plan: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, MePath, nil))
+	s.armed.Store(true)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader("{}")))
+	if strings.Join(reached, ",") != MePath+",/v1/chat/completions" {
+		t.Errorf("reached the filter: %v", reached)
+	}
+}

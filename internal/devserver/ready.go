@@ -129,3 +129,22 @@ func (s *Server) filterErrors() string {
 	}
 	return "; the filter logged: " + strings.Join(lines, " | ")
 }
+
+// untilArmed answers every request but the readiness probe (/tt/v1/me) with
+// a 503 until the filter has its first plan. Before that the filter would
+// admit everything unchecked (DESIGN.md: it admits and discloses until the
+// first plan arrives), which suits a gateway Envoy cannot hold back but not
+// one that can simply wait: dev opens its port early only so that a busy
+// port is reported at once.
+func (s *Server) untilArmed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.armed.Load() || r.URL.Path == MePath {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":{"type":"limit_unavailable","message":"tokentriage dev is starting: the filter has not synced its plan from the accountant yet; retry in a moment"}}`+"\n")
+	})
+}
