@@ -345,8 +345,14 @@ func (c *compiler) match(l *Limit, p string, m *config.Match, typeOK bool) {
 		}
 		l.glob = strings.ContainsAny(m.Model, `*?[\`)
 	}
-	if m.Endpoint != "" && (!strings.HasPrefix(m.Endpoint, "/") || strings.ContainsAny(m.Endpoint, "?#")) {
+	switch {
+	case m.Endpoint != "" && (!strings.HasPrefix(m.Endpoint, "/") || strings.ContainsAny(m.Endpoint, "?#")):
 		c.at(p+".match.endpoint", "%q is not a request path; write the path without a query, e.g. /v1/chat/completions", m.Endpoint)
+	case m.Endpoint != "" && path.Clean(m.Endpoint) != m.Endpoint:
+		c.at(p+".match.endpoint", "%q never matches: the gateway compares the cleaned path; write %q", m.Endpoint, path.Clean(m.Endpoint))
+	}
+	if m.Provider != "" && !ProviderNameOK(m.Provider) {
+		c.at(p+".match.provider", "%q never matches: provider names are lowercase letters, digits, '-', '_' and '.' (openai, anthropic, or a name of the filter's providers mapping); write %q", m.Provider, strings.ToLower(m.Provider))
 	}
 	if typeOK && l.Type.Gate() == Gate1 {
 		for _, dim := range []struct{ name, value string }{{"model", m.Model}, {"provider", m.Provider}} {
@@ -391,4 +397,20 @@ func (c *compiler) posture(l *Limit, p string, ps *config.Posture) {
 		l.Thresholds = append([]float64(nil), ps.Thresholds...)
 		sort.Float64s(l.Thresholds)
 	}
+}
+
+// ProviderNameOK reports whether s can be a provider name: what the filter
+// infers (openai, anthropic) and what its providers mapping may name are
+// lowercase letters, digits, '-', '_' and '.'.
+func ProviderNameOK(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -180,8 +180,11 @@ func isEnvName(s string) bool {
 func (v *validator) providers(ps []Provider) {
 	for i, p := range ps {
 		at := "providers[" + strconv.Itoa(i) + "]"
-		if p.Name == "" {
+		switch {
+		case p.Name == "":
 			v.at(at+".name", "required (the provider name match.provider compares against, e.g. openai)")
+		case !govern.ProviderNameOK(p.Name):
+			v.at(at+".name", "%q: provider names are lowercase letters, digits, '-', '_' and '.', as match.provider writes them; write %q", p.Name, strings.ToLower(p.Name))
 		}
 		if p.PathPrefix != "" && !strings.HasPrefix(p.PathPrefix, "/") {
 			v.at(at+".path_prefix", "%q is not a path prefix; write it with a leading /, e.g. /v1/messages", p.PathPrefix)

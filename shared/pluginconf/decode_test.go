@@ -97,11 +97,12 @@ func TestDecodeProblems(t *testing.T) {
 		},
 		{
 			name: "providers",
-			json: `{"accountant":{"cluster":"a"},"providers":[{"path_prefix":"v1"},{"name":"all"},{"name":"x","route":"r"}]}`,
+			json: `{"accountant":{"cluster":"a"},"providers":[{"path_prefix":"v1"},{"name":"all"},{"name":"Azure","route":"r"}]}`,
 			want: []string{
 				`providers[0].name: required (the provider name match.provider compares against, e.g. openai)`,
 				`providers[0].path_prefix: "v1" is not a path prefix; write it with a leading /, e.g. /v1/messages`,
 				`providers[1]: matches every request (no route, authority or path_prefix), so providers[2] and later can never match; move it last`,
+				`providers[2].name: "Azure": provider names are lowercase letters, digits, '-', '_' and '.', as match.provider writes them; write "azure"`,
 			},
 		},
 		{
