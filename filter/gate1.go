@@ -85,7 +85,8 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	}
 	if strings.HasPrefix(s.path, "/tt/") {
 		s.local = true
-		return e.answerLocal(s, key, foreign)
+		_, query, _ := strings.Cut(h.Path, "?")
+		return e.answerLocal(s, key, query, foreign)
 	}
 	if e.armed == nil {
 		// No plan yet (the accountant has not answered): admit and say so.

@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"strings"
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/calendar"
@@ -12,7 +13,7 @@ import (
 // answerLocal answers the /tt/ paths the filter serves itself: GET
 // /tt/v1/me, and 404/405 for the rest, so nothing under /tt/ reaches a
 // provider.
-func (e *Engine) answerLocal(s *Stream, key string, foreign bool) Verdict {
+func (e *Engine) answerLocal(s *Stream, key, query string, foreign bool) Verdict {
 	var v Verdict
 	if s.path != MePath {
 		return e.reject(s, v, wire.NotFound(s.id, s.path))
@@ -59,9 +60,16 @@ func (e *Engine) answerLocal(s *Stream, key string, foreign bool) Verdict {
 	s.chain = govern.AppendChain(s.chain[:0], s.owner, s.kid)
 	me.Chain = s.chain
 	if e.plan.Enabled {
-		e.inst = e.armed.ResolveAll(s.chain, govern.Dims{}, e.inst[:0])
+		q := meDims(query)
+		e.inst = e.armed.ResolveAll(s.chain, q, e.inst[:0])
 		for i := range e.inst {
-			me.Limits = append(me.Limits, e.meLimit(&e.inst[i], now))
+			in := &e.inst[i]
+			m := e.meLimit(in, now)
+			if in.Unresolved {
+				// Counted per model and no model named (?model=).
+				e.fullestModel(in, &m, now)
+			}
+			me.Limits = append(me.Limits, m)
 		}
 	}
 	s.replied, s.status = true, 200
@@ -142,4 +150,88 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		}
 	}
 	return m
+}
+
+// meDims reads the dims a caller may give /tt/v1/me (?model=, ?provider=,
+// ?endpoint=) to see the counters of limits narrowed by match.
+func meDims(query string) govern.Dims {
+	var d govern.Dims
+	for query != "" {
+		var kv string
+		kv, query, _ = strings.Cut(query, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		v = unescapeQuery(v)
+		switch k {
+		case "model":
+			d.Model = v
+		case "provider":
+			d.Provider = v
+		case "endpoint":
+			d.Endpoint = v
+		}
+	}
+	return d
+}
+
+// unescapeQuery decodes a query value ('+' and %XX); a malformed escape
+// is kept as written.
+func unescapeQuery(v string) string {
+	if !strings.ContainsAny(v, "+%") {
+		return v
+	}
+	b := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '+':
+			b = append(b, ' ')
+		case c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]):
+			b = append(b, unhex(v[i+1])<<4|unhex(v[i+2]))
+			i += 2
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
+// fullestModel shows, for a spend or quota limit counted per model when
+// the caller named no model, the fullest of its per-model counters in the
+// snapshot (ask /tt/v1/me?model=NAME for one model's). A rate limit's
+// per-model cells cannot be listed from the gateway's shared data: its row
+// shows no model's use.
+func (e *Engine) fullestModel(in *govern.Instance, m *wire.MeLimit, now time.Time) {
+	l := in.Limit
+	if l.Type.Class() != govern.LedgerSettled || e.snap == nil {
+		return
+	}
+	prefix, _, ok := strings.Cut(govern.Identity(l, in.Node, govern.Dims{}), "|model=")
+	if !ok {
+		return
+	}
+	prefix += "|model="
+	start := calendar.Start(l.Period.Calendar, now).Unix()
+	var fullest int64
+	for id, ent := range e.snap.entries {
+		if ent.periodStart == start && strings.HasPrefix(id, prefix) && !strings.Contains(id, "#") && ent.value > fullest {
+			fullest = ent.value
+		}
+	}
+	remaining := max(in.Amount-fullest, 0)
+	if l.Type == govern.BudgetUSD {
+		m.ObservedUSD.Nanos, m.RemainingUSD.Nanos = fullest, remaining
+	} else {
+		m.Observed, m.Remaining = fullest, remaining
+	}
 }

@@ -76,3 +76,50 @@ func TestMeUnpriced(t *testing.T) {
 		t.Errorf("limit_usd: %v", u)
 	}
 }
+
+// TestMeMatchedLimits: limits narrowed by match show their real counters
+// on /tt/v1/me: one narrowed to an endpoint or provider counts under that
+// value; one counted per model shows its fullest model's counter, or the
+// model the caller names with ?model=.
+func TestMeMatchedLimits(t *testing.T) {
+	limits := `{"id":"chat_rpm","attach":{"level":"user"},"type":"rpm","amount":100,"period":"1m","match":{"endpoint":"/v1/chat/completions"}},` +
+		`{"id":"claude_tokens","attach":{"level":"team"},"type":"quota_tokens","amount":1000,"period":"day","match":{"model":"claude-3-*"}},` +
+		`{"id":"openai_requests","attach":{"level":"team"},"type":"quota_requests","amount":50,"period":"day","match":{"provider":"openai"}}`
+	r := newRig(t, rigOptions{governance: gov(limits, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	team := "org:acme/team:ml"
+	r.acct.setSnapshot("s1",
+		syncwire.Entry{ID: "claude_tokens|quota_tokens|" + team + "|model=claude-3-5-haiku|day|", PeriodStart: dayStart(), Value: 1111},
+		syncwire.Entry{ID: "claude_tokens|quota_tokens|" + team + "|model=claude-3-opus|day|", PeriodStart: dayStart(), Value: 40},
+		syncwire.Entry{ID: "openai_requests|quota_requests|" + team + "|provider=openai|day|", PeriodStart: dayStart(), Value: 7})
+	r.sync()
+	for i := 0; i < 3; i++ {
+		mustStatus(t, r.chat(dev1Key, chatGermany), 200)
+	}
+	if got := r.meLimit(dev1Key, "chat_rpm"); got["observed"] != 3.0 {
+		t.Errorf("chat_rpm: %v, want observed 3", got)
+	}
+	if got := r.meLimit(dev1Key, "openai_requests"); got["observed"] != 7.0 || got["remaining"] != 43.0 {
+		t.Errorf("openai_requests: %v, want observed 7", got)
+	}
+	if got := r.meLimit(dev1Key, "claude_tokens"); got["observed"] != 1111.0 || got["remaining"] != 0.0 {
+		t.Errorf("claude_tokens without a model: %v, want its fullest model's 1111", got)
+	}
+	resp := r.do(req{method: "GET", path: "/tt/v1/me?model=claude-3-opus", key: dev1Key})
+	mustStatus(t, resp, 200)
+	var doc struct {
+		Limits []map[string]any `json:"limits"`
+	}
+	json.Unmarshal(resp.Body, &doc)
+	found := false
+	for _, l := range doc.Limits {
+		if l["limit_id"] == "claude_tokens" {
+			found = true
+			if l["observed"] != 40.0 || l["remaining"] != 960.0 {
+				t.Errorf("claude_tokens for claude-3-opus: %v, want observed 40", l)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("/tt/v1/me?model=claude-3-opus lists no claude_tokens: %s", resp.Body)
+	}
+}
