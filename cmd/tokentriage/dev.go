@@ -54,14 +54,15 @@ the ledger flushed; a second signal exits at once.`,
 		fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "worker VMs of the proxy (Envoy's --concurrency)")
 		fs.StringVar(&o.wasm, "wasm", devserver.DefaultWasm, "the built filter")
 		fs.StringVar(&o.pricing, "pricing", "", "pricing file (YAML or JSON) extending or overriding the built-in catalog")
+		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a JSON POST per threshold alert (the accountant's and the gateway's)")
 		fs.StringVar(&o.demoOwner, "demo-owner", demoOwner, "node the demo key is minted for")
 		return func(e *env) int { return runDev(e, o) }
 	},
 }
 
 type devFlags struct {
-	config, listen, acctListen, data, upstream, wasm, pricing, demoOwner string
-	workers                                                              int
+	config, listen, acctListen, data, upstream, wasm, pricing, demoOwner, webhook string
+	workers                                                                       int
 }
 
 func runDev(e *env, o devFlags) int {
@@ -124,6 +125,7 @@ func runDev(e *env, o devFlags) int {
 		Module:           module,
 		AdminToken:       token,
 		PricingFile:      o.pricing,
+		AlertWebhook:     o.webhook,
 		Logger:           log,
 		FilterLog:        e.stderr,
 	})

@@ -92,6 +92,8 @@ type Options struct {
 	AdminToken string
 	// PricingFile extends or overrides the accountant's price catalog.
 	PricingFile string
+	// AlertWebhook receives a JSON POST per threshold alert.
+	AlertWebhook string
 	// Logger receives the accountant's and the gateway's operational logs;
 	// nil discards them.
 	Logger *slog.Logger
@@ -211,12 +213,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}()
 	acct, err := accountant.New(accountant.Options{
-		ConfigPath:  o.ConfigPath,
-		DataDir:     o.DataDir,
-		Listen:      acctLn.Addr().String(),
-		AdminToken:  o.AdminToken,
-		PricingFile: o.PricingFile,
-		Logger:      o.Logger,
+		ConfigPath:   o.ConfigPath,
+		DataDir:      o.DataDir,
+		Listen:       acctLn.Addr().String(),
+		AdminToken:   o.AdminToken,
+		PricingFile:  o.PricingFile,
+		AlertWebhook: o.AlertWebhook,
+		Logger:       o.Logger,
 	})
 	if err != nil {
 		acctLn.Close()
