@@ -104,7 +104,7 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 			}
 		}
 	}
-	if s.outMax >= 0 && (!req.HasMaxTokens || s.outMax < req.MaxTokens) {
+	if s.outMax >= 0 && req.Endpoint != llm.Embeddings && (!req.HasMaxTokens || s.outMax < req.MaxTokens) {
 		// Budget reserve mode reserved for at most outMax output tokens:
 		// the provider is held to it.
 		if nb, changed := llm.SetOutputMax(req.Endpoint, body, s.outMax); changed {

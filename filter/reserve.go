@@ -2,6 +2,7 @@ package filter
 
 import (
 	"encoding/binary"
+	"math"
 	"strconv"
 	"time"
 
@@ -62,16 +63,21 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 	if age := now.Sub(e.snap.generatedAt); age > snapshotTrust {
 		return e.uncheckable(s, in, v, wire.StaleSnapshot(age, snapshotTrust))
 	}
-	rates, ok := e.priceOf(s.req.Model)
-	if !ok {
-		return e.uncheckable(s, in, v, "the model "+strconv.Quote(s.req.Model)+" has no price in the accountant's catalog, so the dearest cost of the call cannot be reserved")
-	}
 	start := calendar.Start(l.Period.Calendar, now).Unix()
-	others := max(e.observed(in, now)-e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now), 0)
+	snapMine := e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now)
+	others := max(e.observed(in, now)-snapMine, 0)
+	rates, priced := e.priceOf(s.req.Model)
+	var why string
+	switch {
+	case !priced:
+		why = "the model " + strconv.Quote(s.req.Model) + " has no price in the accountant's catalog, so the dearest cost of the call cannot be reserved"
+	case s.req.RemoteInput:
+		why = "the call's input is not all in its body (a stored response, conversation or prompt, or a tool that retrieves server-side), so its dearest cost cannot be bounded"
+	}
 	input := int64(s.bodySize) // a token is at least one byte of the body
 	outCap := s.outMax         // lowered by a reserve before this one
 	if outCap < 0 {
-		outCap = llm.OutputReserve(s.req)
+		outCap = outputCap(s.req)
 	}
 	key := spendKey(in.ID)
 	for attempt := 0; attempt < maxCASRetries; attempt++ {
@@ -79,12 +85,23 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 		if err != nil {
 			return e.uncheckable(s, in, v, "its shared-data spend cell could not be read: "+err.Error())
 		}
-		mine := int64(0)
+		// This replica's spend: its cell, or what the accountant has folded
+		// from its rows when that is more (a cell that started after the
+		// period did: reserve turned on by a reload, or back on).
+		mine := snapMine
 		if found && len(val) == 16 && int64(binary.LittleEndian.Uint64(val)) == start {
-			mine = int64(binary.LittleEndian.Uint64(val[8:]))
+			mine = max(mine, int64(binary.LittleEndian.Uint64(val[8:])))
 		}
 		avail := in.Amount - others - mine
-		out, cost, fits := fitOutput(rates, input, outCap, avail)
+		// A call that cannot be bounded is uncheckable, but a budget
+		// already spent still refuses it, as the default class would.
+		if why != "" && avail > 0 {
+			return e.uncheckable(s, in, v, why)
+		}
+		out, cost, fits := fitOutput(rates, input, s.req.Choices, outCap, avail)
+		if why != "" {
+			fits = false
+		}
 		if !fits {
 			if !e.over(s, in) {
 				return nil
@@ -123,11 +140,28 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 	return e.uncheckable(s, in, v, errContention.Error())
 }
 
+// outputCap is the most output a call may produce before any reserve
+// lowers it: its own maximum, or 16,384 (the tpm reserve's cap) when it set
+// none; 0 for embeddings, which produce none.
+func outputCap(r llm.Request) int64 {
+	switch {
+	case r.Endpoint == llm.Embeddings:
+		return 0
+	case r.HasMaxTokens && r.MaxTokens >= 0:
+		return r.MaxTokens
+	}
+	return llm.ReserveCap
+}
+
 // fitOutput finds the largest output maximum, at most outCap, whose
-// dearest cost with input tokens fits in avail, and that cost. A call with
-// output (outCap > 0) needs room for at least one output token.
-func fitOutput(r pricing.Rates, input, outCap, avail int64) (out, cost int64, ok bool) {
-	dear := func(n int64) int64 { return pricing.Cost(r, ledger.Usage{Input: input, Output: n}) }
+// dearest cost (input tokens, and choices completions of that many output
+// tokens each) fits in avail, and that cost. A call with output (outCap >
+// 0) needs room for at least one output token per choice.
+func fitOutput(r pricing.Rates, input, choices, outCap, avail int64) (out, cost int64, ok bool) {
+	choices = max(choices, 1)
+	dear := func(n int64) int64 {
+		return pricing.Cost(r, ledger.Usage{Input: input, Output: min(n, math.MaxInt64/choices) * choices})
+	}
 	if c := dear(outCap); c <= avail {
 		return outCap, c, true
 	}

@@ -185,14 +185,68 @@ func TestReserveCountsOtherReplicas(t *testing.T) {
 	}
 	// The same 600,000, folded from this replica's rows in an earlier
 	// process life of the cell: not someone else's.
-	// The 990,000 folded from this replica's own rows: not someone else's;
-	// what this replica spent is its own running count (one call, 12
-	// output tokens: 8×2,500 + 12×10,000 = 140,000), so 860,000 is left.
+	// The snapshot's 990,000 is this replica's own, folded: not someone
+	// else's. This replica's spend is the larger of its cell (one call of
+	// 12 output tokens: 8×2,500 + 12×10,000 = 140,000) and what was folded
+	// from its rows: here the folded 990,000 (a cell that started late, as
+	// after a reload turned reserve on), so nothing fits.
 	r.acct.setSnapshot("s2", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 990_000},
 		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 990_000})
+	r.sync()
+	if resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}); resp.Status != 429 {
+		t.Fatalf("990,000 folded from this replica's rows: %d, want 429", resp.Status)
+	}
+	// Folded 100,000 of this replica's, less than its cell's 140,000: the
+	// cell counts, 860,000 is left, the call goes out as asked.
+	r.acct.setSnapshot("s3", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 100_000},
+		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 100_000})
 	r.sync()
 	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
 	if got := maxTokens(); got != 20 {
 		t.Errorf("own rows only: max_tokens %d, want the 20 asked for", got)
+	}
+}
+
+// TestReserveCountsEveryChoice: a call generating n completions is bound
+// at n times its output maximum, and lowered per choice to fit.
+func TestReserveCountsEveryChoice(t *testing.T) {
+	r := reserveRig(t)
+	body := chatBody("gpt-4o", germany, `,"max_tokens":100,"n":4`)
+	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
+	rec, _ := r.stub.Last()
+	var doc struct {
+		MaxTokens int64 `json:"max_tokens"`
+	}
+	json.Unmarshal(rec.Body, &doc)
+	// (1,000,000 − bytes×2,500) / (4 × 10,000) per choice.
+	if want := (1_000_000 - int64(len(body))*2500) / 40_000; doc.MaxTokens != want {
+		t.Errorf("max_tokens %d for n=4, want %d", doc.MaxTokens, want)
+	}
+}
+
+// TestReserveUnpricedAfterTheCap: a call that cannot be bounded (a model
+// with no price) is refused by a budget already spent, as the default
+// class would refuse it.
+func TestReserveUnpricedAfterTheCap(t *testing.T) {
+	r := reserveRig(t)
+	id := "dev1_day|budget_usd|org:acme/team:ml/user:dev1||day|"
+	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 1_000_000})
+	r.sync()
+	if resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: chatBody("acme-llm-9", germany)}); resp.Status != 429 {
+		t.Fatalf("an unpriced model against a spent budget: %d, want 429", resp.Status)
+	}
+}
+
+// TestReserveRemoteInput: a responses call continuing a stored response
+// brings input the body does not hold; its cost cannot be bounded, so the
+// reserve limit is uncheckable for it (admitted, suspended).
+func TestReserveRemoteInput(t *testing.T) {
+	r := reserveRig(t)
+	resp := r.do(req{path: "/v1/responses", key: dev1Key, body: `{"model":"gpt-4o","previous_response_id":"resp_1","input":"and then?","max_output_tokens":20}`})
+	mustStatus(t, resp, 200)
+	r.step(500 * time.Millisecond)
+	rows := r.acct.ledger()
+	if len(rows) != 1 || len(rows[0].Suspended) != 1 || rows[0].Suspended[0] != "dev1_day" {
+		t.Errorf("rows %s: want dev1_day suspended", jsonRows(rows))
 	}
 }

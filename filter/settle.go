@@ -96,7 +96,7 @@ func (e *Engine) settleUsage(s *Stream) {
 		in := llm.EstimateTokens(s.req.PromptBytes)
 		s.usage = ledger.Usage{Input: in}
 		if !s.req.Stream && s.forwarded {
-			s.usage.Output = llm.OutputReserve(s.req)
+			s.usage.Output = llm.OutputReserve(s.req) * max(s.req.Choices, 1)
 		}
 		s.usage.Total = s.usage.Input + s.usage.Output
 		s.estimated = ledger.Estimated{Input: true, Output: true}

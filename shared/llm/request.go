@@ -46,6 +46,15 @@ type Request struct {
 	IncludeUsage bool
 	// PromptBytes is the byte count of the message contents (see above).
 	PromptBytes int64
+	// Choices is how many completions one call generates and bills: n on
+	// chat and completions, best_of on completions (the larger), 1 when
+	// absent or not a positive integer (the provider refuses those).
+	Choices int64
+	// RemoteInput is set when the call's input is not all in its body: a
+	// responses call continuing a stored response or conversation
+	// (previous_response_id, conversation), naming a stored prompt, or
+	// with a tool that retrieves server-side (file_search, web_search).
+	RemoteInput bool
 }
 
 // TokenBytes is what one token of a token-array prompt counts toward
@@ -99,7 +108,7 @@ func parseRequest(ep Endpoint, body []byte) (Request, *RequestError) {
 	if !root.IsObject() {
 		return Request{}, &RequestError{Offset: root.Index, Cause: "must be a JSON object; got " + typeName(root)}
 	}
-	p := requestParser{req: Request{Endpoint: ep}, maxTokens: -1, maxCompletion: -1}
+	p := requestParser{req: Request{Endpoint: ep, Choices: 1}, maxTokens: -1, maxCompletion: -1}
 	root.ForEach(p.field)
 	if p.err != nil {
 		return Request{}, p.err
@@ -170,6 +179,7 @@ func (p *requestParser) field(k, v gjson.Result) bool {
 		}
 	}
 	if bit == 0 {
+		p.extra(k.Str, v)
 		return true
 	}
 	if p.seen&bit != 0 {
@@ -305,3 +315,34 @@ func typeName(v gjson.Result) string {
 
 // itoa is strconv.Itoa, named for brevity in path rendering.
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// extra reads the members that bound a call's cost without being part of
+// its prompt: how many completions it generates, and whether its input
+// reaches beyond the body. A value of the wrong type is left for the
+// provider to refuse.
+func (p *requestParser) extra(key string, v gjson.Result) {
+	r := &p.req
+	switch ep := r.Endpoint; {
+	case key == "n" && (ep == ChatCompletions || ep == Completions), key == "best_of" && ep == Completions:
+		if v.Type == gjson.Number && v.Num >= 1 && v.Num <= 1<<20 && v.Num == float64(int64(v.Num)) && int64(v.Num) > r.Choices {
+			r.Choices = int64(v.Num)
+		}
+	case ep != Responses:
+	case key == "previous_response_id" || key == "conversation":
+		if v.Type != gjson.Null && v.Raw != `""` {
+			r.RemoteInput = true
+		}
+	case key == "prompt":
+		if v.IsObject() {
+			r.RemoteInput = true
+		}
+	case key == "tools":
+		v.ForEach(func(_, t gjson.Result) bool {
+			if typ := t.Get("type").String(); strings.Contains(typ, "search") || strings.Contains(typ, "file") {
+				r.RemoteInput = true
+				return false
+			}
+			return true
+		})
+	}
+}

@@ -162,7 +162,7 @@ func TestParseRequestNullsAreAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req != (Request{Endpoint: ChatCompletions, Model: "m"}) {
+	if req != (Request{Endpoint: ChatCompletions, Model: "m", Choices: 1}) {
 		t.Fatalf("got %+v", req)
 	}
 }
@@ -212,5 +212,31 @@ func TestParseRequestGolden(t *testing.T) {
 			}
 		}
 		checkGolden(t, goldenName(file), []byte(out.String()))
+	}
+}
+
+// TestParseRequestCostBounds: how many completions a call bills (n,
+// best_of) and whether its input reaches beyond the body.
+func TestParseRequestCostBounds(t *testing.T) {
+	for _, c := range []struct {
+		path, body string
+		choices    int64
+		remote     bool
+	}{
+		{"/v1/chat/completions", `{"model":"m","n":4}`, 4, false},
+		{"/v1/chat/completions", `{"model":"m","n":"4"}`, 1, false},
+		{"/v1/chat/completions", `{"model":"m","n":0}`, 1, false},
+		{"/v1/completions", `{"model":"m","n":2,"best_of":5,"prompt":"x"}`, 5, false},
+		{"/v1/messages", `{"model":"m","n":3}`, 1, false},
+		{"/v1/responses", `{"model":"m","previous_response_id":"resp_1","input":"x"}`, 1, true},
+		{"/v1/responses", `{"model":"m","previous_response_id":null,"input":"x"}`, 1, false},
+		{"/v1/responses", `{"model":"m","prompt":{"id":"pmpt_1"}}`, 1, true},
+		{"/v1/responses", `{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"file_search"}]}`, 1, true},
+		{"/v1/responses", `{"model":"m","input":"x","tools":[{"type":"function","name":"f"}]}`, 1, false},
+	} {
+		req, err := ParseRequest(c.path, []byte(c.body))
+		if err != nil || req.Choices != c.choices || req.RemoteInput != c.remote {
+			t.Errorf("%s %s: choices %d remote %v (%v), want %d %v", c.path, c.body, req.Choices, req.RemoteInput, err, c.choices, c.remote)
+		}
 	}
 }
