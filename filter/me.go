@@ -6,6 +6,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
@@ -167,7 +168,11 @@ func meDims(query string) govern.Dims {
 		case "provider":
 			d.Provider = v
 		case "endpoint":
-			d.Endpoint = v
+			// As a request's endpoint: cleaned, and canonical when governed.
+			d.Endpoint = cleanPath(v)
+			if ep := llm.EndpointOf(d.Endpoint); ep != llm.Unknown {
+				d.Endpoint = ep.String()
+			}
 		}
 	}
 	return d

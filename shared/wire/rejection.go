@@ -83,7 +83,7 @@ func MissingKey(requestID string) Rejection {
 // not the gateway's guess to make.
 func AmbiguousKey(requestID string) Rejection {
 	return Rejection{Status: 401, Type: TypeUnauthorized, RequestID: requestID,
-		Message: "two different credentials in one request (Authorization and x-api-key headers): send exactly one virtual key"}
+		Message: "two different credentials in one request (repeated Authorization or x-api-key headers, or both): send exactly one virtual key"}
 }
 
 // UnknownKey is the 401 for a bearer token that is not a known virtual key.
