@@ -131,7 +131,9 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		switch {
 		case !s.governs && !sc.AllowPassthrough:
 			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeAllowPassthrough, s.path, nil))
-		case sc.Endpoints != nil && !contains(sc.Endpoints, s.dims.Endpoint):
+		case s.governs && sc.Endpoints != nil && !contains(sc.Endpoints, s.dims.Endpoint):
+			// The endpoints scope names provider endpoints; a passthrough
+			// path is allow_passthrough's to permit.
 			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeEndpoints, s.dims.Endpoint, sc.Endpoints))
 		case sc.Providers != nil && !contains(sc.Providers, s.dims.Provider):
 			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeProviders, s.dims.Provider, sc.Providers))

@@ -427,3 +427,18 @@ func TestNonPostOnGovernedPath(t *testing.T) {
 		}
 	}
 }
+
+// TestPassthroughWithEndpointsScope: a key scoped to some provider
+// endpoints that may also pass through reaches passthrough paths; the
+// endpoints scope limits only the governed ones.
+func TestPassthroughWithEndpointsScope(t *testing.T) {
+	k := dev2Key
+	k.scopes = `{"endpoints":["/v1/chat/completions"],"allow_passthrough":true}`
+	r := newRig(t, rigOptions{governance: gov(limTeamRPM, `,"require_key":true`), keys: []testKey{k}})
+	if resp := r.do(req{method: "GET", path: "/v1/models", key: k}); resp.Headers.Get("X-Tt-Refusal-Type") != "" {
+		t.Errorf("GET /v1/models: %d %s", resp.Status, resp.Body)
+	}
+	if resp := r.do(req{path: "/v1/embeddings", key: k, body: `{"model":"text-embedding-3-small","input":"x"}`}); resp.Status != 403 {
+		t.Errorf("a governed endpoint outside the scope: %d, want 403", resp.Status)
+	}
+}
