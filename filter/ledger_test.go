@@ -99,9 +99,6 @@ func TestRowsRetried(t *testing.T) {
 // beyond that rows are dropped and counted, and a LedgerSettled 429 says
 // so in its bound, summed over every VM of the host.
 func TestRowsDroppedBeyondBound(t *testing.T) {
-	if testing.Short() {
-		t.Skip("sends 4,200 requests through the wasm filter")
-	}
 	lims := `{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":100000000,"burst":100000000,"period":"1m"},
 		{"id":"search_month","attach":{"node":"org:acme/team:search"},"type":"budget_usd","amount_usd":0.000001,"period":"month"}`
 	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key, searchKey}, accountant: true,
