@@ -129,20 +129,35 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 // checkSettled reads a budget_usd, quota_tokens or quota_requests instance
 // from the accountant's snapshot; it writes nothing.
 func (e *Engine) checkSettled(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
-	l := in.Limit
-	if e.snap == nil {
-		return e.uncheckable(s, in, v, wire.NoSnapshot)
-	}
-	if age := now.Sub(e.snap.generatedAt); age > snapshotTrust {
-		return e.uncheckable(s, in, v, wire.StaleSnapshot(age, snapshotTrust))
+	if why := e.snapshotDistrust(now); why != "" {
+		return e.uncheckable(s, in, v, why)
 	}
 	observed := e.observed(in, now)
 	if observed < in.Amount {
 		return nil
 	}
+	return e.refuseSettled(s, in, now, v, observed)
+}
+
+// snapshotDistrust says why the spend snapshot cannot be read now (none
+// yet, or older than seed 000's 30 s), or "" when it can.
+func (e *Engine) snapshotDistrust(now time.Time) string {
+	if e.snap == nil {
+		return wire.NoSnapshot
+	}
+	if age := now.Sub(e.snap.generatedAt); age > snapshotTrust {
+		return wire.StaleSnapshot(age, snapshotTrust)
+	}
+	return ""
+}
+
+// refuseSettled answers a spend or quota instance that is over with its
+// 429 (resets and retry from the calendar), unless its posture admits it.
+func (e *Engine) refuseSettled(s *Stream, in *govern.Instance, now time.Time, v Verdict, observed int64) *Verdict {
 	if !e.over(s, in) {
 		return nil
 	}
+	l := in.Limit
 	resets := calendar.End(l.Period.Calendar, now)
 	r := wire.Refusal{
 		RequestID:  s.id,

@@ -12,7 +12,6 @@ import (
 	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/pricing"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
-	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // Budget reserve mode (a budget_usd limit with reserve: true). The
@@ -57,11 +56,8 @@ func (e *Engine) priceOf(model string) (pricing.Rates, bool) {
 // fits.
 func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
 	l := in.Limit
-	if e.snap == nil {
-		return e.uncheckable(s, in, v, wire.NoSnapshot)
-	}
-	if age := now.Sub(e.snap.generatedAt); age > snapshotTrust {
-		return e.uncheckable(s, in, v, wire.StaleSnapshot(age, snapshotTrust))
+	if why := e.snapshotDistrust(now); why != "" {
+		return e.uncheckable(s, in, v, why)
 	}
 	start := calendar.Start(l.Period.Calendar, now).Unix()
 	snapMine := e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now)
@@ -103,22 +99,7 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 			fits = false
 		}
 		if !fits {
-			if !e.over(s, in) {
-				return nil
-			}
-			resets := calendar.End(l.Period.Calendar, now)
-			r := wire.Refusal{
-				RequestID:  s.id,
-				LimitID:    l.ID,
-				LimitType:  wire.LimitType(l.Type.String()),
-				Node:       in.Node,
-				Period:     l.Period.String(),
-				ResetsAt:   resets,
-				RetryAfter: wire.Seconds(resets.Sub(now)),
-				Observed:   others + mine,
-				Limit:      in.Amount,
-			}
-			return e.refuse(s, v, &r, in)
+			return e.refuseSettled(s, in, now, v, others+mine)
 		}
 		var b [16]byte
 		binary.LittleEndian.PutUint64(b[:], uint64(start))

@@ -48,20 +48,7 @@ func InjectIncludeUsage(body []byte) ([]byte, bool) {
 	}
 	switch {
 	case optsSeen == 0:
-		// After the last member: the last non-space byte before the final '}'.
-		end := len(body) - 1
-		for end >= 0 && body[end] != '}' {
-			end--
-		}
-		at := end
-		for at > 0 && isSpace(body[at-1]) {
-			at--
-		}
-		sep := ","
-		if members == 0 {
-			sep = ""
-		}
-		return splice(body, at, at, sep+streamOptionsMember), true
+		return addMember(body, members, streamOptionsMember), true
 	case opts.Type == gjson.Null:
 		return splice(body, opts.Index, opts.Index+len(opts.Raw), "{"+includeUsageMember+"}"), true
 	case !opts.IsObject():
@@ -90,6 +77,24 @@ func InjectIncludeUsage(body []byte) ([]byte, bool) {
 		return splice(body, opts.Index, opts.Index+len(opts.Raw), "{"+includeUsageMember+"}"), true
 	}
 	return splice(body, opts.Index+1, opts.Index+1, includeUsageMember+","), true
+}
+
+// addMember returns a copy of the JSON object body (which has members
+// members) with member ("key":value) added after its last member.
+func addMember(body []byte, members int, member string) []byte {
+	// After the last member: the last non-space byte before the final '}'.
+	end := len(body) - 1
+	for end >= 0 && body[end] != '}' {
+		end--
+	}
+	at := end
+	for at > 0 && isSpace(body[at-1]) {
+		at--
+	}
+	if members > 0 {
+		member = "," + member
+	}
+	return splice(body, at, at, member)
 }
 
 // splice returns a new slice: b with b[from:to] replaced by s.

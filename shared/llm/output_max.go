@@ -50,19 +50,7 @@ func SetOutputMax(ep Endpoint, body []byte, n int64) ([]byte, bool) {
 	})
 	num := strconv.FormatInt(n, 10)
 	if len(hits) == 0 {
-		end := len(body) - 1
-		for end >= 0 && body[end] != '}' {
-			end--
-		}
-		at := end
-		for at > 0 && isSpace(body[at-1]) {
-			at--
-		}
-		sep := ","
-		if members == 0 {
-			sep = ""
-		}
-		return splice(body, at, at, sep+`"`+add+`":`+num), true
+		return addMember(body, members, `"`+add+`":`+num), true
 	}
 	// Replace from the last hit backwards so earlier offsets stay valid.
 	out := body
