@@ -262,19 +262,10 @@ func walkEvent(b []byte, root uint8, f *eventFacts, rec *[]hole) bool {
 				return false
 			}
 			ks := i + 1
-			esc := false
-			for i++; ; i++ {
-				if i = stringStop(b, i); i == n {
-					return false
-				}
-				if k := strClass[b[i]]; k == 1 {
-					break
-				} else if k == 3 || !validEscape(b, &i) {
-					return false
-				}
-				esc = true
+			var esc, ok bool
+			if i, esc, ok = stringEnd(b, i); !ok {
+				return false
 			}
-			var ok bool
 			if role, ok = roleOf(cur, b[ks:i], esc); !ok {
 				return false
 			}
@@ -387,17 +378,9 @@ func walkEvent(b []byte, root uint8, f *eventFacts, rec *[]hole) bool {
 			str := false
 			switch c {
 			case '"':
-				esc := false
-				for i++; ; i++ {
-					if i = stringStop(b, i); i == n {
-						return false
-					}
-					if k := strClass[b[i]]; k == 1 {
-						break
-					} else if k == 3 || !validEscape(b, &i) {
-						return false
-					}
-					esc = true
+				var esc, ok bool
+				if i, esc, ok = stringEnd(b, i); !ok {
+					return false
 				}
 				i++
 				str = true
@@ -682,17 +665,9 @@ func (sh *eventShape) match(b []byte, f *eventFacts) (n int, ok bool) {
 			if b[j] != '"' {
 				return 0, false
 			}
-			esc := false
-			for j++; ; j++ {
-				if j = stringStop(b, j); j == len(b) {
-					return 0, false
-				}
-				if c := strClass[b[j]]; c == 1 {
-					break
-				} else if c == 3 || !validEscape(b, &j) {
-					return 0, false
-				}
-				esc = true
+			var esc, ok bool
+			if j, esc, ok = stringEnd(b, j); !ok {
+				return 0, false
 			}
 			j++
 			if h.text {
@@ -879,4 +854,21 @@ func (sp span) str(b []byte) string {
 		}
 	}
 	return view(raw[1 : len(raw)-1])
+}
+
+// stringEnd scans the JSON string whose opening quote is b[i]: it returns
+// the index of its closing quote, whether it holds an escape, and false
+// when it is cut short or holds a control byte or a bad escape.
+func stringEnd(b []byte, i int) (end int, esc, ok bool) {
+	for i++; ; i++ {
+		if i = stringStop(b, i); i == len(b) {
+			return i, esc, false
+		}
+		if k := strClass[b[i]]; k == 1 {
+			return i, esc, true
+		} else if k == 3 || !validEscape(b, &i) {
+			return i, esc, false
+		}
+		esc = true
+	}
 }
