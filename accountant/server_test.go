@@ -344,14 +344,17 @@ func TestReplicasAndDropped(t *testing.T) {
 	}
 }
 
-func TestAlertWebhook(t *testing.T) {
+// withWebhook starts an accountant on testConfig whose alert webhook
+// hands each event it receives to the channel.
+func withWebhook(t *testing.T) (*Server, chan AlertEvent) {
+	t.Helper()
 	got := make(chan AlertEvent, 4)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ev AlertEvent
 		json.NewDecoder(r.Body).Decode(&ev)
 		got <- ev
 	}))
-	defer hook.Close()
+	t.Cleanup(hook.Close)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "c.yaml")
 	os.WriteFile(cfg, []byte(testConfig), 0o644)
@@ -360,7 +363,12 @@ func TestAlertWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s, got
+}
+
+func TestAlertWebhook(t *testing.T) {
+	s, got := withWebhook(t)
 	if _, _, err := s.IngestLines(context.Background(), batch(row(reqID(1), t0, "org:acme/team:ml", "gpt-4o-mini", 8, 19))); err != nil {
 		t.Fatal(err)
 	}
@@ -440,22 +448,7 @@ func TestReplicaTableBounded(t *testing.T) {
 // the limits it counts at the gate are posted to the webhook like the
 // accountant's own; a line it cannot read is reported and skipped.
 func TestGateAlertsReachTheWebhook(t *testing.T) {
-	got := make(chan AlertEvent, 4)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var ev AlertEvent
-		json.NewDecoder(r.Body).Decode(&ev)
-		got <- ev
-	}))
-	defer hook.Close()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "c.yaml")
-	os.WriteFile(cfg, []byte(testConfig), 0o644)
-	s, err := New(Options{ConfigPath: cfg, DataDir: dir, AlertWebhook: hook.URL, Now: func() time.Time { return t0 },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, got := withWebhook(t)
 	body := `{"limit_id":"team_tpm","limit_type":"tpm","node":"org:acme/team:ml","counter":"team_tpm|tpm|org:acme/team:ml|model=gpt-4o|1m0s|gcra","threshold":0.9,"window":"1m0s","observed":18000,"limit":20000,"at":"2026-08-10T12:00:30.5Z"}
 {"limit_id":"x","limit_type":"budget_usd","node":"org:acme","counter":"c","threshold":0.5,"window":"","observed":1,"limit":2,"at":"2026-08-10T12:00:30Z"}
 not json
