@@ -1,0 +1,50 @@
+package redistest
+
+import "testing"
+
+func TestKillRestartEmptyAndSaved(t *testing.T) {
+	r := Start(t)
+	if _, err := r.Do("SET", "k", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	// Stop saves; a restart with Saved data has the key.
+	r.Stop(t)
+	if r.Running() {
+		t.Fatal("Running after Stop")
+	}
+	r.Restart(t, Saved)
+	if v, err := r.Do("GET", "k"); err != nil || v != "v1" {
+		t.Fatalf("after a restart with saved data: GET k = %q, %v; want v1", v, err)
+	}
+	// A kill saves nothing: what was written since the last save is gone.
+	if _, err := r.Do("SET", "k", "v2"); err != nil {
+		t.Fatal(err)
+	}
+	addr := r.Addr
+	r.Kill()
+	if err := r.Ping(); err == nil {
+		t.Fatal("PING answered after Kill")
+	}
+	r.Restart(t, Saved)
+	if v, _ := r.Do("GET", "k"); v != "v1" {
+		t.Fatalf("after a kill and a restart with saved data: GET k = %q, want the saved v1", v)
+	}
+	r.Restart(t, Empty)
+	if r.Addr != addr {
+		t.Fatalf("the address moved across restarts: %s, then %s", addr, r.Addr)
+	}
+	if v, _ := r.Do("DBSIZE"); v != "0" {
+		t.Fatalf("after a restart empty: DBSIZE = %s, want 0", v)
+	}
+}
+
+func TestTwoServersApart(t *testing.T) {
+	a, b := Start(t), Start(t)
+	if a.Addr == b.Addr || a.Dir == b.Dir {
+		t.Fatalf("two servers share %s / %s", a.Addr, a.Dir)
+	}
+	a.Do("SET", "k", "a")
+	if v, _ := b.Do("GET", "k"); v != "(nil)" {
+		t.Fatalf("b sees a's key: %q", v)
+	}
+}
