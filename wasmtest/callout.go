@@ -102,7 +102,9 @@ func hostHTTPCall(v *vm, s []uint64) {
 	}
 	hdr := parsePairs(hb)
 	for _, k := range []string{":method", ":path", ":authority"} {
-		if val, ok := hdr.get(k); !ok || val == "" {
+		// Envoy checks presence only: an empty :authority is sent as
+		// it is (the cluster picks the destination).
+		if _, ok := hdr.get(k); !ok {
 			s[0] = statusBadArgument
 			return
 		}

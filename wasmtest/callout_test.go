@@ -103,14 +103,40 @@ func TestCalloutTimeout(t *testing.T) {
 	<-cancelled
 }
 
+// Envoy refuses a call to an unknown cluster, a negative timeout, or
+// headers without :method, :path or :authority (BAD_ARGUMENT); a pseudo
+// header that is present with an empty value is accepted.
 func TestCalloutBadArguments(t *testing.T) {
-	h := newHost(t, Config{Clusters: map[string]Cluster{"auth": auth(t)}})
+	sink := Cluster{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	h := newHost(t, Config{Clusters: map[string]Cluster{"auth": auth(t), "sink": sink}})
 	resp := h.Do(Request{Headers: hdr("X-Mode", "callout-bad")})
-	if got := string(resp.Body); got != "unknown=2 noauthority=2 negative=2 nomethod=2" {
+	if got := string(resp.Body); got != "unknown=2 noauthority=2 negative=2 nomethod=2 nopath=2 emptyauthority=0" {
 		t.Errorf("got %q", got)
 	}
 	if err := h.WaitCallouts(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The upstream SDK's multiple_dispatches example calls out with an empty
+// :authority; Envoy sends it (the cluster, not the authority, picks the
+// destination), and so does the host.
+func TestCalloutEmptyAuthority(t *testing.T) {
+	var host string
+	cl := Cluster{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host = r.Host
+		io.WriteString(w, "ok:"+r.Header.Get("X-Token"))
+	})}
+	h := newHost(t, Config{Clusters: map[string]Cluster{"auth": cl}})
+	resp := h.Do(Request{Headers: hdr("X-Mode", "callout", "X-Token", "t1", "X-Empty-Authority", "1", "X-Request-Id", "ea")})
+	if resp.Status != 200 || !strings.Contains(string(resp.Body), "X-Auth: 200:ok:t1") {
+		t.Fatalf("got %d\n%s\nlogs: %v", resp.Status, resp.Body, h.Logs())
+	}
+	if n := notes(t, h, "ea"); !strings.Contains(n, "call=0,id=4") {
+		t.Errorf("notes %q: the call was refused", n)
+	}
+	if host != "" {
+		t.Errorf("the cluster saw host %q, want the empty authority the filter sent", host)
 	}
 }
 

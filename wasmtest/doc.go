@@ -42,7 +42,8 @@
 //     filter's own response callbacks; sent later, it replaces the response
 //     without them, or resets the stream once bytes reached the client.
 //   - HTTP callouts go to Config.Clusters by name and need :method, :path and
-//     :authority. Their answer comes to proxy_on_http_call_response on the
+//     :authority to be present (an empty value is accepted and sent, as
+//     Envoy does). Their answer comes to proxy_on_http_call_response on the
 //     root context when the VM is free, never inside the callback that made
 //     the call; a failure is (0, 0, 0) with proxy_get_status (11, "reset"); a
 //     timeout, on the host's Clock, is a 504 "upstream request timeout".

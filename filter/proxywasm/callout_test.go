@@ -197,7 +197,7 @@ func TestMetricsAcrossVMs(t *testing.T) {
 				m.c = proxywasm.DefineCounterMetric("tt_admitted")
 				m.g = proxywasm.DefineGaugeMetric("tt_inflight")
 				m.h = proxywasm.DefineHistogramMetric("tt_latency_ms")
-				return m.c != 0 && m.g != 0 && m.h != 0
+				return m.c.Defined() && m.g.Defined() && m.h.Defined()
 			},
 			reqHeaders: func(uint32, int, bool) types.Action {
 				m.c.Increment(1)
@@ -366,5 +366,46 @@ func TestPluginDoneLater(t *testing.T) {
 	}
 	if e.Tick() {
 		t.Error("the root still ticks after PluginDone deleted it")
+	}
+}
+
+// A host may number metrics from 0 (the upstream SDK's test host does):
+// the first metric defined must count like any other.
+func TestMetricIDZero(t *testing.T) {
+	var c proxywasm.MetricCounter
+	var g proxywasm.MetricGauge
+	var defined bool
+	var cv uint64
+	h := &hooks{
+		pluginStart: func(int) bool {
+			c = proxywasm.DefineCounterMetric("first")
+			g = proxywasm.DefineGaugeMetric("second")
+			defined = c.Defined() && g.Defined()
+			return true
+		},
+		reqHeaders: func(uint32, int, bool) types.Action {
+			c.Increment(3)
+			g.Set(7)
+			cv = c.Value()
+			return types.ActionContinue
+		},
+	}
+	e := start(t, h, proxytest.Options{SequentialMetricIDs: true})
+	e.CallOnRequestHeaders(e.InitializeHttpContext(), requestHeaders, true)
+	if !defined {
+		t.Error("a metric given id 0 reports itself undefined")
+	}
+	if v, err := e.GetCounterMetric("first"); err != nil || v != 3 || cv != 3 {
+		t.Errorf("counter with id 0 = %d (read back %d), %v; want 3", v, cv, err)
+	}
+	if v, err := e.GetGaugeMetric("second"); err != nil || v != 7 {
+		t.Errorf("gauge = %d, %v; want 7", v, err)
+	}
+	// A metric whose definition failed stays inert: no host call at all.
+	var bad proxywasm.MetricCounter
+	c0 := proxywasm.HostCalls()
+	bad.Increment(1)
+	if bad.Defined() || bad.Value() != 0 || proxywasm.HostCalls() != c0 {
+		t.Error("the zero MetricCounter is not inert")
 	}
 }

@@ -45,6 +45,11 @@ type Options struct {
 	// LogLevel is what proxy_get_log_level answers; lower levels are
 	// dropped, as Envoy does. The zero value keeps every log.
 	LogLevel proxywasm.LogLevel
+	// SequentialMetricIDs numbers metrics 0, 1, 2, … in the order they are
+	// defined, whatever their type, as the upstream SDK's test host does,
+	// instead of Envoy's 4, 8, … (counters), 5, 9, … (gauges), 6, 10, …
+	// (histograms). A filter must work under both: 0 is a valid id.
+	SequentialMetricIDs bool
 	// Clusters, when not nil, are the only cluster names DispatchHttpCall
 	// accepts (others get types.ErrorStatusBadArgument, as in Envoy).
 	Clusters []string

@@ -38,6 +38,7 @@ type vmHost struct {
 	metricIDs  map[uint32]*metricValue
 	metricByID map[metricKey]uint32
 	nextMetric [3]uint32
+	nextSeq    uint32 // Options.SequentialMetricIDs
 
 	logs []LogEntry
 
@@ -415,8 +416,10 @@ func (h *vmHost) SetSharedData(key string, value []byte, cas uint32) uint32 {
 }
 
 // DefineMetric gives each (type, name) one id per VM: counters 4, 8, …,
-// gauges 5, 9, …, histograms 6, 10, … (id & 3 is the type). The value is
-// the process's, shared by every VM, as Envoy's stat is.
+// gauges 5, 9, …, histograms 6, 10, … (id & 3 is the type), as Envoy does;
+// with Options.SequentialMetricIDs, 0, 1, 2, … in definition order whatever
+// the type, as the upstream SDK's test host does. The value is the
+// process's, shared by every VM, as Envoy's stat is.
 func (h *vmHost) DefineMetric(t uint32, name string) (uint32, uint32) {
 	h.hostCalls++
 	if t > abi.MetricHistogram {
@@ -426,17 +429,34 @@ func (h *vmHost) DefineMetric(t uint32, name string) (uint32, uint32) {
 	if id, ok := h.metricByID[k]; ok {
 		return id, abi.StatusOK
 	}
-	h.nextMetric[t] += 4
-	id := h.nextMetric[t]
+	var id uint32
+	if h.proc.opts.SequentialMetricIDs {
+		id = h.nextSeq
+		h.nextSeq++
+	} else {
+		h.nextMetric[t] += 4
+		id = h.nextMetric[t]
+	}
 	h.metricByID[k] = id
 	h.metricIDs[id] = h.proc.metric(t, name)
 	return id, abi.StatusOK
 }
 
+// metricKind is the type of the metric id names: its own with sequential
+// ids, id & 3 with Envoy's. An id no metric has keeps Envoy's reading, so
+// the status of a call on it is Envoy's (NOT_FOUND or BAD_ARGUMENT).
+func (h *vmHost) metricKind(id uint32) (*metricValue, uint32) {
+	m := h.metricIDs[id]
+	if m != nil && h.proc.opts.SequentialMetricIDs {
+		return m, m.kind
+	}
+	return m, id & 3
+}
+
 func (h *vmHost) IncrementMetric(id uint32, delta int64) uint32 {
 	h.hostCalls++
-	m := h.metricIDs[id]
-	switch id & 3 {
+	m, kind := h.metricKind(id)
+	switch kind {
 	case abi.MetricCounter:
 		if m == nil {
 			return abi.StatusNotFound
@@ -462,13 +482,13 @@ func (h *vmHost) IncrementMetric(id uint32, delta int64) uint32 {
 
 func (h *vmHost) RecordMetric(id uint32, value uint64) uint32 {
 	h.hostCalls++
-	m := h.metricIDs[id]
+	m, kind := h.metricKind(id)
 	if m == nil {
 		return abi.StatusNotFound
 	}
 	h.proc.metricsMu.Lock()
 	defer h.proc.metricsMu.Unlock()
-	switch id & 3 {
+	switch kind {
 	case abi.MetricCounter:
 		m.counter += value
 	case abi.MetricGauge:
@@ -481,15 +501,15 @@ func (h *vmHost) RecordMetric(id uint32, value uint64) uint32 {
 
 func (h *vmHost) GetMetric(id uint32) (uint64, uint32) {
 	h.hostCalls++
-	m := h.metricIDs[id]
-	switch id & 3 {
+	m, kind := h.metricKind(id)
+	switch kind {
 	case abi.MetricCounter, abi.MetricGauge:
 		if m == nil {
 			return 0, abi.StatusNotFound
 		}
 		h.proc.metricsMu.Lock()
 		defer h.proc.metricsMu.Unlock()
-		if id&3 == abi.MetricCounter {
+		if kind == abi.MetricCounter {
 			return m.counter, abi.StatusOK
 		}
 		return uint64(m.gauge), abi.StatusOK

@@ -107,6 +107,7 @@ type metricKey struct {
 }
 
 type metricValue struct {
+	kind    uint32
 	counter uint64
 	gauge   int64
 	samples []uint64
@@ -118,7 +119,7 @@ func (p *process) metric(kind uint32, name string) *metricValue {
 	k := metricKey{kind, name}
 	m := p.metrics[k]
 	if m == nil {
-		m = &metricValue{}
+		m = &metricValue{kind: kind}
 		p.metrics[k] = m
 	}
 	return m

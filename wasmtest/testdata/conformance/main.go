@@ -203,7 +203,11 @@ func onRequestHeaders(id, n int32, eos bool) int32 {
 			cluster = cl
 		}
 		tok, _ := getHeader(mapReqHeaders, "x-token")
-		cid, st := httpCall(cluster, [][2]string{{":method", "POST"}, {":path", "/check?x=1"}, {":authority", "auth.local"}, {"x-token", tok}}, "body-"+tok, timeout)
+		authority := "auth.local"
+		if _, st := getHeader(mapReqHeaders, "x-empty-authority"); st == 0 {
+			authority = "" // as the upstream multiple_dispatches example sends it
+		}
+		cid, st := httpCall(cluster, [][2]string{{":method", "POST"}, {":path", "/check?x=1"}, {":authority", authority}, {"x-token", tok}}, "body-"+tok, timeout)
 		c.note("call=" + itoa(st) + ",id=" + itoa(cid))
 		if st != 0 {
 			return 0
@@ -215,7 +219,10 @@ func onRequestHeaders(id, n int32, eos bool) int32 {
 		_, st2 := httpCall("auth", [][2]string{{":method", "GET"}, {":path", "/"}}, "", 0)
 		_, st3 := httpCall("auth", [][2]string{{":method", "GET"}, {":path", "/"}, {":authority", "a"}}, "", -1)
 		_, st4 := httpCall("auth", [][2]string{{":path", "/"}, {":authority", "a"}}, "", 0)
-		sendLocal(200, "", "unknown="+itoa(st1)+" noauthority="+itoa(st2)+" negative="+itoa(st3)+" nomethod="+itoa(st4), nil)
+		_, st5 := httpCall("auth", [][2]string{{":method", "GET"}, {":authority", "a"}}, "", 0)
+		// Present but empty is present: Envoy checks only that they exist.
+		_, st6 := httpCall("sink", [][2]string{{":method", "GET"}, {":path", "/"}, {":authority", ""}}, "", 0)
+		sendLocal(200, "", "unknown="+itoa(st1)+" noauthority="+itoa(st2)+" negative="+itoa(st3)+" nomethod="+itoa(st4)+" nopath="+itoa(st5)+" emptyauthority="+itoa(st6), nil)
 		return 1
 	case "shared":
 		v, retries := casIncrement("counter")
