@@ -53,3 +53,29 @@ func ValidRequestID(s string) bool {
 	}
 	return v&3 == 0
 }
+
+// ParseRequestID returns the 16 random bytes of a request id, the inverse
+// of NewRequestID, and false when s is not a request id.
+func ParseRequestID(s string) ([16]byte, bool) {
+	var out [16]byte
+	if !ValidRequestID(s) {
+		return out, false
+	}
+	var acc uint64
+	bits, j := 0, 0
+	for i := len(requestIDPrefix); i < len(s) && j < len(out); i++ {
+		c := s[i]
+		v := c - 'a'
+		if c < 'a' {
+			v = c - '2' + 26
+		}
+		acc = acc<<5 | uint64(v)
+		bits += 5
+		if bits >= 8 {
+			bits -= 8
+			out[j] = byte(acc >> bits)
+			j++
+		}
+	}
+	return out, true
+}

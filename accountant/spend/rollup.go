@@ -1,0 +1,466 @@
+// Package spend owns cost analytics: who spent what, over time. Its
+// Rollup sums ledger rows into cells of one hour (or, past the hourly
+// window, one UTC day) by every attribute a report can group or filter on,
+// so a report over a month reads cells, never rows; Run answers a Query
+// over it (grouped by node at any depth, key, model, provider, endpoint,
+// the limit that refused, bucketed by hour, day, ISO week or month), and
+// the report is written as JSON or CSV. Build reads one or several ledgers
+// into a Rollup, counting a row that several ledgers hold once, by its
+// request id. Limits lists the live LedgerSettled counters beside their
+// amounts, for the dashboard's "near their thresholds".
+//
+// Priced, estimated and UNPRICED amounts are kept apart everywhere: a cell
+// knows which of the three its rows were, and a report shows three figures,
+// never one sum that hides the other two.
+package spend
+
+import (
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
+)
+
+// CostClass says how a row's dollars are known.
+type CostClass uint8
+
+const (
+	// NoCost: a refused row, never forwarded; it costs nothing.
+	NoCost CostClass = iota
+	// Priced: the provider's usage at the catalog's price.
+	Priced
+	// Estimated: priced, but from usage the filter estimated (the provider
+	// reported none).
+	Estimated
+	// Unpriced: the model has no price; the row's dollars are unknown.
+	Unpriced
+)
+
+// classOf is the cost class of a row as recorded.
+func classOf(r *ledger.Row) CostClass {
+	switch {
+	case r.Cost == nil:
+		return NoCost
+	case r.Cost.Unpriced:
+		return Unpriced
+	case r.Cost.Estimated:
+		return Estimated
+	}
+	return Priced
+}
+
+// Dims are the attributes of a row that a report groups and filters by.
+// Rows with equal Dims that end in the same hour share one cell.
+type Dims struct {
+	Node      string // owner node of the key; "" anonymous
+	KID       string
+	Model     string // as requested
+	Served    string // as the provider reported
+	Provider  string
+	Endpoint  string
+	Decision  ledger.Decision
+	ErrorType string // error.type of a refusal
+	Limit     string // refused_by.limit_id
+	LimitType string // refused_by.limit_type
+	Cost      CostClass
+}
+
+func dimsOf(r *ledger.Row) Dims {
+	d := Dims{Node: r.Node, KID: r.KID, Model: r.Model, Served: r.Served, Provider: r.Provider,
+		Endpoint: r.Endpoint, Decision: r.Decision, ErrorType: r.ErrorType, Cost: classOf(r)}
+	if r.RefusedBy != nil {
+		d.Limit, d.LimitType = r.RefusedBy.LimitID, r.RefusedBy.LimitType
+	}
+	return d
+}
+
+// Sums are what the rows of a cell add up to.
+type Sums struct {
+	Requests    int64
+	Input       int64
+	Output      int64
+	CachedInput int64
+	Reasoning   int64
+	Nanos       int64 // the rows' cost; 0 for Unpriced and NoCost cells
+}
+
+func (s *Sums) add(o *Sums) {
+	s.Requests = addSat(s.Requests, o.Requests)
+	s.Input = addSat(s.Input, o.Input)
+	s.Output = addSat(s.Output, o.Output)
+	s.CachedInput = addSat(s.CachedInput, o.CachedInput)
+	s.Reasoning = addSat(s.Reasoning, o.Reasoning)
+	s.Nanos = addSat(s.Nanos, o.Nanos)
+}
+
+func sumsOf(r *ledger.Row) Sums {
+	s := Sums{Requests: 1, Input: max(r.Usage.Input, 0), Output: max(r.Usage.Output, 0),
+		CachedInput: max(r.Usage.CachedInput, 0), Reasoning: max(r.Usage.Reasoning, 0)}
+	if r.Cost != nil && !r.Cost.Unpriced {
+		s.Nanos = max(r.Cost.Nanos, 0)
+	}
+	return s
+}
+
+// DefaultHourlyDays is how many days back of now a Rollup keeps hourly
+// cells by default; older hours are merged into one cell per day.
+const DefaultHourlyDays = 35
+
+// Options configure a Rollup.
+type Options struct {
+	// HourlyDays is how many whole UTC days before the current one keep
+	// hourly cells once Compact runs; earlier days keep daily cells.
+	// Zero: DefaultHourlyDays. Negative: every hour is kept (Compact
+	// does nothing).
+	HourlyDays int
+}
+
+// Rollup is the spend of a ledger in cells of one hour or one day. It is
+// safe for concurrent use: Enqueue never waits for a report, and a report
+// folds what was enqueued before it reads, so it sees every row enqueued
+// before it started.
+type Rollup struct {
+	opts Options
+
+	// pmu guards pending only, so Enqueue (the ingest path) never waits
+	// for a report holding mu.
+	pmu     sync.Mutex
+	pending []batch
+	wake    chan struct{}
+
+	mu    sync.Mutex
+	dims  []Dims
+	index map[Dims]uint32
+	hours map[int64]*slot // Unix hour → cells
+	days  map[int64]*slot // Unix day → cells, for days before hourlyFrom
+	// hourlyFrom is the first Unix day whose rows are kept hourly.
+	hourlyFrom int64
+	rows       int64
+	first      time.Time // earliest row end
+	last       time.Time // latest row end
+	// last dims looked up, since consecutive rows often share them
+	lastDims Dims
+	lastID   uint32
+	haveLast bool
+}
+
+// batch is a set of rows enqueued together: the rows at the indices where
+// keep is true (every row when keep is nil).
+type batch struct {
+	rows []ledger.Row
+	keep func(i int) bool
+}
+
+// slot is the cells of one hour or one day. index finds a cell by its dims
+// while rows still arrive for the slot; it is dropped once the slot is
+// old (Compact) and rebuilt if a late row comes.
+type slot struct {
+	cells []cell
+	index map[uint32]int32
+}
+
+type cell struct {
+	dims uint32
+	sums Sums
+}
+
+func (s *slot) cell(d uint32) *Sums {
+	if s.index == nil {
+		s.index = make(map[uint32]int32, len(s.cells))
+		for i, c := range s.cells {
+			s.index[c.dims] = int32(i)
+		}
+	}
+	if i, ok := s.index[d]; ok {
+		return &s.cells[i].sums
+	}
+	s.index[d] = int32(len(s.cells))
+	s.cells = append(s.cells, cell{dims: d})
+	return &s.cells[len(s.cells)-1].sums
+}
+
+// New returns an empty Rollup.
+func New(opts Options) *Rollup {
+	if opts.HourlyDays == 0 {
+		opts.HourlyDays = DefaultHourlyDays
+	}
+	return &Rollup{
+		opts:       opts,
+		wake:       make(chan struct{}, 1),
+		index:      map[Dims]uint32{},
+		hours:      map[int64]*slot{},
+		days:       map[int64]*slot{},
+		hourlyFrom: math.MinInt64,
+	}
+}
+
+// Add sums rows into the rollup now.
+func (r *Rollup) Add(rows []ledger.Row) {
+	r.mu.Lock()
+	r.addLocked(rows, nil)
+	r.mu.Unlock()
+}
+
+// Enqueue hands rows to the rollup without waiting for it: the rows at
+// the indices where keep is true (every row when keep is nil). They are
+// summed by Fold, or by the next report, whichever comes first. The caller
+// must not modify rows afterwards.
+func (r *Rollup) Enqueue(rows []ledger.Row, keep func(i int) bool) {
+	if len(rows) == 0 {
+		return
+	}
+	r.pmu.Lock()
+	r.pending = append(r.pending, batch{rows: rows, keep: keep})
+	r.pmu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Wake is signalled after Enqueue; a goroutine that calls Fold when it
+// fires keeps reports from doing the folding themselves.
+func (r *Rollup) Wake() <-chan struct{} { return r.wake }
+
+// Fold sums every enqueued row.
+func (r *Rollup) Fold() {
+	r.mu.Lock()
+	r.foldLocked()
+	r.mu.Unlock()
+}
+
+func (r *Rollup) foldLocked() {
+	for {
+		r.pmu.Lock()
+		p := r.pending
+		r.pending = nil
+		r.pmu.Unlock()
+		if len(p) == 0 {
+			return
+		}
+		for _, b := range p {
+			r.addLocked(b.rows, b.keep)
+		}
+	}
+}
+
+func (r *Rollup) addLocked(rows []ledger.Row, keep func(int) bool) {
+	for i := range rows {
+		if keep != nil && !keep(i) {
+			continue
+		}
+		row := &rows[i]
+		if row.End.IsZero() {
+			continue
+		}
+		d := dimsOf(row)
+		var id uint32
+		if r.haveLast && d == r.lastDims {
+			id = r.lastID
+		} else {
+			var ok bool
+			if id, ok = r.index[d]; !ok {
+				d = d.clone()
+				id = uint32(len(r.dims))
+				r.dims = append(r.dims, d)
+				r.index[d] = id
+			}
+			r.lastDims, r.lastID, r.haveLast = d, id, true
+		}
+		s := sumsOf(row)
+		r.slotFor(row.End).cell(id).add(&s)
+		r.rows++
+		if r.first.IsZero() || row.End.Before(r.first) {
+			r.first = row.End
+		}
+		if row.End.After(r.last) {
+			r.last = row.End
+		}
+	}
+}
+
+// slotFor returns the slot a row ending at t is summed in.
+func (r *Rollup) slotFor(t time.Time) *slot {
+	h := floorDiv(t.Unix(), 3600)
+	if day := floorDiv(h, 24); day < r.hourlyFrom {
+		return getSlot(r.days, day)
+	}
+	return getSlot(r.hours, h)
+}
+
+func getSlot(m map[int64]*slot, k int64) *slot {
+	s := m[k]
+	if s == nil {
+		s = &slot{}
+		m[k] = s
+	}
+	return s
+}
+
+func (d Dims) clone() Dims {
+	return Dims{Node: strings.Clone(d.Node), KID: strings.Clone(d.KID), Model: strings.Clone(d.Model),
+		Served: strings.Clone(d.Served), Provider: strings.Clone(d.Provider), Endpoint: strings.Clone(d.Endpoint),
+		Decision: ledger.Decision(strings.Clone(string(d.Decision))), ErrorType: strings.Clone(d.ErrorType),
+		Limit: strings.Clone(d.Limit), LimitType: strings.Clone(d.LimitType), Cost: d.Cost}
+}
+
+// Compact merges the hourly cells of days more than HourlyDays before
+// now's day into daily cells, and drops the lookup index of hours that
+// ended more than two hours ago (a late row rebuilds it). Reports for
+// hourly buckets can then start no earlier than HourlyFrom.
+func (r *Rollup) Compact(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.foldLocked()
+	nowHour := floorDiv(now.Unix(), 3600)
+	for h, s := range r.hours {
+		if h < nowHour-2 {
+			s.index = nil
+		}
+	}
+	if r.opts.HourlyDays < 0 {
+		return
+	}
+	from := floorDiv(nowHour, 24) - int64(r.opts.HourlyDays)
+	if from <= r.hourlyFrom {
+		return
+	}
+	r.hourlyFrom = from
+	var old []int64
+	for h := range r.hours {
+		if floorDiv(h, 24) < from {
+			old = append(old, h)
+		}
+	}
+	sort.Slice(old, func(i, j int) bool { return old[i] < old[j] })
+	for _, h := range old {
+		day := getSlot(r.days, floorDiv(h, 24))
+		for _, c := range r.hours[h].cells {
+			day.cell(c.dims).add(&c.sums)
+		}
+		delete(r.hours, h)
+	}
+	for k, s := range r.days {
+		if k < from-1 {
+			s.index = nil
+		}
+	}
+}
+
+// HourlyFrom is the earliest instant hourly buckets can report; the zero
+// time when every hour is kept.
+func (r *Rollup) HourlyFrom() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hourlyFromLocked()
+}
+
+func (r *Rollup) hourlyFromLocked() time.Time {
+	if r.hourlyFrom == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(r.hourlyFrom*86400, 0).UTC()
+}
+
+// Merge adds every cell of o into r. o must not be used concurrently.
+func (r *Rollup) Merge(o *Rollup) {
+	o.Fold()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.foldLocked()
+	ids := make([]uint32, len(o.dims))
+	for i, d := range o.dims {
+		id, ok := r.index[d]
+		if !ok {
+			id = uint32(len(r.dims))
+			r.dims = append(r.dims, d)
+			r.index[d] = id
+		}
+		ids[i] = id
+	}
+	merge := func(m map[int64]*slot, daily bool) {
+		for k, s := range m {
+			for _, c := range s.cells {
+				var dst *slot
+				switch {
+				case daily:
+					dst = getSlot(r.days, k)
+				case floorDiv(k, 24) < r.hourlyFrom:
+					dst = getSlot(r.days, floorDiv(k, 24))
+				default:
+					dst = getSlot(r.hours, k)
+				}
+				dst.cell(ids[c.dims]).add(&c.sums)
+			}
+		}
+	}
+	merge(o.hours, false)
+	if len(o.days) > 0 {
+		// Days o kept daily cannot be split into hours here.
+		r.hourlyFrom = max(r.hourlyFrom, o.hourlyFrom)
+		for h, s := range r.hours {
+			if floorDiv(h, 24) < r.hourlyFrom {
+				day := getSlot(r.days, floorDiv(h, 24))
+				for _, c := range s.cells {
+					day.cell(c.dims).add(&c.sums)
+				}
+				delete(r.hours, h)
+			}
+		}
+		merge(o.days, true)
+	}
+	r.rows = addSat(r.rows, o.rows)
+	if !o.first.IsZero() && (r.first.IsZero() || o.first.Before(r.first)) {
+		r.first = o.first
+	}
+	if o.last.After(r.last) {
+		r.last = o.last
+	}
+	r.haveLast = false
+}
+
+// Stats describe what a rollup holds.
+type Stats struct {
+	Rows        int64     // rows summed
+	First, Last time.Time // earliest and latest row end
+	Cells       int       // hourly and daily cells
+	Dims        int       // distinct Dims
+}
+
+// Stats returns what the rollup holds, after folding what was enqueued.
+func (r *Rollup) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.foldLocked()
+	st := Stats{Rows: r.rows, First: r.first, Last: r.last, Dims: len(r.dims)}
+	for _, s := range r.hours {
+		st.Cells += len(s.cells)
+	}
+	for _, s := range r.days {
+		st.Cells += len(s.cells)
+	}
+	return st
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// addSat adds two amounts, saturating at the int64 bounds, as the
+// accountant's fold does.
+func addSat(a, b int64) int64 {
+	if s := a + b; (s > a) == (b > 0) {
+		return s
+	}
+	if b > 0 {
+		return math.MaxInt64
+	}
+	return math.MinInt64
+}
