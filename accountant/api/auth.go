@@ -30,9 +30,20 @@ func digest(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 // authed authenticates the bearer token, then runs fn as its principal.
 // The admin token is compared in constant time (over SHA-256 digests, so
 // its length does not leak either); a delegated admin token is looked up by
-// its public id and its hash compared in constant time.
+// its public id and its hash compared in constant time. Two different
+// Authorization headers are refused, as the gateway refuses two different
+// credentials: which one acts would depend on header order, which an
+// intermediary can change.
 func (h *handler) authed(need access, fn func(http.ResponseWriter, *http.Request, principal)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		vals := r.Header.Values("Authorization")
+		for _, v := range vals[min(len(vals), 1):] {
+			if v != vals[0] {
+				writeError(w, http.StatusUnauthorized, "unauthorized",
+					"the request carries %d Authorization headers with different values; send one", len(vals))
+				return
+			}
+		}
 		auth := r.Header.Get("Authorization")
 		scheme, token, ok := strings.Cut(auth, " ")
 		if auth == "" {

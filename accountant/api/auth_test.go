@@ -46,6 +46,38 @@ func TestAuthRefusesBadTokens(t *testing.T) {
 	}
 }
 
+// TestAuthRefusesTwoDifferentHeaders: two different Authorization headers
+// are refused whichever comes first, as the gateway refuses two different
+// credentials; the same token twice is one token.
+func TestAuthRefusesTwoDifferentHeaders(t *testing.T) {
+	f := newFixture(t, seed002)
+	const msg = "the request carries 2 Authorization headers with different values; send one"
+	for i, hs := range [][]string{
+		{"Bearer " + adminToken, "Bearer wrong"},
+		{"Bearer wrong", "Bearer " + adminToken},
+		{"Bearer " + adminToken, "Basic YWRtaW46YWRtaW4="},
+	} {
+		req := httptest.NewRequest("GET", Prefix+"keys", nil)
+		for _, h := range hs {
+			req.Header.Add("Authorization", h)
+		}
+		rec := httptest.NewRecorder()
+		f.h.ServeHTTP(rec, req)
+		want := `{"error":{"type":"unauthorized","message":` + jsonString(msg) + "}}\n"
+		if rec.Code != http.StatusUnauthorized || rec.Body.String() != want {
+			t.Errorf("step %d: %q → %d %s\nwant 401 %s", i, hs, rec.Code, rec.Body, want)
+		}
+	}
+	req := httptest.NewRequest("GET", Prefix+"keys", nil)
+	req.Header.Add("Authorization", "Bearer "+adminToken)
+	req.Header.Add("Authorization", "Bearer "+adminToken)
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("the admin token twice: %d %s", rec.Code, rec.Body)
+	}
+}
+
 func TestAuthWithoutAdminToken(t *testing.T) {
 	f := newFixture(t, seed002)
 	f.h = New(Deps{DB: f.db, Armed: f.armed.Load})

@@ -80,8 +80,11 @@ func newUpstreamTransport() *http.Transport {
 // Authorization, Anthropic's x-api-key, Azure OpenAI's api-key, Google's
 // x-goog-api-key, a proxy's Proxy-Authorization and cookies. The proxy
 // drops each of them from a client's request before it adds the provider
-// key, so no client credential reaches a URL upstream. Other headers
-// (OpenAI-Organization, Anthropic-Version, ...) pass unchanged.
+// key, and with them every header whose name says it carries a credential
+// (CredentialHeader: X-Forwarded-Authorization, X-Auth-Token,
+// X-Amz-Security-Token, ...), so no client credential reaches a URL
+// upstream. Other headers (OpenAI-Organization, Anthropic-Version, ...)
+// pass unchanged.
 var ClientCredentialHeaders = []string{
 	"Authorization",
 	"Proxy-Authorization",
@@ -91,14 +94,45 @@ var ClientCredentialHeaders = []string{
 	"Cookie",
 }
 
+// credentialWords are the parts of a header name that mark it as a
+// credential's carrier: an intermediary's copy of the caller's
+// credentials (X-Forwarded-Authorization, X-Original-Authorization,
+// X-Forwarded-Access-Token, X-Auth-Request-Access-Token), a scheme of
+// its own (X-Auth-Token, X-Access-Token, X-Amz-Security-Token,
+// X-Serverless-Authorization, Cf-Access-Jwt-Assertion), keys under
+// other spellings (X-Api-Key's cousins Apikey, X-Api_Key, Ocp-Apim-
+// Subscription-Key), secrets, passwords and sessions.
+var credentialWords = []string{"auth", "token", "api-key", "api_key", "apikey", "subscription-key",
+	"cookie", "secret", "password", "passwd", "credential", "session", "jwt", "signature"}
+
+// CredentialHeader reports whether a request header named name may carry a
+// client's credential: one of ClientCredentialHeaders, or a name holding
+// one of credentialWords (ASCII case ignored).
+func CredentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range credentialWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	for _, c := range ClientCredentialHeaders {
+		if strings.EqualFold(name, c) {
+			return true
+		}
+	}
+	return false
+}
+
 // AnthropicPath is the path prefix whose requests carry Anthropic's key.
 const AnthropicPath = "/v1/messages"
 
 func (t *providerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	out := req.Clone(req.Context())
 	h := out.Header
-	for _, name := range ClientCredentialHeaders {
-		h.Del(name)
+	for name := range h {
+		if CredentialHeader(name) {
+			delete(h, name)
+		}
 	}
 	h.Del("Accept-Encoding")
 	path := strings.TrimPrefix(out.URL.Path, t.basePath)
