@@ -51,9 +51,6 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestAck, int, error) {
 	var ack syncwire.IngestAck
 	size := len(body)
-	if err := s.ledger.Err(); err != nil {
-		return ack, http.StatusServiceUnavailable, err
-	}
 	// Parse outside the lock: this is most of the CPU of a batch.
 	rows := make([]ledger.Row, 0, bytes.Count(body, []byte{'\n'})+1)
 	var lineErrs []lineError
@@ -104,7 +101,7 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 	now := s.now()
 	s.mu.Lock()
 	tag := s.ledger.Next()
-	res := s.core.IngestPrepared(now, rows, prep, tag)
+	res := s.core.Admit(now, rows, prep, tag)
 	out := *buf
 	if res.Accepted != len(rows) && res.Accepted > 0 {
 		// Keep only the accepted rows' lines (duplicates are not written).
@@ -123,22 +120,40 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 	var appendErr error
 	if res.Accepted > 0 {
 		seq, appendErr = s.ledger.Append(out)
+		if appendErr != nil {
+			s.core.Abort(tag)
+		}
 	}
 	s.mu.Unlock()
-	// The fold happened: its metrics and alerts stand whatever the wait
-	// below ends in.
-	s.metrics.observeIngest(res, len(lineErrs), s.now())
-	s.alerts.emit(res.Alerts)
 	if appendErr != nil {
 		return ack, http.StatusServiceUnavailable, appendErr
 	}
 	if seq != 0 && seq != tag {
 		// Only the ingest path appends, under s.mu; a mismatch would mean
 		// a duplicate could be acknowledged before its original is durable.
+		s.settle(seq, errors.New("ledger sequence mismatch"))
 		return ack, http.StatusInternalServerError, fmt.Errorf("ingest: ledger sequence %d, expected %d", seq, tag)
 	}
-	if err := s.ledger.Wait(ctx, max(seq, res.WaitTag)); err != nil {
-		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable: %w", err)
+	// The rows reach the counters only once the ledger holds them: Commit
+	// folds them after the fsync, Abort forgets them when it failed.
+	werr := s.ledger.Wait(ctx, seq)
+	if werr != nil && ctx.Err() != nil && errors.Is(werr, ctx.Err()) {
+		// The sender left; the commit still ends one way or the other.
+		go func() { s.settle(seq, s.ledger.Wait(context.Background(), seq)) }()
+		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable yet: %w", werr)
+	}
+	folded := s.settle(seq, werr)
+	s.metrics.observeIngest(res, folded, len(lineErrs), s.now())
+	if werr != nil {
+		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable: %w", werr)
+	}
+	if res.WaitTag != 0 && res.WaitTag != seq {
+		// A duplicate is acknowledged only once the batch that recorded it
+		// is durable; if that commit failed, so does this answer, and the
+		// retry records the row afresh.
+		if err := s.ledger.Wait(ctx, res.WaitTag); err != nil {
+			return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch repeats rows of another that is not durable: %w", err)
+		}
 	}
 	putBuf(buf)
 
@@ -153,6 +168,26 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 		ack.Errors = append(ack.Errors, fmt.Sprintf("line %d: %s", e.line, e.msg))
 	}
 	return ack, http.StatusOK, nil
+}
+
+// settle ends the admission of the rows written under seq (0: none): a
+// durable commit (err nil) folds them into the counters and raises their
+// alerts, a failed one forgets them so their retry counts afresh. It
+// returns the commit's result.
+func (s *Server) settle(seq uint64, err error) core.Result {
+	if seq == 0 {
+		return core.Result{}
+	}
+	s.mu.Lock()
+	var res core.Result
+	if err == nil {
+		res = s.core.Commit(s.now(), seq)
+	} else {
+		s.core.Abort(seq)
+	}
+	s.mu.Unlock()
+	s.alerts.emit(res.Alerts)
+	return res
 }
 
 // lineError is why one line of a batch was rejected.

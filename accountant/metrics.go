@@ -23,6 +23,8 @@ type metrics struct {
 	fsync      prometheus.Histogram
 	ledgerOut  prometheus.Counter
 	batches    prometheus.Counter
+	failed     prometheus.Counter
+	failedB    prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -38,6 +40,8 @@ func newMetrics(s *Server) *metrics {
 	m.unpriced = f("rows_unpriced_total", "Recorded rows whose model has no price in the catalog (UNPRICED: no dollars added).")
 	m.ledgerOut = f("ledger_bytes_written_total", "Bytes appended to decisions.jsonl since start.")
 	m.batches = f("ledger_batches_total", "Ingest batches made durable.")
+	m.failed = f("ledger_write_failures_total", "Group commits to decisions.jsonl that failed (a write or fsync error: a full disk, an I/O error); their batches were answered 503 and are sent again.")
+	m.failedB = f("ledger_batches_failed_total", "Ingest batches whose commit failed (answered 503, not counted).")
 	m.foldLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "fold_lag_seconds",
 		Help: "Time between the end of the latest row of the last batch and its fold."})
 	m.alerts = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tt", Subsystem: "accountant", Name: "threshold_alerts_total",
@@ -74,6 +78,13 @@ func newMetrics(s *Server) *metrics {
 			defer s.mu.Unlock()
 			return float64(s.replicasEvicted)
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "ledger_failing",
+			Help: "1 while the last group commit to decisions.jsonl failed (ingest answers 503), 0 once one succeeds."}, func() float64 {
+			if s.ledger != nil && s.ledger.Err() != nil {
+				return 1
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "ledger_active_file_bytes",
 			Help: "Size of decisions.jsonl."}, func() float64 {
 			_, active := s.ledger.Written()
@@ -90,14 +101,21 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
-func (m *metrics) observeIngest(res core.Result, unreadable int, now time.Time) {
-	m.ingested.Add(float64(res.Accepted))
-	m.duplicates.Add(float64(res.Duplicates))
-	m.rejected.Add(float64(res.Rejected + unreadable))
-	m.unpriced.Add(float64(res.Unpriced))
-	if !res.MaxEnd.IsZero() {
-		m.foldLag.Set(now.Sub(res.MaxEnd).Seconds())
+// observeIngest counts a batch: admitted is what Admit said of it, folded
+// what Commit did with its rows (nothing when the commit failed).
+func (m *metrics) observeIngest(admitted, folded core.Result, unreadable int, now time.Time) {
+	m.ingested.Add(float64(folded.Accepted))
+	m.duplicates.Add(float64(admitted.Duplicates))
+	m.rejected.Add(float64(admitted.Rejected + unreadable))
+	m.unpriced.Add(float64(folded.Unpriced))
+	if !folded.MaxEnd.IsZero() {
+		m.foldLag.Set(now.Sub(folded.MaxEnd).Seconds())
 	}
+}
+
+func (m *metrics) observeWriteError(_ error, batches int) {
+	m.failed.Inc()
+	m.failedB.Add(float64(batches))
 }
 
 func (m *metrics) observeSync(d time.Duration, bytes, batches int) {

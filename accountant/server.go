@@ -6,7 +6,7 @@
 //	POST /tt/internal/v1/ingest   ledger rows in, IngestAck after the durable commit
 //	GET  /tt/internal/v1/sync     plan, keys, runtime plane, snapshot, prices (each only when changed)
 //	     /tt/api/v1/...           the management API
-//	GET  /healthz                 200 while the ledger accepts writes
+//	GET  /healthz                 200 unless the ledger's last commit failed
 //	GET  /metrics                 Prometheus metrics
 //
 // On start it compiles the config (refusing to start on any problem),
@@ -203,6 +203,7 @@ func New(opts Options) (*Server, error) {
 		MaxFileBytes: opts.LedgerMaxFileBytes,
 		Logger:       s.log,
 		OnSync:       s.metrics.observeSync,
+		OnError:      s.metrics.observeWriteError,
 	})
 	if err != nil {
 		db.Close()

@@ -83,6 +83,9 @@ type Core struct {
 	// replicaIDs interns the filter replica ids the aggregates hold.
 	replicaIDs map[string]string
 	dedup      *dedup
+	// admitted holds the rows admitted under each tag until their commit
+	// is durable (Commit) or failed (Abort).
+	admitted map[uint64]*pendingBatch
 	// prunedHour is the Unix hour of the last dedup prune
 	prunedHour int64
 	fired      map[alertKey]struct{}
@@ -144,6 +147,7 @@ func New(opts Options) *Core {
 		aggs:       map[aggKey]*agg{},
 		replicaIDs: map[string]string{},
 		dedup:      newDedup(opts.DedupMaxIDs),
+		admitted:   map[uint64]*pendingBatch{},
 		fired:      map[alertKey]struct{}{},
 		dirty:      true,
 	}

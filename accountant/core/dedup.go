@@ -115,6 +115,14 @@ func (d *dedup) insert(k requestKey, end time.Time, tag uint64) {
 	*d.last = append(*d.last, k)
 }
 
+// forget drops k when it was recorded under tag (a commit that failed);
+// its hour list keeps a stale entry, which prune skips.
+func (d *dedup) forget(k requestKey, tag uint64) {
+	if s, ok := d.ids[k]; ok && s.tag == tag {
+		delete(d.ids, k)
+	}
+}
+
 // prune forgets the hours before horizon (a Unix hour), then, while more
 // than maxIDs ids are held, the oldest hours before keep (the cap never
 // forgets the last two hours, which retries need most). It returns the

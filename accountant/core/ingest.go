@@ -32,7 +32,8 @@ type Result struct {
 	Unpriced int
 	// WaitTag is the largest tag among the rows this batch found already
 	// recorded: a duplicate is acknowledged only once the batch that
-	// recorded it is durable, so the caller waits for that tag as well.
+	// recorded it is durable, so the caller waits for that tag as well (and
+	// answers the batch as failed if that commit failed).
 	WaitTag uint64
 	// Alerts are the threshold crossings this batch caused.
 	Alerts []Alert
@@ -40,11 +41,10 @@ type Result struct {
 	MaxEnd time.Time
 }
 
-// Ingest records a batch at instant now. Each accepted row is priced in
-// place (its Cost set) when it carries no cost, and remembered under tag,
-// the sequence number of the durable commit the caller will write it in.
-// Refused rows are recorded but not folded. Ingest is Prepare followed by
-// IngestPrepared.
+// Ingest records a batch at instant now whose rows are durable already
+// (tests, replay): Admit followed by Commit. Each accepted row is priced in
+// place (its Cost set) when it carries no cost. Refused rows are recorded
+// but not folded.
 func (c *Core) Ingest(now time.Time, rows []ledger.Row, tag uint64) Result {
 	return c.ingest(now, rows, c.Prepare(rows, nil), tag, true)
 }
@@ -55,6 +55,13 @@ func (c *Core) Ingest(now time.Time, rows []ledger.Row, tag uint64) Result {
 // (they were raised before the restart).
 func (c *Core) Restore(now time.Time, rows []ledger.Row) Result {
 	return c.ingest(now, rows, c.Prepare(rows, nil), 0, false)
+}
+
+func (c *Core) ingest(now time.Time, rows []ledger.Row, prep []Prepared, tag uint64, live bool) Result {
+	res := c.admit(now, rows, prep, tag, live)
+	f := c.commit(now, tag, live)
+	res.Alerts, res.MaxEnd, res.Unpriced = f.Alerts, f.MaxEnd, f.Unpriced
+	return res
 }
 
 // Prepared is what Prepare worked out for one row.
@@ -83,15 +90,55 @@ func (c *Core) Prepare(rows []ledger.Row, out []Prepared) []Prepared {
 	return out
 }
 
-// IngestPrepared is Ingest for rows that went through Prepare.
-func (c *Core) IngestPrepared(now time.Time, rows []ledger.Row, prep []Prepared, tag uint64) Result {
-	return c.ingest(now, rows, prep, tag, true)
+// pendingBatch is the accepted rows of a batch admitted under a tag, held
+// until the caller reports the commit that writes them durable (Commit)
+// or failed (Abort).
+type pendingBatch struct {
+	rows []*ledger.Row
+	keys []requestKey
 }
 
-func (c *Core) ingest(now time.Time, rows []ledger.Row, prep []Prepared, tag uint64, live bool) Result {
+// Admit is the first half of a live ingest, for rows that went through
+// Prepare and that the caller is about to write under tag, the sequence
+// number of its durable commit. It deduplicates the batch (an accepted
+// row's request id is taken at once, so a concurrent retry of it waits for
+// tag) and holds the accepted rows back from the counters: they are folded
+// by Commit(tag) once the commit is durable, or forgotten by Abort(tag) if
+// it failed, so the counters never count a row the ledger does not hold.
+// The caller keeps rows alive until then. The Result's Alerts, MaxEnd and
+// Unpriced are Commit's.
+func (c *Core) Admit(now time.Time, rows []ledger.Row, prep []Prepared, tag uint64) Result {
+	return c.admit(now, rows, prep, tag, true)
+}
+
+// Commit folds the rows admitted under tag, whose commit is now durable,
+// into the counters, and returns the alerts they raise (with Accepted, the
+// rows recorded, Unpriced and MaxEnd filled in).
+func (c *Core) Commit(now time.Time, tag uint64) Result {
+	return c.commit(now, tag, true)
+}
+
+// Abort forgets the rows admitted under tag, whose commit failed: their
+// request ids are free again, so the sender's retry is recorded afresh.
+func (c *Core) Abort(tag uint64) {
+	p := c.admitted[tag]
+	if p == nil {
+		return
+	}
+	delete(c.admitted, tag)
+	for _, k := range p.keys {
+		c.dedup.forget(k, tag)
+	}
+}
+
+// Pending is the number of batches admitted and neither committed nor
+// aborted.
+func (c *Core) Pending() int { return len(c.admitted) }
+
+func (c *Core) admit(now time.Time, rows []ledger.Row, prep []Prepared, tag uint64, live bool) Result {
 	c.advance(now)
 	res := Result{Outcomes: make([]Outcome, len(rows))}
-	c.deltas, c.targets, c.values = c.deltas[:0], c.targets[:0], c.values[:0]
+	var p *pendingBatch
 	for i := range rows {
 		r := &rows[i]
 		k, err := prep[i].key, prep[i].err
@@ -123,6 +170,31 @@ func (c *Core) ingest(now time.Time, rows []ledger.Row, prep []Prepared, tag uin
 		c.dedup.insert(k, r.End, tag)
 		res.Outcomes[i] = Accepted
 		res.Accepted++
+		if p == nil {
+			if p = c.admitted[tag]; p == nil {
+				p = &pendingBatch{}
+				c.admitted[tag] = p
+			}
+		}
+		p.rows = append(p.rows, r)
+		p.keys = append(p.keys, k)
+	}
+	c.stats.Duplicates += int64(res.Duplicates)
+	c.stats.Rejected += int64(res.Rejected)
+	return res
+}
+
+func (c *Core) commit(now time.Time, tag uint64, live bool) Result {
+	c.advance(now)
+	var res Result
+	p := c.admitted[tag]
+	if p == nil {
+		return res
+	}
+	delete(c.admitted, tag)
+	c.deltas, c.targets, c.values = c.deltas[:0], c.targets[:0], c.values[:0]
+	for _, r := range p.rows {
+		res.Accepted++
 		if r.Cost != nil && r.Cost.Unpriced {
 			res.Unpriced++
 		}
@@ -136,8 +208,6 @@ func (c *Core) ingest(now time.Time, rows []ledger.Row, prep []Prepared, tag uin
 		}
 	}
 	c.stats.Accepted += int64(res.Accepted)
-	c.stats.Duplicates += int64(res.Duplicates)
-	c.stats.Rejected += int64(res.Rejected)
 	c.stats.Unpriced += int64(res.Unpriced)
 	if len(c.deltas) > 0 {
 		var err error
