@@ -1,0 +1,314 @@
+// Package redisstore owns the accountant's use of the fleet's shared Redis
+// (shared_state.redis, or --redis): the rate cells of store: redis limits,
+// evaluated by one Lua script per request with shared/rate's arithmetic;
+// each accountant's own spend and quota totals, published idempotently and
+// summed into fleet totals; the budget holds of reserve mode, which expire;
+// and the heartbeats that count the fleet's live replicas.
+//
+// Every key starts with one hash tag, "{" + key_prefix + "}", so every key a
+// script touches sits in one Redis Cluster slot. Redis is soft state: the
+// ledgers are the truth, and what Redis loses the accountants write again.
+//
+// The client watches its connection: an operation that fails on the
+// network marks Redis down (logged once, tt_accountant_redis_up 0),
+// operations then fail at once with ErrDown instead of waiting for a
+// deadline, and a probe brings it back as soon as a PING answers. An
+// operation past its deadline fails alone with ErrTimeout. Every caller has
+// a local answer for both and says so.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultTimeout is seed 000's per-operation deadline of store: redis.
+const DefaultTimeout = 5 * time.Millisecond
+
+// probeEvery is how often a client that lost Redis tries it again.
+const probeEvery = 250 * time.Millisecond
+
+// ErrDown is returned, without trying, while Redis is known to be down.
+var ErrDown = errors.New("redis is down")
+
+// Options configure a Client.
+type Options struct {
+	// Addr is host:port of the Redis server.
+	Addr     string
+	Username string
+	Password string
+	DB       int
+	// Prefix is the key prefix (shared_state.redis.key_prefix, "tt");
+	// every key starts with "{Prefix}:".
+	Prefix string
+	// Timeout is the per-operation deadline of the request path (rate
+	// cells, holds). Zero: DefaultTimeout.
+	Timeout time.Duration
+	// Logger receives the up and down transitions. Nil: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the client's metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+// Client is the accountant's connection to the shared Redis. It is safe
+// for concurrent use.
+type Client struct {
+	rdb     *redis.Client
+	prefix  string
+	timeout time.Duration
+	log     *slog.Logger
+
+	up        atomic.Bool
+	mu        sync.Mutex
+	lastErr   error
+	downSince time.Time
+	onUp      []func()
+	probing   bool
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	m *clientMetrics
+}
+
+type clientMetrics struct {
+	up      prometheus.Gauge
+	ops     *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+	downs   prometheus.Counter
+}
+
+// New returns a client for opts. It does not wait for Redis: the first
+// probe runs at once, and until it answers the client reports down.
+func New(opts Options) (*Client, error) {
+	if opts.Addr == "" {
+		return nil, errors.New("redis: no address (shared_state.redis.addr, or --redis HOST:PORT)")
+	}
+	if _, _, err := net.SplitHostPort(opts.Addr); err != nil {
+		return nil, fmt.Errorf("redis: the address %q is not HOST:PORT: %v", opts.Addr, err)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "tt"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Client{
+		rdb: redis.NewClient(&redis.Options{
+			Addr:     opts.Addr,
+			Username: opts.Username,
+			Password: opts.Password,
+			DB:       opts.DB,
+			// A script is not idempotent (a take counts an arrival):
+			// never send it twice on our behalf.
+			MaxRetries:            -1,
+			DialTimeout:           time.Second,
+			ReadTimeout:           2 * time.Second,
+			WriteTimeout:          2 * time.Second,
+			ContextTimeoutEnabled: true,
+			// No RESP3 handshake surprises with older servers.
+			Protocol: 2,
+			// The client name shows in CLIENT LIST on the server.
+			ClientName: "tokentriage-accountant",
+		}),
+		prefix:  "{" + opts.Prefix + "}:",
+		timeout: opts.Timeout,
+		log:     opts.Logger,
+		closed:  make(chan struct{}),
+		m:       newClientMetrics(opts.Registerer),
+	}
+	c.mu.Lock()
+	c.lastErr = errors.New("not connected yet")
+	c.downSince = time.Now()
+	c.startProbeLocked()
+	c.mu.Unlock()
+	return c, nil
+}
+
+func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
+	m := &clientMetrics{
+		up: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "redis_up",
+			Help: "1 while the shared Redis answers, 0 while every Redis-backed limit answers locally (suspended)."}),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tt", Subsystem: "accountant", Name: "redis_operations_total",
+			Help: "Redis operations, by operation and result (ok; timeout: past the deadline; error; down: not tried because Redis was down)."}, []string{"op", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tt", Subsystem: "accountant", Name: "redis_operation_seconds",
+			Help: "Duration of each Redis operation that was tried.", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}, []string{"op"}),
+		downs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tt", Subsystem: "accountant", Name: "redis_down_total",
+			Help: "Times the shared Redis was lost (an operation failed on the network or past its deadline)."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.up, m.ops, m.latency, m.downs)
+	}
+	return m
+}
+
+// Addr is the server's address.
+func (c *Client) Addr() string { return c.rdb.Options().Addr }
+
+// Timeout is the request path's per-operation deadline.
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// Up reports whether Redis answered the last operation or probe.
+func (c *Client) Up() bool { return c.up.Load() }
+
+// Down reports why Redis is down and since when, or "" while it is up.
+func (c *Client) Down() (why string, since time.Time) {
+	if c.up.Load() {
+		return "", time.Time{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastErr == nil {
+		return "down", c.downSince
+	}
+	return c.lastErr.Error(), c.downSince
+}
+
+// OnUp registers f to run (on a goroutine of its own) each time Redis comes
+// back after being down, and once when it is first reached: the
+// accountant republishes what Redis may have lost.
+func (c *Client) OnUp(f func()) {
+	c.mu.Lock()
+	c.onUp = append(c.onUp, f)
+	up := c.up.Load()
+	c.mu.Unlock()
+	if up {
+		go f()
+	}
+}
+
+// Close stops the probe and closes the connections.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.rdb.Close()
+}
+
+// key is the full key for name: the hash tag, then name.
+func (c *Client) key(name string) string { return c.prefix + name }
+
+// do runs one operation: at once ErrDown while Redis is down, else f under
+// a deadline of timeout (0: the client's request-path deadline); a
+// network failure or a missed deadline marks Redis down.
+func (c *Client) do(ctx context.Context, op string, timeout time.Duration, f func(context.Context) error) error {
+	if !c.up.Load() {
+		c.m.ops.WithLabelValues(op, "down").Inc()
+		return ErrDown
+	}
+	if timeout <= 0 {
+		timeout = c.timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	err := f(ctx)
+	c.m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if err == nil || err == redis.Nil {
+		c.m.ops.WithLabelValues(op, "ok").Inc()
+		return err
+	}
+	if ctx.Err() != nil && ctx.Err() != context.Canceled {
+		// Slow, not gone: this operation answers locally; the next one
+		// tries again.
+		c.m.ops.WithLabelValues(op, "timeout").Inc()
+		return fmt.Errorf("%w (%s)", ErrTimeout, timeout)
+	}
+	c.m.ops.WithLabelValues(op, "error").Inc()
+	if lost(err) {
+		c.markDown(op, err)
+	}
+	return err
+}
+
+// ErrTimeout is an operation that missed its deadline.
+var ErrTimeout = errors.New("redis did not answer within the deadline")
+
+// lost reports whether err means Redis cannot be used right now (the
+// network, a deadline, a server still loading its data), rather than a
+// refusal of this one command.
+func lost(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"LOADING", "MASTERDOWN", "READONLY", "connection refused", "EOF", "broken pipe", "connection reset", "pool timeout", "client is closed", "i/o timeout"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// markDown records that Redis was lost and starts the probe.
+func (c *Client) markDown(op string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.up.Load() {
+		return
+	}
+	c.up.Store(false)
+	c.lastErr = err
+	c.downSince = time.Now()
+	c.m.up.Set(0)
+	c.m.downs.Inc()
+	c.log.Warn("redis: lost; every Redis-backed limit answers locally and says suspended until it is back",
+		"addr", c.Addr(), "op", op, "err", err.Error())
+	c.startProbeLocked()
+}
+
+func (c *Client) startProbeLocked() {
+	if c.probing {
+		return
+	}
+	c.probing = true
+	go c.probe()
+}
+
+// probe PINGs until Redis answers, then marks it up.
+func (c *Client) probe() {
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			c.mu.Lock()
+			c.probing = false
+			c.up.Store(true)
+			c.m.up.Set(1)
+			since := c.downSince
+			c.lastErr = nil
+			hooks := append([]func(){}, c.onUp...)
+			c.mu.Unlock()
+			c.log.Info("redis: connected", "addr", c.Addr(), "down_for", time.Since(since).Round(time.Millisecond).String())
+			for _, f := range hooks {
+				go f()
+			}
+			return
+		}
+		c.mu.Lock()
+		c.lastErr = err
+		c.mu.Unlock()
+		select {
+		case <-c.closed:
+			c.mu.Lock()
+			c.probing = false
+			c.mu.Unlock()
+			return
+		case <-t.C:
+		}
+	}
+}
