@@ -69,6 +69,10 @@ type Config struct {
 	// answered proxy_on_done with false to call proxy_done (its callouts
 	// still answered meanwhile); 0 means 5 s.
 	ShutdownGrace time.Duration
+	// Cache keeps the module's compiled code; nil is the process's cache
+	// over DefaultCacheDir, so that tests and `tokentriage dev` compile
+	// each build of a module once per machine.
+	Cache *Cache
 }
 
 // Host is an Envoy-like proxy-wasm host running one plugin in several
@@ -112,13 +116,27 @@ type worker struct {
 	reloads int
 }
 
-// compilationCache is shared by every Host in the process: a module is
-// compiled to machine code once, however many hosts load it.
-var compilationCache = wazero.NewCompilationCache()
+// newRuntime is a wazero runtime configured as every host's is, over the
+// compilation cache cc.
+func newRuntime(ctx context.Context) func(cc wazero.CompilationCache) wazero.Runtime {
+	return func(cc wazero.CompilationCache) wazero.Runtime {
+		// 16384 pages is V8's 1 GiB cap in Envoy (shared/proxy-wasm.md 3.1).
+		return wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cc).WithMemoryLimitPages(16384))
+	}
+}
 
-func runtimeConfig() wazero.RuntimeConfig {
-	// 16384 pages is V8's 1 GiB cap in Envoy (shared/proxy-wasm.md 3.1).
-	return wazero.NewRuntimeConfig().WithCompilationCache(compilationCache).WithMemoryLimitPages(16384)
+// compileModule compiles module in a new runtime, through cache (nil: the
+// process's).
+func compileModule(ctx context.Context, cache *Cache, module []byte) (wazero.Runtime, wazero.CompiledModule, error) {
+	if cache == nil {
+		cache = processCache()
+	}
+	rt, cm, err := cache.compile(ctx, module, newRuntime(ctx))
+	if err != nil {
+		rt.Close(ctx)
+		return nil, nil, fmt.Errorf("wasmtest: compiling the module: %w", err)
+	}
+	return rt, cm, nil
 }
 
 // New compiles the module, starts a canary VM that is configured and then
@@ -178,18 +196,17 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.clusters[name] = t
 	}
 
-	h.rt = wazero.NewRuntimeWithConfig(ctx, runtimeConfig())
+	rt, cm, err := compileModule(ctx, cfg.Cache, cfg.Module)
+	if err != nil {
+		return nil, err
+	}
+	h.rt, h.compiled = rt, cm
 	ok := false
 	defer func() {
 		if !ok {
 			h.rt.Close(context.Background())
 		}
 	}()
-	cm, err := h.rt.CompileModule(ctx, cfg.Module)
-	if err != nil {
-		return nil, fmt.Errorf("wasmtest: compiling the module: %w", err)
-	}
-	h.compiled = cm
 	if h.abi, err = abiOf(cm); err != nil {
 		return nil, err
 	}

@@ -194,12 +194,11 @@ func (i Import) String() string { return i.Module + "." + i.Name }
 
 // ModuleImports compiles module and lists the functions it imports.
 func ModuleImports(ctx context.Context, module []byte) ([]Import, error) {
-	rt := wazero.NewRuntimeWithConfig(ctx, runtimeConfig())
-	defer rt.Close(ctx)
-	cm, err := rt.CompileModule(ctx, module)
+	rt, cm, err := compileModule(ctx, nil, module)
 	if err != nil {
-		return nil, fmt.Errorf("wasmtest: compiling the module: %w", err)
+		return nil, err
 	}
+	defer rt.Close(ctx)
 	var out []Import
 	for _, d := range cm.ImportedFunctions() {
 		m, n, _ := d.Import()
@@ -286,12 +285,11 @@ const (
 )
 
 func moduleABI(ctx context.Context, module []byte) (string, error) {
-	rt := wazero.NewRuntimeWithConfig(ctx, runtimeConfig())
-	defer rt.Close(ctx)
-	cm, err := rt.CompileModule(ctx, module)
+	rt, cm, err := compileModule(ctx, nil, module)
 	if err != nil {
-		return "", fmt.Errorf("wasmtest: compiling the module: %w", err)
+		return "", err
 	}
+	defer rt.Close(ctx)
 	return abiOf(cm)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/internal/devserver"
 	"github.com/tokentriage/tokentriage/shared/vkey"
+	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
 // demoOwner is the node the demo key is minted for: seed 004's dev1, the
@@ -53,6 +54,7 @@ the ledger flushed; a second signal exits at once.`,
 		fs.StringVar(&o.upstream, "upstream", devserver.UpstreamStub, `"stub" for the built-in stub, or a provider base URL without /v1 such as https://api.openai.com`)
 		fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "worker VMs of the proxy (Envoy's --concurrency)")
 		fs.StringVar(&o.wasm, "wasm", devserver.DefaultWasm, "the built filter")
+		fs.StringVar(&o.wasmCache, "wasm-cache", wasmtest.DefaultCacheDir(), `directory keeping the filter's compiled code between starts ("off" for none; $TT_WASM_CACHE sets the default)`)
 		fs.StringVar(&o.pricing, "pricing", "", "pricing file (YAML or JSON) extending or overriding the built-in catalog")
 		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a JSON POST per threshold alert (the accountant's and the gateway's)")
 		fs.StringVar(&o.demoOwner, "demo-owner", demoOwner, "node the demo key is minted for")
@@ -61,8 +63,8 @@ the ledger flushed; a second signal exits at once.`,
 }
 
 type devFlags struct {
-	config, listen, acctListen, data, upstream, wasm, pricing, demoOwner, webhook string
-	workers                                                                       int
+	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook string
+	workers                                                                                  int
 }
 
 func runDev(e *env, o devFlags) int {
@@ -123,6 +125,7 @@ func runDev(e *env, o devFlags) int {
 		AnthropicKey:     os.Getenv("ANTHROPIC_API_KEY"),
 		Workers:          o.workers,
 		Module:           module,
+		WasmCache:        o.wasmCache,
 		AdminToken:       token,
 		PricingFile:      o.pricing,
 		AlertWebhook:     o.webhook,

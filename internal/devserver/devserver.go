@@ -87,6 +87,10 @@ type Options struct {
 	Workers int
 	// Module is the built filter (build/filter.wasm; LoadModule reads it).
 	Module []byte
+	// WasmCache is where the filter's compiled code is kept between runs:
+	// "" is wasmtest.DefaultCacheDir(), wasmtest.CacheOff compiles it in
+	// memory at every start.
+	WasmCache string
 	// AdminToken is the management API's admin bearer token. Empty leaves
 	// admin access off (and MintKey unusable).
 	AdminToken string
@@ -237,6 +241,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 
 	host, err := wasmtest.New(ctx, wasmtest.Config{
 		Module:       o.Module,
+		Cache:        s.wasmCache(),
 		PluginConfig: PluginConfig,
 		VMID:         VMID,
 		PluginName:   "tokentriage",
@@ -318,6 +323,22 @@ func (s *Server) Workers() int { return s.host.Workers() }
 
 // Accountant is the accountant running in this process.
 func (s *Server) Accountant() *accountant.Server { return s.acct }
+
+// wasmCache opens the cache the options name. A directory that cannot
+// be used is reported and the filter compiled in memory: the gateway
+// starts slower, but it starts.
+func (s *Server) wasmCache() *wasmtest.Cache {
+	dir := s.opts.WasmCache
+	if dir == "" {
+		dir = wasmtest.DefaultCacheDir()
+	}
+	c, err := wasmtest.OpenCache(dir)
+	if err != nil {
+		s.log.Warn("compiling the filter in memory at every start", "err", err)
+		c, _ = wasmtest.OpenCache(wasmtest.CacheOff)
+	}
+	return c
+}
 
 // Host is the proxy-wasm host serving the gateway.
 func (s *Server) Host() *wasmtest.Host { return s.host }

@@ -1,3 +1,0 @@
-module github.com/tidwall/pretty
-
-go 1.16
