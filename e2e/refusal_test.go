@@ -41,15 +41,22 @@ func wantOpenAIError(t *testing.T, err error, status int, errType, limit string)
 	}
 }
 
-// wantAnthropicError is wantOpenAIError for the Anthropic SDK.
+// wantAnthropicError is wantOpenAIError for the Anthropic SDK: the body is
+// Anthropic's envelope, so error.type is Anthropic's type for the status
+// (rate_limit_error for a 429), and ours is error.details.error_code, which
+// the SDK reads as ErrorCode.
 func wantAnthropicError(t *testing.T, err error, status int, errType, limit string) {
 	t.Helper()
 	var e *anthropic.Error
 	if !errors.As(err, &e) {
 		t.Fatalf("want an *anthropic.Error %d %s, got %T %v", status, errType, err, err)
 	}
-	if e.StatusCode != status || string(e.Type()) != errType {
-		t.Errorf("anthropic.Error %d type %q, want %d %q: %s", e.StatusCode, e.Type(), status, errType, e.RawJSON())
+	want := map[int]string{401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}[status]
+	if e.StatusCode != status || string(e.Type()) != want || string(e.ErrorCode()) != errType {
+		t.Errorf("anthropic.Error %d type %q code %q, want %d %q code %q: %s", e.StatusCode, e.Type(), e.ErrorCode(), status, want, errType, e.RawJSON())
+	}
+	if e.RequestID == "" || e.RequestID != e.Response.Header.Get("X-Tt-Request-Id") {
+		t.Errorf("anthropic.Error request id %q, want the X-Tt-Request-Id %q", e.RequestID, e.Response.Header.Get("X-Tt-Request-Id"))
 	}
 	if got := gjson.Get(e.RawJSON(), "error.refused_by.limit_id").String(); got != limit {
 		t.Errorf("error.refused_by.limit_id %q, want %q: %s", got, limit, e.RawJSON())

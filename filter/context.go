@@ -164,6 +164,8 @@ func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 			c.head.APIKey = kv[1]
 		case "content-encoding":
 			c.head.ContentEncoding = kv[1]
+		case "anthropic-version":
+			c.head.AnthropicVersion = true
 		case "content-length":
 			if n, err := strconv.ParseInt(kv[1], 10, 64); err == nil && n >= 0 {
 				c.head.ContentLength = n

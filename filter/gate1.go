@@ -32,6 +32,9 @@ type RequestHead struct {
 	Ambiguous bool
 	// ContentEncoding is the content-encoding header.
 	ContentEncoding string
+	// AnthropicVersion is set when the request carries anthropic-version:
+	// its client speaks Anthropic's API (every Anthropic SDK sends it).
+	AnthropicVersion bool
 }
 
 // governedHeaders are removed from a governed request before it goes on:
@@ -54,28 +57,36 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	s.method = h.Method
 	s.path = cleanPath(h.Path)
 
+	s.shape = e.shapeOf(h, s.path)
+
 	// The virtual key never reaches the upstream, whatever happens next.
 	// The verdict's header list is the engine's scratch: the binding applies
 	// it before the next callback.
 	v := Verdict{RemoveHeaders: e.removeScratch[:0]}
-	key := bearer(h.Authorization)
-	if isVirtualKey(key) {
+	var c credential
+	if key := bearer(h.Authorization); isVirtualKey(key) {
 		v.RemoveHeaders = append(v.RemoveHeaders, "authorization")
-	} else {
-		key = ""
+		c.key, c.header = key, wire.CredentialAuthorization
 	}
 	ambiguous := h.Ambiguous
 	if isVirtualKey(h.APIKey) {
 		v.RemoveHeaders = append(v.RemoveHeaders, "x-api-key")
-		if key == "" {
-			key = h.APIKey
-		} else if key != h.APIKey {
+		if c.key == "" {
+			c.key, c.header = h.APIKey, wire.CredentialAPIKey
+		} else if c.key != h.APIKey {
 			ambiguous = true
 		}
 	}
 	// A credential that is there but is not a virtual key (a provider's
 	// key pasted by mistake) is named as such, not as a missing key.
-	foreign := key == "" && (h.Authorization != "" || h.APIKey != "")
+	if c.key == "" {
+		switch {
+		case h.Authorization != "":
+			c.foreign = wire.CredentialAuthorization
+		case h.APIKey != "":
+			c.foreign = wire.CredentialAPIKey
+		}
+	}
 
 	if ambiguous && (e.armed == nil || e.plan.Enabled) {
 		// Before anything else: which key would be billed is unknowable.
@@ -86,14 +97,14 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	if strings.HasPrefix(s.path, "/tt/") {
 		s.local = true
 		_, query, _ := strings.Cut(h.Path, "?")
-		return e.answerLocal(s, key, query, foreign)
+		return e.answerLocal(s, c, query)
 	}
 	if e.armed == nil {
 		// No plan yet (the accountant has not answered): admit and say so.
 		s.unarmed = true
 		s.ep = endpointOf(h.Method, s.path)
 		s.governs = s.ep != llm.Unknown && e.host.Caller != nil && !h.EndOfStream
-		if a, ent, kid := e.keys.authenticate(key); a == authOK {
+		if a, ent, kid := e.keys.authenticate(c.key); a == authOK {
 			s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
 		}
 		if s.governs {
@@ -105,15 +116,19 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		return v // governance is off: the filter is transparent
 	}
 
-	auth, ent, kid := e.keys.authenticate(key)
+	auth, ent, kid := e.keys.authenticate(c.key)
 	switch auth {
 	case authUnknown:
 		return e.reject(s, v, wire.UnknownKey(s.id, kid))
 	case authRevoked:
 		return e.reject(s, v, wire.RevokedKey(s.id, kid))
-	case authAnonymous, authMalformed:
+	case authMalformed:
+		// A key that starts as a virtual key but is not one was meant as
+		// one: never billed to nobody, whatever require_key says.
+		return e.reject(s, v, wire.MalformedKey(s.id, c.header))
+	case authAnonymous:
 		if e.plan.RequireKey {
-			return e.reject(s, v, missingKey(s.id, foreign))
+			return e.reject(s, v, c.missing(s.id))
 		}
 	case authOK:
 		s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
@@ -213,6 +228,7 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 		Node:       in.Node,
 		Period:     l.Period.String(),
 		RetryAfter: wire.Seconds(res.RetryAfter),
+		Wait:       res.RetryAfter,
 	}
 	return e.refuse(s, v, &r, in)
 }
@@ -310,6 +326,7 @@ func (e *Engine) refuse(s *Stream, v Verdict, r *wire.Refusal, in *govern.Instan
 	if l.Type.Class() == govern.LedgerSettled {
 		r.Bound = e.bound(e.host.Now())
 	}
+	r.Shape = s.shape
 	s.refusal = refusalInfo{errorType: r.ErrorType(), by: &ledger.Ref{LimitID: l.ID, LimitType: l.Type.String(), Node: in.Node}}
 	e.host.Metrics.Add(refusedMetric(l.Type), 1)
 	s.replied, s.status = true, r.Status()
@@ -327,6 +344,7 @@ func (e *Engine) reject(s *Stream, v Verdict, r wire.Rejection) Verdict {
 }
 
 func (e *Engine) replyRejection(s *Stream, v Verdict, r *wire.Rejection) *Verdict {
+	r.Shape = s.shape
 	s.replied, s.status = true, r.Status
 	v.Action = ActReply
 	v.Reply = &Reply{Status: r.Status, Headers: r.AppendHeaders(nil), Body: r.AppendBody(nil), Details: "tokentriage_" + r.Type}
@@ -436,13 +454,49 @@ func (s *Stream) endpoint() string {
 	return s.path
 }
 
-// missingKey is the 401 for a request without a virtual key: "missing", or,
-// when it carries a credential of another kind, "not a virtual key".
-func missingKey(requestID string, foreign bool) wire.Rejection {
-	if foreign {
-		return wire.UnknownKey(requestID, "")
+// credential is what a request presented as its virtual key.
+type credential struct {
+	key    string // a virtual key (tt-vk_…), or ""
+	header string // where key came from (wire.CredentialAuthorization or wire.CredentialAPIKey)
+	// foreign names the header of a credential that is not a virtual key,
+	// when key is "".
+	foreign string
+}
+
+// missing is the 401 for a request without a virtual key: "missing", or,
+// when it carries a credential of another kind, "not a virtual key",
+// naming its header.
+func (c credential) missing(requestID string) wire.Rejection {
+	if c.foreign != "" {
+		return wire.ForeignKey(requestID, c.foreign)
 	}
 	return wire.MissingKey(requestID)
+}
+
+// shapeOf is the body shape of the gateway's own answers to a request:
+// Anthropic's envelope on Anthropic's paths (/v1/messages and below it) and
+// to a client that speaks Anthropic's API (it sends anthropic-version);
+// seed 000's body, with OpenAI's param and code when the plan asks for
+// them, on OpenAI paths; seed 000's always on the gateway's own /tt/ paths.
+func (e *Engine) shapeOf(h *RequestHead, path string) wire.Shape {
+	switch {
+	case strings.HasPrefix(path, "/tt/"):
+		return wire.ShapeSeed
+	case h.AnthropicVersion || anthropicPath(path):
+		return wire.ShapeAnthropic
+	case e.plan != nil && e.plan.ProviderRefusals:
+		return wire.ShapeOpenAI
+	}
+	return wire.ShapeSeed
+}
+
+// anthropicPath reports whether a cleaned path is one of Anthropic's
+// Messages API (/v1/messages, /v1/messages/count_tokens,
+// /v1/messages/batches…), also under a route prefix.
+func anthropicPath(p string) bool {
+	const messages = "/v1/messages"
+	i := strings.Index(p, messages)
+	return i >= 0 && (len(p) == i+len(messages) || p[i+len(messages)] == '/')
 }
 
 // endpointOf classifies the request: a governed endpoint only for POST, the

@@ -167,8 +167,11 @@ func (e *Engine) refuseSettled(s *Stream, in *govern.Instance, now time.Time, v 
 		Period:     l.Period.String(),
 		ResetsAt:   resets,
 		RetryAfter: wire.Seconds(resets.Sub(now)),
+		Wait:       resets.Sub(now),
 		Observed:   observed,
 		Limit:      in.Amount,
+		Reserve:    l.Reserve && l.Type == govern.BudgetUSD,
+		Replicas:   e.replicas,
 	}
 	return e.refuse(s, v, &r, in)
 }
@@ -223,6 +226,7 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 		Node:       in.Node,
 		Period:     l.Period.String(),
 		RetryAfter: wire.Seconds(res.RetryAfter),
+		Wait:       res.RetryAfter,
 	}
 	if res.Unfittable {
 		r.Unfittable, r.Cost, r.Burst = true, cost, res.Limit

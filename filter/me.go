@@ -14,7 +14,7 @@ import (
 // answerLocal answers the /tt/ paths the filter serves itself: GET
 // /tt/v1/me, and 404/405 for the rest, so nothing under /tt/ reaches a
 // provider.
-func (e *Engine) answerLocal(s *Stream, key, query string, foreign bool) Verdict {
+func (e *Engine) answerLocal(s *Stream, c credential, query string) Verdict {
 	var v Verdict
 	if s.path != MePath {
 		return e.reject(s, v, wire.NotFound(s.id, s.path))
@@ -26,15 +26,17 @@ func (e *Engine) answerLocal(s *Stream, key, query string, foreign bool) Verdict
 		return e.reject(s, v, wire.Rejection{Status: 503, Type: wire.TypeLimitUnavailable, RequestID: s.id,
 			Message: "no governance plan is in force yet: the filter is waiting for its first sync with the accountant; try again in a few seconds"})
 	}
-	auth, ent, kid := e.keys.authenticate(key)
+	auth, ent, kid := e.keys.authenticate(c.key)
 	switch auth {
 	case authUnknown:
 		return e.reject(s, v, wire.UnknownKey(s.id, kid))
 	case authRevoked:
 		return e.reject(s, v, wire.RevokedKey(s.id, kid))
-	case authAnonymous, authMalformed:
+	case authMalformed:
+		return e.reject(s, v, wire.MalformedKey(s.id, c.header))
+	case authAnonymous:
 		if e.plan.Enabled && e.plan.RequireKey {
-			return e.reject(s, v, missingKey(s.id, foreign))
+			return e.reject(s, v, c.missing(s.id))
 		}
 		// Traffic without a key is served (require_key off, or governance
 		// off): it resolves to the chain [__global], unscoped, and may see
@@ -77,10 +79,7 @@ func (e *Engine) answerLocal(s *Stream, key, query string, foreign bool) Verdict
 	v.Action = ActReply
 	v.Reply = &Reply{
 		Status: 200,
-		Headers: [][2]string{
-			{wire.HeaderContentType, "application/json"},
-			{wire.HeaderRequestID, s.id},
-		},
+		Headers: wire.RequestIDHeaders([][2]string{{wire.HeaderContentType, "application/json"}}, s.id),
 		Body:    me.AppendJSON(nil),
 		Details: "tokentriage_me",
 	}

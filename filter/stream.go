@@ -25,6 +25,8 @@ type Stream struct {
 	path    string // without the query
 	ep      llm.Endpoint
 	governs bool // a governed LLM endpoint: gate 2 runs on its body
+	// shape is the body shape of the gateway's own answers to it.
+	shape wire.Shape
 
 	// Gate results.
 	leases     []lease

@@ -144,6 +144,7 @@ func (s *Server) untilArmed(next http.Handler) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Retry-After", "1")
+		w.Header().Set("X-Should-Retry", "true") // the SDKs retry it within their backoff
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, `{"error":{"type":"limit_unavailable","message":"tokentriage dev is starting: the filter has not synced its plan from the accountant yet; retry in a moment"}}`+"\n")
 	})

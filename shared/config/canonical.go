@@ -17,9 +17,9 @@ import (
 //
 //   - a struct is an object of every exported field, named by its json tag
 //     (or Go name), in declaration order; json:"-" fields are left out, and
-//     a bool field tagged omitempty when false (the schema's one use of
-//     omitempty, so that a new switch leaves the hash of every plan that
-//     does not set it as it was);
+//     a field tagged omitempty when it is a false bool or a nil pointer
+//     (the schema uses omitempty so that a new switch or block leaves the
+//     hash of every plan that does not set it as it was);
 //   - a nil pointer, slice or map is null; an empty slice is [];
 //   - map keys are sorted bytewise;
 //   - USD is its exact dollar literal (USD.String: 5000, 0.000001);
@@ -75,8 +75,8 @@ func (e *canonical) value(v reflect.Value) {
 		e.buf = append(e.buf, '{')
 		first := true
 		for _, f := range structFields(v.Type()) {
-			if f.omitEmpty && v.Field(f.index).Kind() == reflect.Bool && !v.Field(f.index).Bool() {
-				continue // omitempty, as encoding/json (the schema uses it on bools only)
+			if f.omitEmpty && emptyField(v.Field(f.index)) {
+				continue // omitempty, as encoding/json
 			}
 			if !first {
 				e.buf = append(e.buf, ',')
@@ -220,4 +220,16 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// emptyField reports what omitempty leaves out of the schema's fields: a
+// false bool, a nil pointer (encoding/json leaves out the same).
+func emptyField(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Bool:
+		return !v.Bool()
+	case reflect.Pointer:
+		return v.IsNil()
+	}
+	return false
 }

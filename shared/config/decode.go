@@ -175,7 +175,7 @@ func (d *decoder) object(v any, rv reflect.Value, path string) {
 type field struct {
 	name      string
 	index     int
-	omitEmpty bool // json:",omitempty": left out of the canonical JSON when false
+	omitEmpty bool // json:",omitempty": left out of the canonical JSON when false or nil
 }
 
 // structFields lists the decodable fields of t in declaration order: the

@@ -22,6 +22,17 @@ type Governance struct {
 	Limits []Limit `json:"limits"`
 	// SharedState configures fleet-wide stores.
 	SharedState *SharedState `json:"shared_state"`
+	// Refusals shapes the bodies of the gateway's own answers.
+	Refusals *Refusals `json:"refusals,omitempty"`
+}
+
+// Refusals holds governance.refusals.
+type Refusals struct {
+	// Shape is the body of a refusal on OpenAI paths: "tokentriage"
+	// (default; seed 000's {"error":{"type":…,"message":…,…}}) or
+	// "provider" (the same with OpenAI's param and code members). Anthropic
+	// endpoints always answer in Anthropic's envelope.
+	Shape string `json:"shape"`
 }
 
 // Keys holds governance.keys.

@@ -39,6 +39,7 @@ func Compile(g *config.Governance) (*Plan, error) {
 		p.Source = nil
 	}
 	p.SharedState = c.sharedState(g.SharedState)
+	p.ProviderRefusals = c.refusals(g.Refusals)
 	p.tree = c.tenancy(g.Tenants)
 	p.nodes = sortedNodes(p.tree)
 
@@ -106,6 +107,28 @@ func (c *compiler) sharedState(s *config.SharedState) *config.SharedState {
 		r.KeyPrefix = "tt"
 	}
 	return &config.SharedState{Redis: &r}
+}
+
+// Values of governance.refusals.shape.
+const (
+	ShapeTokentriage = "tokentriage"
+	ShapeProvider    = "provider"
+)
+
+// refusals reads governance.refusals: whether refusals on OpenAI paths carry
+// OpenAI's param and code members.
+func (c *compiler) refusals(r *config.Refusals) bool {
+	if r == nil {
+		return false
+	}
+	switch r.Shape {
+	case "", ShapeTokentriage:
+		return false
+	case ShapeProvider:
+		return true
+	}
+	c.at("governance.refusals.shape", "unknown shape %q (known: tokentriage, the default: seed 000's body; provider: the same with OpenAI's param and code members; Anthropic endpoints always answer in Anthropic's envelope)", r.Shape)
+	return false
 }
 
 // charsetOK reports whether a limit id is in [a-z0-9_]+.

@@ -14,7 +14,11 @@ import (
 // and the golden tests compare it.
 func (p *Plan) Describe() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "enabled: %t\nrequire_key: %t\ndisclose_limits: %t\nhash: %s\n", p.Enabled, p.RequireKey, p.DiscloseLimits, p.Hash)
+	shape := ShapeTokentriage
+	if p.ProviderRefusals {
+		shape = ShapeProvider
+	}
+	fmt.Fprintf(&b, "enabled: %t\nrequire_key: %t\ndisclose_limits: %t\nrefusals.shape: %s\nhash: %s\n", p.Enabled, p.RequireKey, p.DiscloseLimits, shape, p.Hash)
 	if s := p.SharedState; s != nil && s.Redis != nil {
 		r := s.Redis
 		fmt.Fprintf(&b, "shared_state.redis: addr=%s db=%d key_prefix=%s", r.Addr, r.DB, r.KeyPrefix)

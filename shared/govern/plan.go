@@ -17,6 +17,9 @@ type Plan struct {
 	// DiscloseLimits adds the Ratelimit-Policy and X-Ratelimit-* headers to
 	// served responses (governance.keys.disclose_limits, default true).
 	DiscloseLimits bool
+	// ProviderRefusals adds OpenAI's param and code members to the bodies
+	// of refusals on OpenAI paths (governance.refusals.shape: provider).
+	ProviderRefusals bool
 	// Limits are the compiled limits in ascending id order, which is the
 	// order resolution walks them (seed 004 step 1). Limits in mode off are
 	// here too; they are never armed.

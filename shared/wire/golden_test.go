@@ -50,6 +50,23 @@ func refusalResponse(r *Refusal) string {
 	return response(r.Status(), r.Headers(), r.AppendBody(nil))
 }
 
+// sdkHeaders are the headers this project adds to the seeds' set of a
+// refusal, for the official SDKs.
+var sdkHeaders = map[string]bool{HeaderRetryAfterMs: true, HeaderShouldRetry: true, HeaderXRequestID: true, HeaderSDKRequestID: true}
+
+// seedResponse renders a refusal with the seeds' headers only: the headers
+// added for the SDKs follow the seeds' in order, so what is left must be
+// the seed's capture byte for byte.
+func seedResponse(r *Refusal) string {
+	var hs [][2]string
+	for _, h := range r.Headers() {
+		if !sdkHeaders[h[0]] {
+			hs = append(hs, h)
+		}
+	}
+	return response(r.Status(), hs, r.AppendBody(nil))
+}
+
 func rejectionResponse(r *Rejection) string {
 	return response(r.Status, r.Headers(), r.AppendBody(nil))
 }
@@ -93,9 +110,9 @@ func TestSeedRefusals(t *testing.T) {
 		got  string
 		want string
 	}{
-		{"budget 429", refusalResponse(&budget), seedBudget429},
-		{"rpm 429", refusalResponse(&rpm), seedRPM429},
-		{"tpm 429", refusalResponse(&tpm), seedTPM429},
+		{"budget 429", seedResponse(&budget), seedBudget429},
+		{"rpm 429", seedResponse(&rpm), seedRPM429},
+		{"tpm 429", seedResponse(&tpm), seedTPM429},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s:\n got: %s\nwant: %s", c.name, c.got, c.want)
@@ -124,19 +141,88 @@ func TestRefusalGoldens(t *testing.T) {
 		RetryAfter: 11710, Observed: 20000, Limit: 20000}
 	unfit := Refusal{RequestID: "tt_daaaaaaaaaaaaaaaaaaaaaaaaa", LimitID: "team_tpm", LimitType: TPM, Node: "org:acme/team:ml",
 		Period: "1m0s", Unfittable: true, Cost: 41384, Burst: 20000}
-	for name, r := range map[string]*Refusal{
-		"refusal_budget_usd":     &budget,
-		"refusal_budget_lagging": &lagging,
-		"refusal_quota_tokens":   &tokens,
-		"refusal_quota_requests": &requests,
-		"refusal_rpm":            &rpm,
-		"refusal_tpm":            &tpm,
-		"refusal_concurrency":    &conc,
-		"refusal_unfittable":     &unfit,
-	} {
+	// A budget in reserve mode, alone and in a fleet of three; an rpm
+	// refusal that knows its wait to the nanosecond (Retry-After-Ms); a
+	// quota whose day ends within the minute, so a retry can succeed.
+	reserve := budgetRefusal()
+	reserve.Reserve, reserve.Replicas = true, 1
+	reserveFleet := reserve
+	reserveFleet.Replicas = 3
+	rpmExact := rpmRefusal()
+	rpmExact.Wait = 19*time.Second + 250*time.Millisecond + 1
+	dayEnd := requests
+	dayEnd.RetryAfter, dayEnd.Wait = 42, 41500*time.Millisecond
+	refusals := map[string]*Refusal{
+		"refusal_budget_usd":           &budget,
+		"refusal_budget_lagging":       &lagging,
+		"refusal_budget_reserve":       &reserve,
+		"refusal_budget_reserve_fleet": &reserveFleet,
+		"refusal_quota_tokens":         &tokens,
+		"refusal_quota_requests":       &requests,
+		"refusal_quota_day_end":        &dayEnd,
+		"refusal_rpm":                  &rpm,
+		"refusal_rpm_exact":            &rpmExact,
+		"refusal_tpm":                  &tpm,
+		"refusal_concurrency":          &conc,
+		"refusal_unfittable":           &unfit,
+	}
+	for name, r := range refusals {
 		got := refusalResponse(r)
 		checkGolden(t, name, got)
 		checkJSON(t, name, r.AppendBody(nil))
+	}
+	// Every refusal in the two provider shapes: Anthropic's envelope on
+	// Anthropic endpoints, OpenAI's code and param when asked for.
+	for name, r := range refusals {
+		for shape, suffix := range map[Shape]string{ShapeAnthropic: "_anthropic", ShapeOpenAI: "_openai"} {
+			c := *r
+			c.Shape = shape
+			checkGolden(t, name+suffix, refusalResponse(&c))
+			checkJSON(t, name+suffix, c.AppendBody(nil))
+		}
+	}
+}
+
+// TestRetryVerdicts pins which refusals the SDKs retry: a wait within
+// MaxRetryWait, and nothing that no wait can clear.
+func TestRetryVerdicts(t *testing.T) {
+	for i, c := range []struct {
+		r    Refusal
+		want bool
+	}{
+		{Refusal{LimitType: RPM, RetryAfter: 20}, true},
+		{Refusal{LimitType: RPM, RetryAfter: 60}, true},
+		{Refusal{LimitType: RPM, RetryAfter: 61}, false},
+		{Refusal{LimitType: RPM, RetryAfter: 61, Wait: 60 * time.Second}, true},
+		{Refusal{LimitType: RPM, RetryAfter: 60, Wait: 60*time.Second + 1}, false},
+		{Refusal{LimitType: TPM, RetryAfter: 39}, true},
+		{Refusal{LimitType: TPM, Unfittable: true}, false},
+		{Refusal{LimitType: Concurrency}, false},
+		{Refusal{LimitType: BudgetUSD, RetryAfter: 1912510}, false},
+		{Refusal{LimitType: BudgetUSD, RetryAfter: 30}, true},
+		{Refusal{LimitType: QuotaRequests, RetryAfter: 11710}, false},
+		{Refusal{LimitType: QuotaTokens, RetryAfter: 86400}, false},
+	} {
+		if got := c.r.ShouldRetry(); got != c.want {
+			t.Errorf("step %d: %+v: ShouldRetry %v, want %v", i, c.r, got, c.want)
+		}
+		var retry string
+		for _, h := range c.r.Headers() {
+			if h[0] == HeaderShouldRetry {
+				retry = h[1]
+			}
+		}
+		if want := map[bool]string{true: "true", false: "false"}[c.want]; retry != want {
+			t.Errorf("step %d: X-Should-Retry %q, want %q", i, retry, want)
+		}
+	}
+	for _, status := range []int{400, 401, 403, 404, 405, 413, 415} {
+		if r := (Rejection{Status: status}); r.ShouldRetry() {
+			t.Errorf("a %d rejection says retry", status)
+		}
+	}
+	if r := (Rejection{Status: 503}); !r.ShouldRetry() {
+		t.Error("a 503 rejection says do not retry")
 	}
 }
 
@@ -144,7 +230,10 @@ func TestRejectionGoldens(t *testing.T) {
 	id := "tt_eaaaaaaaaaaaaaaaaaaaaaaaaa"
 	cases := map[string]Rejection{
 		"reject_missing_key":       MissingKey(id),
-		"reject_malformed_key":     UnknownKey(id, ""),
+		"reject_malformed_key":     MalformedKey(id, CredentialAuthorization),
+		"reject_malformed_api_key": MalformedKey(id, CredentialAPIKey),
+		"reject_foreign_key":       ForeignKey(id, CredentialAuthorization),
+		"reject_foreign_api_key":   ForeignKey(id, CredentialAPIKey),
 		"reject_unknown_key":       UnknownKey(id, "vk_FEKZdMs2UQRi"),
 		"reject_revoked_key":       RevokedKey(id, "vk_FEKZdMs2UQRi"),
 		"reject_scope_models":      ScopeDenied(id, "vk_FEKZdMs2UQRi", ScopeModels, "gpt-4o", []string{"gpt-4o-mini", "o3*"}),
@@ -158,9 +247,16 @@ func TestRejectionGoldens(t *testing.T) {
 		"reject_not_found":         NotFound(id, "/tt/v1/you"),
 		"reject_method":            MethodNotAllowed(id, "POST", "/tt/v1/me", "GET"),
 	}
+	cases["reject_encoded"] = EncodedBody(id, "/v1/messages", "gzip")
 	for name, r := range cases {
 		checkGolden(t, name, rejectionResponse(&r))
 		checkJSON(t, name, r.AppendBody(nil))
+		for shape, suffix := range map[Shape]string{ShapeAnthropic: "_anthropic", ShapeOpenAI: "_openai"} {
+			c := r
+			c.Shape = shape
+			checkGolden(t, name+suffix, rejectionResponse(&c))
+			checkJSON(t, name+suffix, c.AppendBody(nil))
+		}
 	}
 }
 

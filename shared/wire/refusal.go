@@ -22,16 +22,29 @@ import (
 //	  period, cost, burst}; enforcement {posture, approximate}
 //
 // Headers, in this order: Content-Type, Ratelimit, Retry-After,
-// X-Tt-Refusal-Type, X-Tt-Refused-By, X-Tt-Request-Id. Ratelimit says r=0
+// X-Tt-Refusal-Type, X-Tt-Refused-By, X-Tt-Request-Id (seed 000's set and
+// order), then what the official SDKs read: Retry-After-Ms when a retry
+// can succeed, X-Should-Retry, X-Request-Id and Request-Id (the same id as
+// X-Tt-Request-Id). Ratelimit says r=0
 // (nothing this request could use is available now; the live remaining of a
 // cell is disclosed on served responses and by /tt/v1/me) and t=
 // retry_after_s. A concurrency refusal carries neither Ratelimit nor
 // Retry-After: a slot frees when a request in flight finishes, not on a
 // clock, and a Ratelimit t would invite a retry loop on a guess. An
 // unfittable refusal carries neither either: no wait makes the request fit.
-// X-Tt-Request-Id is omitted only when RequestID is empty.
+// The request id headers are omitted only when RequestID is empty.
+//
+// X-Should-Retry is true exactly when waiting as told can admit the same
+// request within MaxRetryWait (ShouldRetry): an rpm or tpm window that
+// frees within a minute, or a calendar period that ends within one. A
+// concurrency slot frees on no clock, an unfittable cost never fits, and a
+// day's budget does not come back within a minute: those say false, and
+// the SDKs fail at once instead of sleeping or retrying.
 type Refusal struct {
 	RequestID string
+	// Shape is the body's form: seed 000's (the default), with OpenAI's
+	// param and code, or Anthropic's envelope.
+	Shape     Shape
 	LimitID   string
 	LimitType LimitType
 	Node      string
@@ -44,6 +57,9 @@ type Refusal struct {
 	// RetryAfter is the wait in whole seconds (Seconds): until ResetsAt
 	// for LedgerSettled, the algorithm's RetryAfter for rpm and tpm.
 	RetryAfter int64
+	// Wait is the same wait to the nanosecond, when known: it decides
+	// ShouldRetry and is sent as Retry-After-Ms. Zero means RetryAfter.
+	Wait time.Duration
 	// Observed and Limit are nanodollars for budget_usd, counts for the
 	// quota types, and for concurrency the live gauge and the cap this
 	// replica enforces.
@@ -56,6 +72,13 @@ type Refusal struct {
 	Unfittable bool
 	Cost       int64
 	Burst      int64
+	// Reserve marks a budget_usd limit in reserve mode: the replica counts
+	// its own calls as it admits them (at their dearest cost until they
+	// settle), so the in-flight lag of the default class does not apply.
+	// Replicas is the live replica count: with others, their spend still
+	// arrives with the accountant's snapshot.
+	Reserve  bool
+	Replicas int
 }
 
 // Bound is what a LedgerSettled number may be missing: rows not yet
@@ -73,6 +96,11 @@ const postureEnforcing = "enforcing"
 const (
 	NoteSpend = "spend from in-flight and streaming requests admitted before this refusal may not yet be reflected"
 	NoteUsage = "usage from in-flight and streaming requests admitted before this refusal may not yet be reflected"
+	// NoteReserve is the note of a reserve-mode budget refusal on a lone
+	// replica; NoteReserveFleet adds what the other replicas' spend may
+	// lack.
+	NoteReserve      = "budget reserve mode: every call this gateway admitted is counted, at its dearest cost until it settles"
+	NoteReserveFleet = NoteReserve + "; spend on the other gateway replicas arrives with the accountant's snapshot and may not yet be reflected"
 )
 
 // Status is 429.
@@ -86,12 +114,29 @@ func (r *Refusal) ErrorType() string {
 	return r.LimitType.ErrorType()
 }
 
-// AppendBody appends the JSON body.
+// wait is the refusal's wait: Wait, or RetryAfter seconds.
+func (r *Refusal) wait() time.Duration {
+	if r.Wait > 0 {
+		return r.Wait
+	}
+	return time.Duration(r.RetryAfter) * time.Second
+}
+
+// ShouldRetry reports whether the same request, retried after the wait the
+// refusal names, can be admitted within MaxRetryWait: never for an
+// unfittable cost or a concurrency slot (it frees on no clock).
+func (r *Refusal) ShouldRetry() bool {
+	if r.Unfittable || r.LimitType == Concurrency {
+		return false
+	}
+	return r.wait() <= MaxRetryWait
+}
+
+// AppendBody appends the JSON body in r.Shape.
 func (r *Refusal) AppendBody(dst []byte) []byte {
-	dst = append(dst, `{"error":{"type":`...)
-	dst = appendString(dst, r.ErrorType())
-	dst = append(dst, `,"message":`...)
+	dst = appendHead(dst, r.Shape, r.Status(), r.ErrorType())
 	dst = r.appendMessage(dst)
+	dst = appendTail(dst, r.Shape, r.ErrorType(), "")
 	dst = append(dst, `,"refused_by":{"limit_id":`...)
 	dst = appendString(dst, r.LimitID)
 	dst = append(dst, `,"limit_type":`...)
@@ -126,8 +171,17 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 		dst = r.appendRetry(dst)
 	}
 	dst = append(dst, `},"enforcement":{"posture":"`+postureEnforcing+`","approximate":`...)
-	dst = appendBool(dst, r.LimitType.Approximate())
-	if r.LimitType.Settled() && !r.Unfittable {
+	switch {
+	case r.Reserve && r.LimitType == BudgetUSD:
+		dst = appendBool(dst, r.Replicas > 1)
+		dst = append(dst, `,"note":`...)
+		if r.Replicas > 1 {
+			dst = appendString(dst, NoteReserveFleet)
+		} else {
+			dst = appendString(dst, NoteReserve)
+		}
+	case r.LimitType.Settled() && !r.Unfittable:
+		dst = appendBool(dst, true)
 		dst = append(dst, `,"bound":{"tee_lag_rows":`...)
 		dst = strconv.AppendInt(dst, r.Bound.TeeLagRows, 10)
 		dst = append(dst, `,"dropped_rows":`...)
@@ -138,8 +192,11 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 		} else {
 			dst = appendString(dst, NoteUsage)
 		}
+	default:
+		dst = appendBool(dst, r.LimitType.Approximate())
 	}
-	return append(dst, "}}}"...)
+	dst = append(dst, '}')
+	return appendClose(dst, r.Shape, r.RequestID)
 }
 
 func (r *Refusal) appendMessage(dst []byte) []byte {
@@ -190,8 +247,12 @@ func (r *Refusal) AppendHeaders(dst [][2]string) [][2]string {
 	if r.RequestID != "" {
 		dst = append(dst, [2]string{HeaderRequestID, r.RequestID})
 	}
-	return dst
+	retry := r.ShouldRetry()
+	if retry && r.Wait > 0 {
+		dst = append(dst, [2]string{HeaderRetryAfterMs, millis(r.Wait)})
+	}
+	return appendSDKHeaders(dst, retry, r.RequestID)
 }
 
 // Headers returns AppendHeaders(nil).
-func (r *Refusal) Headers() [][2]string { return r.AppendHeaders(make([][2]string, 0, 6)) }
+func (r *Refusal) Headers() [][2]string { return r.AppendHeaders(make([][2]string, 0, 10)) }

@@ -15,13 +15,21 @@ import (
 //
 // Headers, in order: Content-Type, then Allow (405) or WWW-Authenticate
 // (401) when the status calls for one, X-Tt-Refusal-Type, X-Tt-Refused-By
-// (503 only: the limit that could not be checked), X-Tt-Request-Id (omitted
-// when RequestID is empty).
+// (503 only: the limit that could not be checked), X-Tt-Request-Id, then
+// X-Should-Retry, X-Request-Id and Request-Id (the request id headers are
+// omitted when RequestID is empty). Only a 503 says X-Should-Retry: true:
+// what it waits for (an accountant's snapshot, a store) comes back on its
+// own; nothing else a rejection names changes by retrying.
 type Rejection struct {
 	Status    int
 	Type      string
 	Message   string
 	RequestID string
+	// Shape is the body's form (Refusal.Shape).
+	Shape Shape
+	// Param names the request member at fault, for OpenAI's param
+	// ("model" for a model outside the key's scope); "" is null.
+	Param string
 	// LimitID names the uncheckable limit of a 503.
 	LimitID string
 	// Allow lists the methods of a 405.
@@ -39,13 +47,16 @@ const (
 	TypeMethodNotAllowed = "method_not_allowed"
 )
 
-// AppendBody appends the JSON body.
+// ShouldRetry reports whether a retry can succeed without the caller
+// changing anything: only for a 503.
+func (r *Rejection) ShouldRetry() bool { return r.Status == 503 }
+
+// AppendBody appends the JSON body in r.Shape.
 func (r *Rejection) AppendBody(dst []byte) []byte {
-	dst = append(dst, `{"error":{"type":`...)
-	dst = appendString(dst, r.Type)
-	dst = append(dst, `,"message":`...)
+	dst = appendHead(dst, r.Shape, r.Status, r.Type)
 	dst = appendString(dst, r.Message)
-	return append(dst, "}}"...)
+	dst = appendTail(dst, r.Shape, r.Type, r.Param)
+	return appendClose(dst, r.Shape, r.RequestID)
 }
 
 // AppendHeaders appends the response headers.
@@ -64,11 +75,11 @@ func (r *Rejection) AppendHeaders(dst [][2]string) [][2]string {
 	if r.RequestID != "" {
 		dst = append(dst, [2]string{HeaderRequestID, r.RequestID})
 	}
-	return dst
+	return appendSDKHeaders(dst, r.ShouldRetry(), r.RequestID)
 }
 
 // Headers returns AppendHeaders(nil).
-func (r *Rejection) Headers() [][2]string { return r.AppendHeaders(make([][2]string, 0, 5)) }
+func (r *Rejection) Headers() [][2]string { return r.AppendHeaders(make([][2]string, 0, 8)) }
 
 // MissingKey is the 401 for a request without a virtual key while
 // require_key is on.
@@ -86,16 +97,34 @@ func AmbiguousKey(requestID string) Rejection {
 		Message: "two different credentials in one request (repeated Authorization or x-api-key headers, or both): send exactly one virtual key"}
 }
 
-// UnknownKey is the 401 for a bearer token that is not a known virtual key.
-// kid is the key id derived from the token, or "" when the token does not
-// have a virtual key's shape.
+// UnknownKey is the 401 for a well-formed virtual key this gateway does not
+// know: kid is the key id derived from it.
 func UnknownKey(requestID, kid string) Rejection {
-	msg := "unknown virtual key: the bearer token is not a tokentriage virtual key (tt-vk_<12>-<32>); send the key you were given"
-	if kid != "" {
-		msg = "unknown virtual key " + kid + ": no key with this id and secret is known to this gateway; check the key, or mint one with tokentriage keys mint"
-	}
-	return Rejection{Status: 401, Type: TypeUnauthorized, RequestID: requestID, Message: msg}
+	return Rejection{Status: 401, Type: TypeUnauthorized, RequestID: requestID,
+		Message: "unknown virtual key " + kid + ": no key with this id and secret is known to this gateway; check the key, or mint one with tokentriage keys mint"}
 }
+
+// ForeignKey is the 401 for a credential that is not a virtual key (a
+// provider's key, say) while a virtual key is required; header names where
+// it came (CredentialAuthorization or CredentialAPIKey).
+func ForeignKey(requestID, header string) Rejection {
+	return Rejection{Status: 401, Type: TypeUnauthorized, RequestID: requestID,
+		Message: "not a virtual key: the " + header + " header does not hold a tokentriage virtual key (tt-vk_<12>-<32>), and this gateway requires one; send the key you were given (a provider's own key never goes through it)"}
+}
+
+// MalformedKey is the 401 for a credential that starts as a virtual key
+// (tt-vk_) but is not one: cut short, extra characters, a character out of
+// base62. header names where it came.
+func MalformedKey(requestID, header string) Rejection {
+	return Rejection{Status: 401, Type: TypeUnauthorized, RequestID: requestID,
+		Message: "malformed virtual key in the " + header + " header: it starts with tt-vk_ but is not tt-vk_ followed by 12 and 32 letters or digits joined by -; it may be cut short or carry extra characters: send the key exactly as it was minted"}
+}
+
+// The header names ForeignKey and MalformedKey name.
+const (
+	CredentialAuthorization = "Authorization"
+	CredentialAPIKey        = "x-api-key"
+)
 
 // RevokedKey is the 401 for a revoked virtual key.
 func RevokedKey(requestID, kid string) Rejection {
@@ -140,7 +169,11 @@ func ScopeDenied(requestID, kid string, scope Scope, value string, allowed []str
 	b.WriteString(" scope ")
 	b.Write(appendStrings(nil, allowed))
 	b.WriteString("; use one it allows, or a key whose scope includes it")
-	return Rejection{Status: 403, Type: TypeScopeDenied, RequestID: requestID, Message: b.String()}
+	r := Rejection{Status: 403, Type: TypeScopeDenied, RequestID: requestID, Message: b.String()}
+	if scope == ScopeModels {
+		r.Param = "model"
+	}
+	return r
 }
 
 // BadBody is the 400 for a request body the gate cannot read; what says
