@@ -78,7 +78,7 @@ func (e *Engine) answerLocal(s *Stream, c credential, query string) Verdict {
 	s.replied, s.status = true, 200
 	v.Action = ActReply
 	v.Reply = &Reply{
-		Status: 200,
+		Status:  200,
 		Headers: wire.RequestIDHeaders([][2]string{{wire.HeaderContentType, "application/json"}}, s.id),
 		Body:    me.AppendJSON(nil),
 		Details: "tokentriage_me",

@@ -26,9 +26,13 @@ func TestAnthropicShapedRefusals(t *testing.T) {
 	var env struct {
 		Type  string `json:"type"`
 		Error struct {
-			Type      string `json:"type"`
-			Details   struct{ ErrorCode string `json:"error_code"` } `json:"details"`
-			RefusedBy struct{ LimitID string `json:"limit_id"` } `json:"refused_by"`
+			Type    string `json:"type"`
+			Details struct {
+				ErrorCode string `json:"error_code"`
+			} `json:"details"`
+			RefusedBy struct {
+				LimitID string `json:"limit_id"`
+			} `json:"refused_by"`
 		} `json:"error"`
 		RequestID string `json:"request_id"`
 	}
