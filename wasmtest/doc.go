@@ -59,6 +59,22 @@
 //     CAS that no key has (a get that found nothing returns CAS 0).
 //   - Every request carries x-request-id (request.id); one is made up when
 //     the client sent none.
+//   - Config.Routes is a route table: the first route whose path prefix and
+//     header matches fit picks the cluster, and answers xds.route_name and
+//     xds.route_metadata (a filter reads its per-route settings at
+//     xds.route_metadata.filter_metadata['envoy.filters.http.wasm'].<key>,
+//     Struct values serialized as Envoy does: strings raw, numbers as 8-byte
+//     doubles, bools as one byte, objects and lists in the pair format, the
+//     whole Metadata message as protobuf). As in Envoy the route is chosen
+//     before the filter runs and kept: a filter that changes a header the
+//     routes match on calls the foreign function clear_route_cache.
+//   - Config.Properties are keyed by path written as Envoy's attribute docs
+//     write it, segments joined by dots and a segment that holds a dot as a
+//     quoted key in brackets (shared/propertypath).
+//   - Foreign functions: clear_route_cache, compress and uncompress (zlib)
+//     are registered, as Envoy registers them. Envoy's declare_property,
+//     set_envoy_filter_state, sign, verify_signature and expr_* are not:
+//     they answer NOT_FOUND, as in a host that lacks them (foreign.go).
 //   - The upstream gets the request when the filter releases its body (at
 //     once when it has none or no length), with the exact length of what the
 //     filter let through when all of it is known by then. A changed body that

@@ -48,9 +48,18 @@ type Config struct {
 	Upstream Cluster
 	// Env is vm_config.environment_variables: the WASI environment.
 	Env map[string]string
-	// Properties are extra property values keyed by their dotted path, for
-	// example "xds.cluster_name" or "xds.node.id"; values are the bytes the
-	// filter reads (strings raw, integers 8-byte little-endian).
+	// Routes is the route table: the first route that matches a request
+	// picks its cluster, and gives the xds.route_name and
+	// xds.route_metadata properties. Empty, every request goes to Upstream.
+	Routes []Route
+	// Properties are extra property values keyed by their path, written as
+	// segments joined by dots ("xds.cluster_name", "xds.node.id"), with a
+	// segment that holds a dot as a quoted key in brackets
+	// ("xds.listener_metadata.filter_metadata['envoy.lb'].zone"), or in
+	// the wire form (segments joined by NUL). Values are the bytes the
+	// filter reads (strings raw, integers 8-byte little-endian). Every
+	// xds.* entry is also served at its older top-level name (node.id,
+	// cluster_name, …) that SDKs before the xds attributes read.
 	Properties map[string][]byte
 	// Log receives a copy of every captured log line; nil keeps them only
 	// in memory (Logs).
@@ -104,6 +113,7 @@ type Host struct {
 	retired     []*vm
 	retiredMu   sync.Mutex
 	props       map[string][]byte
+	routes      []*route
 }
 
 var _ http.Handler = (*Host)(nil)
@@ -160,7 +170,6 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		queues:      newQueueStore(),
 		clusters:    map[string]*target{},
 		transport:   newProxyTransport(),
-		props:       configProps(cfg.Properties),
 	}
 	if h.clock == nil {
 		h.clock = RealClock()
@@ -195,6 +204,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		}
 		h.clusters[name] = t
 	}
+	if err := h.compileRoutes(cfg.Routes); err != nil {
+		return nil, err
+	}
+	props, err := configProps(cfg.Properties)
+	if err != nil {
+		return nil, err
+	}
+	h.props = props
 
 	rt, cm, err := compileModule(ctx, cfg.Cache, cfg.Module)
 	if err != nil {

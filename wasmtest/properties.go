@@ -2,31 +2,43 @@ package wasmtest
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/tokentriage/tokentriage/shared/propertypath"
 )
 
 // Properties (shared/proxy-wasm.md 1.6, 3.8). A path is its segments
 // joined by NUL; strings come back raw, integers as 8 bytes little-endian,
 // maps in the pair format. An unknown path is NOT_FOUND.
 
-// configProps turns Config.Properties (dotted keys) into NUL-joined keys,
+// configProps turns Config.Properties (written paths) into wire keys,
 // adding the top-level spellings older SDKs read (node, cluster_name, …)
-// for every xds.* entry.
-func configProps(in map[string][]byte) map[string][]byte {
+// for every xds.* entry that the configuration does not set itself.
+func configProps(in map[string][]byte) (map[string][]byte, error) {
 	out := make(map[string][]byte, 2*len(in))
+	set := make(map[string]bool, len(in))
+	aliases := map[string][]byte{}
 	for k, v := range in {
-		key := strings.ReplaceAll(k, ".", "\x00")
+		segs, err := propertypath.Parse(k)
+		if err != nil {
+			return nil, fmt.Errorf("wasmtest: Config.Properties: %w", err)
+		}
+		key := propertypath.Wire(segs)
 		out[key] = v
-		if rest, ok := strings.CutPrefix(k, "xds."); ok {
-			alias := strings.ReplaceAll(rest, ".", "\x00")
-			if _, set := in[rest]; !set {
-				out[alias] = v
-			}
+		set[key] = true
+		if segs[0] == "xds" && len(segs) > 1 {
+			aliases[propertypath.Wire(segs[1:])] = v
 		}
 	}
-	return out
+	for k, v := range aliases {
+		if !set[k] {
+			out[k] = v
+		}
+	}
+	return out, nil
 }
 
 // proxy_get_property(path_ptr, path_size, ret_ptr, ret_size)
@@ -80,6 +92,15 @@ func (v *vm) property(path []byte, rp, rs uint32) status {
 			return v.outU64(uint64(n), rp, rs)
 		}
 		return statusNotFound
+	case "xds":
+		if r, ok := v.routeProperty(st, seg[1:], rp, rs); ok {
+			return r
+		}
+	case "route_name", "route_metadata", "cluster_name":
+		// the older top-level spellings of the xds attributes
+		if r, ok := v.routeProperty(st, seg, rp, rs); ok {
+			return r
+		}
 	}
 	if val, ok := v.h.props[string(path)]; ok {
 		return v.outBytes(val, rp, rs)

@@ -15,6 +15,7 @@ func TestProperties(t *testing.T) {
 			"xds.cluster_name": []byte("outbound|443||api.openai.com"),
 			"xds.route_name":   []byte("llm"),
 			"xds.node.id":      []byte("router~10.0.0.1~gw.istio-system"),
+			"xds.listener_metadata.filter_metadata['envoy.lb'].zone": []byte("eu-1"),
 		},
 	})
 	resp := h.Do(Request{Path: "/v1/chat?x=1", Host: "gw.local", Headers: hdr("X-Mode", "properties", "X-Request-Id", "req-1", "X-Foo", "bar", "User-Agent", "ua/1")})
@@ -27,6 +28,16 @@ func TestProperties(t *testing.T) {
 	}, " ")
 	if got := string(resp.Body); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	// A segment with dots in it is one segment: the filter reads it at
+	// xds / listener_metadata / filter_metadata / envoy.lb / zone.
+	resp = h.Do(Request{Headers: hdr("X-Mode", "property", "X-Path", "xds,listener_metadata,filter_metadata,envoy.lb,zone")})
+	if got := string(resp.Body); got != "0:eu-1" {
+		t.Errorf("dotted segment: got %q", got)
+	}
+	resp = h.Do(Request{Headers: hdr("X-Mode", "property", "X-Path", "listener_metadata,filter_metadata,envoy.lb,zone")})
+	if got := string(resp.Body); got != "0:eu-1" {
+		t.Errorf("older top-level spelling: got %q", got)
 	}
 }
 

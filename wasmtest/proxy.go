@@ -288,7 +288,8 @@ func (s *stream) startUpstream(rest []effect) {
 		return
 	}
 	px.upStarted = true
-	if s.h.upstream == nil {
+	t := s.upstreamTarget()
+	if t == nil {
 		px.upBlocked = true
 		s.noRoute()
 		return
@@ -308,7 +309,7 @@ func (s *stream) startUpstream(rest []effect) {
 	}
 	ctx, cancel := context.WithCancel(px.r.Context())
 	px.upCancel = cancel
-	req, err := s.h.upstream.request(ctx, s.req.hdr, body, cl)
+	req, err := t.request(ctx, s.req.hdr, body, cl)
 	if err != nil {
 		cancel()
 		s.h.logs.add(s.v.index, s.v.name, LogError, "upstream request: "+err.Error())
@@ -326,7 +327,7 @@ func (s *stream) startUpstream(rest []effect) {
 		}
 	}
 	gen := px.upGen
-	go s.runUpstream(s.h.upstream, req, gen)
+	go s.runUpstream(t, req, gen)
 }
 
 // upstreamFailed turns an upstream failure before the response into a 503

@@ -82,7 +82,9 @@ type stream struct {
 	ended      bool // on_log/on_done/on_delete ran (or are skipped)
 	inLog      bool
 	props      map[string][]byte // proxy_set_property (filter state wasm.*)
-	details    string            // response code details
+	rt         *route            // the route chosen (see currentRoute)
+	rtState    routeState
+	details    string // response code details
 	counts     Counts
 
 	// request facts for properties
@@ -114,6 +116,7 @@ func (s *stream) begin(hdr hmap, eos bool) {
 		s.handleFailure()
 		return
 	}
+	s.chooseRoute() // Envoy picks the route before the filter chain runs
 	s.id = v.nextID
 	v.nextID++
 	v.streams[s.id] = s

@@ -159,12 +159,3 @@ func hostGrpcUnsupported(v *vm, s []uint64) {
 	v.h.logs.add(v.index, v.name, LogWarn, "gRPC calls are not supported by this host")
 	s[0] = statusUnimplemented
 }
-
-// proxy_call_foreign_function: no foreign functions are registered.
-func hostCallForeignFunction(v *vm, s []uint64) {
-	if _, ok := v.read(uint32(s[0]), uint32(s[1])); !ok {
-		s[0] = statusInvalidMemoryAccess
-		return
-	}
-	s[0] = statusNotFound
-}

@@ -3,6 +3,7 @@ package proxywasm_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
@@ -407,5 +408,73 @@ func TestMetricIDZero(t *testing.T) {
 	bad.Increment(1)
 	if bad.Defined() || bad.Value() != 0 || proxywasm.HostCalls() != c0 {
 		t.Error("the zero MetricCounter is not inert")
+	}
+}
+
+// The native stand-in reads Options.Properties at the paths wasmtest reads
+// Config.Properties at: a segment that holds dots (a filter name in route
+// metadata) is one segment, and xds.* answers at its older top-level
+// spelling too.
+func TestPropertyPathsAgreeWithWasmtest(t *testing.T) {
+	got := map[string]string{}
+	read := func(path ...string) {
+		v, err := proxywasm.GetProperty(path)
+		if err != nil {
+			got[strings.Join(path, "|")] = "error: " + err.Error()
+			return
+		}
+		got[strings.Join(path, "|")] = string(v)
+	}
+	h := &hooks{reqHeaders: func(uint32, int, bool) types.Action {
+		read("xds", "route_metadata", "filter_metadata", "envoy.filters.http.wasm", "backend")
+		read("route_metadata", "filter_metadata", "envoy.filters.http.wasm", "backend")
+		read("xds", "route_metadata", "filter_metadata", "envoy", "filters", "http", "wasm", "backend")
+		read("xds", "route_name")
+		read("route_name")
+		return types.ActionContinue
+	}}
+	e := start(t, h, proxytest.Options{Properties: map[string][]byte{
+		"xds.route_metadata.filter_metadata['envoy.filters.http.wasm'].backend": []byte("pool-a"),
+		"xds.route_name": []byte("llm"),
+	}})
+	e.CallOnRequestHeaders(e.InitializeHttpContext(), requestHeaders, true)
+	want := map[string]string{
+		"xds|route_metadata|filter_metadata|envoy.filters.http.wasm|backend": "pool-a",
+		"route_metadata|filter_metadata|envoy.filters.http.wasm|backend":     "pool-a",
+		"xds|route_metadata|filter_metadata|envoy|filters|http|wasm|backend": "error: error status returned by host: not found",
+		"xds|route_name": "llm",
+		"route_name":     "llm",
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %q, want %q", k, got[k], w)
+		}
+	}
+}
+
+// clear_route_cache is the one foreign function the filter calls; the
+// stand-in counts it per stream, and answers NOT_FOUND for names it lacks.
+func TestForeignFunctionsNative(t *testing.T) {
+	var cleared bool
+	var unknownErr error
+	var z, back []byte
+	h := &hooks{reqHeaders: func(uint32, int, bool) types.Action {
+		cleared = proxywasm.ClearRouteCache()
+		_, unknownErr = proxywasm.CallForeignFunction("no_such_function", nil)
+		z, _ = proxywasm.CallForeignFunction("compress", []byte("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"))
+		back, _ = proxywasm.CallForeignFunction("uncompress", z)
+		return types.ActionContinue
+	}}
+	e := start(t, h, proxytest.Options{})
+	id := e.InitializeHttpContext()
+	e.CallOnRequestHeaders(id, requestHeaders, false)
+	if !cleared || e.RouteCacheClears(id) != 1 {
+		t.Errorf("ClearRouteCache = %v, clears = %d", cleared, e.RouteCacheClears(id))
+	}
+	if !errors.Is(unknownErr, types.ErrorStatusNotFound) {
+		t.Errorf("unknown function: %v", unknownErr)
+	}
+	if string(back) != "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" || len(z) == 0 {
+		t.Errorf("compress/uncompress round trip: %q", back)
 	}
 }

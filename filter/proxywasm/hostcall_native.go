@@ -224,6 +224,13 @@ func hSetProperty(path, value []byte) uint32 {
 	return statusNoHost
 }
 
+func hCallForeignFunction(name string, args []byte) ([]byte, uint32) {
+	if h := host(); h != nil {
+		return h.CallForeignFunction(name, args)
+	}
+	return nil, statusNoHost
+}
+
 func hGetStatus() (uint32, []byte, uint32) {
 	if h := host(); h != nil {
 		return h.GetStatus()

@@ -93,6 +93,9 @@ func proxyGetProperty(path *byte, pathSize uint32, retData unsafe.Pointer, retSi
 //go:wasmimport env proxy_set_property
 func proxySetProperty(path *byte, pathSize uint32, value *byte, valueSize uint32) uint32
 
+//go:wasmimport env proxy_call_foreign_function
+func proxyCallForeignFunction(name string, args *byte, argsSize uint32, retData unsafe.Pointer, retSize *uint32) uint32
+
 //go:wasmimport env proxy_get_status
 func proxyGetStatus(retCode *uint32, retMsg unsafe.Pointer, retMsgSize *uint32) uint32
 
@@ -275,6 +278,13 @@ func hGetProperty(path []byte) ([]byte, uint32) {
 func hSetProperty(path, value []byte) uint32 {
 	hostCalls.Add(1)
 	return proxySetProperty(unsafe.SliceData(path), uint32(len(path)), unsafe.SliceData(value), uint32(len(value)))
+}
+
+func hCallForeignFunction(name string, args []byte) ([]byte, uint32) {
+	hostCalls.Add(1)
+	out.p, out.n = nil, 0
+	st := proxyCallForeignFunction(name, unsafe.SliceData(args), uint32(len(args)), unsafe.Pointer(&out.p), &out.n)
+	return received(st), st
 }
 
 func hGetStatus() (uint32, []byte, uint32) {

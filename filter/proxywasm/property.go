@@ -40,3 +40,25 @@ func SetProperty(path []string, value []byte) error {
 	keepScratch(buf)
 	return statusToError(st)
 }
+
+// CallForeignFunction calls a function the host registered by name, such
+// as Envoy's clear_route_cache, compress and uncompress, with args as its
+// argument bytes. types.ErrorStatusNotFound when the host has no such
+// function.
+func CallForeignFunction(name string, args []byte) ([]byte, error) {
+	v, st := hCallForeignFunction(name, args)
+	if st != abi.StatusOK {
+		return nil, statusToError(st)
+	}
+	return v, nil
+}
+
+// ClearRouteCache asks the host to choose the request's route again from
+// its headers as they are now (Envoy's clear_route_cache foreign
+// function). Envoy picks a route before the filter chain runs and keeps
+// it: a filter that sets a header the routes match on calls this for the
+// change to count. It reports whether the host has the function.
+func ClearRouteCache() bool {
+	_, st := hCallForeignFunction("clear_route_cache", nil)
+	return st == abi.StatusOK
+}

@@ -36,8 +36,12 @@ type Options struct {
 	PluginConfiguration []byte
 	// VMConfiguration is readable at any time.
 	VMConfiguration []byte
-	// Properties answer proxy_get_property, keyed by the path's segments
-	// joined with ".", like "xds.node.id".
+	// Properties answer proxy_get_property, keyed by their path written as
+	// wasmtest.Config.Properties takes it: segments joined by dots, a
+	// segment holding a dot as a quoted key in brackets
+	// ("xds.route_metadata.filter_metadata['envoy.filters.http.wasm'].k"),
+	// or the wire form. xds.* entries also answer at their older
+	// top-level spelling (node.id, route_name, …).
 	Properties map[string][]byte
 	// PluginName, RootID and VMID answer the plugin_name, plugin_root_id
 	// and plugin_vm_id properties.

@@ -1,6 +1,9 @@
 package proxytest
 
 import (
+	"bytes"
+	"compress/zlib"
+	"io"
 	"strings"
 
 	"github.com/tokentriage/tokentriage/filter/proxywasm"
@@ -515,6 +518,38 @@ func (h *vmHost) GetMetric(id uint32) (uint64, uint32) {
 		return uint64(m.gauge), abi.StatusOK
 	}
 	return 0, abi.StatusBadArgument
+}
+
+// CallForeignFunction has the functions of Envoy's that a filter of this
+// project calls: clear_route_cache (counted per stream, see
+// RouteCacheClears), compress and uncompress (zlib). Others are NOT_FOUND,
+// as in a host that does not register them.
+func (h *vmHost) CallForeignFunction(name string, args []byte) ([]byte, uint32) {
+	h.hostCalls++
+	switch name {
+	case "clear_route_cache":
+		if s := h.cur(); s != nil {
+			s.routeClears++
+		}
+		return nil, abi.StatusOK
+	case "compress":
+		var b bytes.Buffer
+		w := zlib.NewWriter(&b)
+		w.Write(args)
+		w.Close()
+		return b.Bytes(), abi.StatusOK
+	case "uncompress":
+		r, err := zlib.NewReader(bytes.NewReader(args))
+		if err != nil {
+			return nil, abi.StatusSerializationFailed
+		}
+		out, err := io.ReadAll(r)
+		if err != nil {
+			return nil, abi.StatusSerializationFailed
+		}
+		return out, abi.StatusOK
+	}
+	return nil, abi.StatusNotFound
 }
 
 func (h *vmHost) GetStatus() (uint32, []byte, uint32) {

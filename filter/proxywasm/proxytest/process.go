@@ -13,7 +13,8 @@ import (
 // process is what the VMs of one host process share: shared data (one
 // vm_id namespace) and the metric store.
 type process struct {
-	opts Options
+	opts  Options
+	props map[string][]byte // Options.Properties by wire path
 
 	mu     sync.Mutex
 	shared map[string]sharedCell
@@ -31,6 +32,7 @@ type sharedCell struct {
 func newProcess(opts Options) *process {
 	return &process{
 		opts:    opts,
+		props:   wireProperties(opts.Properties),
 		shared:  map[string]sharedCell{},
 		cas:     1,
 		metrics: map[metricKey]*metricValue{},

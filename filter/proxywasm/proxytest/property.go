@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tokentriage/tokentriage/filter/proxywasm/internal/abi"
+	"github.com/tokentriage/tokentriage/shared/propertypath"
 )
 
 // GetProperty answers from, in order: what the filter set on the current
@@ -22,7 +23,7 @@ func (h *vmHost) GetProperty(path []byte) ([]byte, uint32) {
 		}
 	}
 	segs := strings.Split(key, "\x00")
-	if v, ok := h.proc.opts.Properties[strings.Join(segs, ".")]; ok {
+	if v, ok := h.proc.props[key]; ok {
 		return clone(v), abi.StatusOK
 	}
 	switch key {
@@ -39,6 +40,31 @@ func (h *vmHost) GetProperty(path []byte) ([]byte, uint32) {
 		}
 	}
 	return nil, abi.StatusNotFound
+}
+
+// wireProperties keys Options.Properties by their wire path, and serves
+// every xds.* entry at its older top-level spelling too, as wasmtest does
+// (both read the written form with shared/propertypath). A key that is not
+// a path is a mistake in the test's setup: it panics with the reason.
+func wireProperties(in map[string][]byte) map[string][]byte {
+	out := make(map[string][]byte, 2*len(in))
+	aliases := map[string][]byte{}
+	for k, v := range in {
+		segs, err := propertypath.Parse(k)
+		if err != nil {
+			panic("proxytest: Options.Properties: " + err.Error())
+		}
+		out[propertypath.Wire(segs)] = v
+		if segs[0] == "xds" && len(segs) > 1 {
+			aliases[propertypath.Wire(segs[1:])] = v
+		}
+	}
+	for k, v := range aliases {
+		if _, set := out[k]; !set {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func streamAttribute(s *stream, segs []string) ([]byte, bool) {

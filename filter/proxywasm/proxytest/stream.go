@@ -42,6 +42,7 @@ type stream struct {
 	continueReq  bool
 	continueResp bool
 	pendingReset bool
+	routeClears  int // clear_route_cache calls
 	reset        bool
 	touched      bool
 	finished     bool
@@ -498,4 +499,15 @@ func (e *Emulator) read(id uint32, f func(*stream) [][2]string) [][2]string {
 		return f(s)
 	}
 	return nil
+}
+
+// RouteCacheClears is how many times the stream called the foreign
+// function clear_route_cache.
+func (e *Emulator) RouteCacheClears(id uint32) int {
+	e.nv.Lock()
+	defer e.nv.Unlock()
+	if s := e.h.streams[id]; s != nil {
+		return s.routeClears
+	}
+	return 0
 }

@@ -82,6 +82,9 @@ func proxySetProperty(pp *byte, pn int32, vp *byte, vn int32) int32
 //go:wasmimport env proxy_set_tick_period_milliseconds
 func proxySetTickPeriod(ms int32) int32
 
+//go:wasmimport env proxy_call_foreign_function
+func proxyCallForeignFunction(np *byte, nn int32, ap *byte, an int32, rp unsafe.Pointer, rn *int32) int32
+
 //go:wasmimport env proxy_get_log_level
 func proxyGetLogLevel(ret *int32) int32
 
@@ -245,4 +248,11 @@ func getProperty(path ...string) ([]byte, int32) {
 
 func setProperty(path, value string) int32 {
 	return proxySetProperty(ptr(path), int32(len(path)), ptr(value), int32(len(value)))
+}
+
+func callForeign(name string, args []byte) ([]byte, int32) {
+	var p *byte
+	var n int32
+	st := proxyCallForeignFunction(ptr(name), int32(len(name)), bptr(args), int32(len(args)), unsafe.Pointer(&p), &n)
+	return out(p, n), st
 }

@@ -6,6 +6,7 @@ package main
 
 import (
 	"encoding/binary"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -237,6 +238,26 @@ func onRequestHeaders(id, n int32, eos bool) int32 {
 	case "properties":
 		sendLocal(200, "", properties(), nil)
 		return 1
+	case "property":
+		path, _ := getHeader(mapReqHeaders, "x-path")
+		v, st := getProperty(strings.Split(path, ",")...)
+		sendLocal(200, "", itoa(st)+":"+string(v), nil)
+		return 1
+	case "foreign":
+		sendLocal(200, "", foreign(), nil)
+		return 1
+	case "route":
+		// What the route says before and after the filter changes the
+		// header the routes match on, with or without clearing the cache.
+		c.note("before=" + routeInfo())
+		if m, st := getHeader(mapReqHeaders, "x-set-model"); st == 0 {
+			replaceHeader(mapReqHeaders, "x-model", m)
+		}
+		if _, st := getHeader(mapReqHeaders, "x-clear"); st == 0 {
+			_, st := callForeign("clear_route_cache", nil)
+			c.note("clear=" + itoa(st))
+		}
+		c.note("after=" + routeInfo())
 	case "alloc-empty":
 		v, st := getHeader(mapReqHeaders, "x-empty")
 		c.note("empty=" + itoa(st) + ":" + v)
@@ -569,3 +590,60 @@ func eosMark(eos bool) string {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// routeInfo is the route's name and a few of its metadata, as a filter
+// reads them from xds.route_metadata.filter_metadata['envoy.filters.http.wasm'].
+func routeInfo() string {
+	meta := []string{"xds", "route_metadata", "filter_metadata", "envoy.filters.http.wasm"}
+	str := func(path ...string) string {
+		v, st := getProperty(path...)
+		if st != 0 {
+			return "!" + itoa(st)
+		}
+		return string(v)
+	}
+	name := str("xds", "route_name")
+	backend := str(append(meta, "backend")...)
+	var weight string
+	if v, st := getProperty(append(meta, "weight")...); st == 0 && len(v) == 8 {
+		weight = strconv.FormatFloat(math.Float64frombits(binary.LittleEndian.Uint64(v)), 'g', -1, 64)
+	} else {
+		weight = "!" + itoa(st) + "/" + strconv.Itoa(len(v))
+	}
+	var flag string
+	if v, st := getProperty(append(meta, "on")...); st == 0 && len(v) == 1 {
+		flag = strconv.Itoa(int(v[0]))
+	} else {
+		flag = "!" + itoa(st)
+	}
+	tags := str(append(meta, "tags", "1")...)
+	var whole string
+	if v, st := getProperty(meta...); st == 0 {
+		var ks []string
+		for _, p := range decodePairs(v) {
+			ks = append(ks, p[0])
+		}
+		whole = strings.Join(ks, "+")
+	} else {
+		whole = "!" + itoa(st)
+	}
+	_, nullSt := getProperty(append(meta, "nothing")...)
+	legacy := str("route_name")
+	return name + "/" + backend + "/" + weight + "/" + flag + "/" + tags + "/" + whole + "/null" + itoa(nullSt) + "/legacy=" + legacy
+}
+
+func foreign() string {
+	var out []string
+	in := []byte(strings.Repeat("tokentriage ", 20))
+	z, st := callForeign("compress", in)
+	out = append(out, "compress="+itoa(st)+":"+strconv.FormatBool(len(z) > 0 && len(z) < len(in)))
+	back, st := callForeign("uncompress", z)
+	out = append(out, "uncompress="+itoa(st)+":"+strconv.FormatBool(string(back) == string(in)))
+	_, st = callForeign("uncompress", []byte("not zlib"))
+	out = append(out, "corrupt="+itoa(st))
+	_, st = callForeign("clear_route_cache", nil)
+	out = append(out, "clear="+itoa(st))
+	_, st = callForeign("no_such_function", []byte("x"))
+	out = append(out, "unknown="+itoa(st))
+	return strings.Join(out, " ")
+}

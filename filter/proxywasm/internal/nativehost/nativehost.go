@@ -55,6 +55,7 @@ type Host interface {
 	GetProperty(path []byte) ([]byte, uint32)
 	SetProperty(path, value []byte) uint32
 	GetStatus() (uint32, []byte, uint32)
+	CallForeignFunction(name string, args []byte) ([]byte, uint32)
 }
 
 // Guest is the binding's side: the proxy_on_* callbacks with their ABI
