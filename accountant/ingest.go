@@ -139,7 +139,13 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 	werr := s.ledger.Wait(ctx, seq)
 	if werr != nil && ctx.Err() != nil && errors.Is(werr, ctx.Err()) {
 		// The sender left; the commit still ends one way or the other.
-		go func() { s.settle(seq, s.ledger.Wait(context.Background(), seq)) }()
+		go func() {
+			werr := s.ledger.Wait(context.Background(), seq)
+			s.settle(seq, werr)
+			if werr == nil {
+				s.spendAcknowledged(rows, res)
+			}
+		}()
 		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable yet: %w", werr)
 	}
 	folded := s.settle(seq, werr)
@@ -147,6 +153,8 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 	if werr != nil {
 		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable: %w", werr)
 	}
+	// Durable: now, and only now, the rows count in spend reports.
+	s.spendAcknowledged(rows, res)
 	if res.WaitTag != 0 && res.WaitTag != seq {
 		// A duplicate is acknowledged only once the batch that recorded it
 		// is durable; if that commit failed, so does this answer, and the

@@ -14,20 +14,24 @@ const replayChunk = 8192
 // replay feeds the core every ledger row that ended at or after
 // core.ReplayFrom(now): the rows of the current day, ISO week and month and
 // of the dedup window, so counters and request ids survive a restart
-// exactly. A line that is not a ledger row is skipped with a warning (a torn
-// tail was already truncated by ledgerlog.Open).
-func (s *Server) replay(now time.Time) error {
+// exactly. Every row of the files it reads also goes into the spend
+// rollup; it returns those files, so the older ones can be summed after
+// start (spendHistory). A line that is not a ledger row is skipped with a
+// warning (a torn tail was already truncated by ledgerlog.Open).
+func (s *Server) replay(now time.Time) ([]string, error) {
 	from := s.core.ReplayFrom(now)
 	files, err := ledgerlog.Files(s.opts.DataDir, from)
 	if err != nil {
-		return fmt.Errorf("accountant: replay: %w", err)
+		return nil, fmt.Errorf("accountant: replay: %w", err)
 	}
 	t0 := time.Now()
-	var rows []ledger.Row
+	var rows, older []ledger.Row
 	var read, kept, bad int
 	flush := func() {
-		s.core.Restore(now, rows)
-		rows = rows[:0]
+		s.core.Restore(now, rows) // prices what carries no cost
+		s.spend.Add(rows)
+		s.spend.Add(older)
+		rows, older = rows[:0], older[:0]
 	}
 	for _, f := range files {
 		err := ledgerlog.ScanLines(f, func(line int, b []byte, _ bool) error {
@@ -39,20 +43,21 @@ func (s *Server) replay(now time.Time) error {
 				return nil
 			}
 			if r.End.Before(from) {
-				return nil
+				older = append(older, r)
+			} else {
+				kept++
+				rows = append(rows, r)
 			}
-			kept++
-			rows = append(rows, r)
-			if len(rows) == replayChunk {
+			if len(rows)+len(older) == replayChunk {
 				flush()
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("accountant: replay: %w", err)
+			return nil, fmt.Errorf("accountant: replay: %w", err)
 		}
 	}
 	flush()
 	s.log.Info("ledger replayed", "from", from, "files", len(files), "lines", read, "rows", kept, "skipped_bad", bad, "took", time.Since(t0).Round(time.Millisecond))
-	return nil
+	return files, nil
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/accountant/pricing"
 	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/accountant/spend"
 	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -69,6 +70,10 @@ type Options struct {
 	LedgerMaxFileBytes int64
 	// Store holds the counters. Nil: a local store.
 	Store store.Store
+	// SpendHourlyDays is how many days before today the spend rollup keeps
+	// hourly; older days are kept as daily sums. Zero:
+	// spend.DefaultHourlyDays; negative: every hour is kept.
+	SpendHourlyDays int
 }
 
 // MaxReplicas bounds the replicas tracked (by the ?replica= id of sync and
@@ -95,6 +100,10 @@ type Server struct {
 	alerts  *alerter
 	handler http.Handler
 	lock    *os.File // the data directory's lock, held until Close
+	// spend is the rollup spend reports read: the whole ledger, summed by
+	// hour (see spend.go).
+	spend      *spend.Rollup
+	spendState spendState
 
 	mu       sync.Mutex // guards core, plan, armed, the cached runtime plane
 	core     *core.Core
@@ -211,7 +220,13 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("accountant: %w", err)
 	}
 	s.ledger = lg
-	if err := s.replay(start); err != nil {
+	s.spend = spend.New(spend.Options{HourlyDays: opts.SpendHourlyDays})
+	replayed, err := s.replay(start)
+	if err == nil {
+		s.spend.Compact(start)
+		err = s.startSpend(replayed)
+	}
+	if err != nil {
 		lg.Close()
 		db.Close()
 		lock.Close()
@@ -237,15 +252,17 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", serveNoRoute)
 	mux.Handle(api.Prefix, api.New(api.Deps{
-		DB:         s.db,
-		Armed:      s.Armed,
-		Reload:     s.ReloadBy,
-		Counters:   s.liveCounters,
-		Changed:    s.Changed,
-		Rollout:    s.Rollout,
-		AdminToken: s.opts.AdminToken,
-		Now:        s.now,
-		Logger:     s.log,
+		DB:          s.db,
+		Armed:       s.Armed,
+		Reload:      s.ReloadBy,
+		Counters:    s.liveCounters,
+		Spend:       s.spendReport,
+		SpendLimits: s.spendLimits,
+		Changed:     s.Changed,
+		Rollout:     s.Rollout,
+		AdminToken:  s.opts.AdminToken,
+		Now:         s.now,
+		Logger:      s.log,
 	}))
 	return mux
 }
@@ -301,6 +318,7 @@ loop:
 // requests that arrive after Close fail.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopSpend()
 		s.closeErr = s.ledger.Close()
 		if err := s.db.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = err
@@ -328,6 +346,7 @@ func (s *Server) tick() {
 		s.log.Error("accountant: counter store", "err", err)
 	}
 	s.alerts.emit(alerts)
+	s.spend.Compact(now)
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/accountant/spend"
 	"github.com/tokentriage/tokentriage/shared/govern"
 )
 
@@ -39,6 +40,13 @@ type Deps struct {
 	// Counters reads the live LedgerSettled counters for GET
 	// governance/counters; nil answers 503.
 	Counters func() (LiveCounters, error)
+	// Spend answers a spend report for a caller scoped to scope ("" the
+	// admin); nil answers 503. A *NotReadyError answers 503 with
+	// Retry-After, a *spend.QueryError 400, a *spend.ScopeError 403.
+	Spend func(q spend.Query, scope string) (*spend.Report, error)
+	// SpendLimits lists the budgets and quotas of scope with their live
+	// counters; nil answers 503.
+	SpendLimits func(scope string) (SpendLimits, error)
 	// Changed is called after every successful write, so the accountant
 	// re-arms with the new runtime plane and bumps the sync versions.
 	Changed func()
@@ -97,6 +105,9 @@ func (h *handler) routes() {
 	route("GET "+Prefix+"governance/limits", delegated, h.getLimits)
 	route("GET "+Prefix+"governance/counters", adminOnly, h.getCounters)
 
+	route("GET "+Prefix+"spend", delegated, h.getSpend)
+	route("GET "+Prefix+"spend/limits", delegated, h.getSpendLimits)
+
 	route("GET "+Prefix+"nodes", delegated, h.listNodes)
 	route("POST "+Prefix+"nodes", delegated, h.createNode)
 	route("DELETE "+Prefix+"nodes", delegated, h.deleteNode)
@@ -125,7 +136,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 var _ http.Handler = (*handler)(nil)
 
 // routeList is what a request for an unknown route is told.
-const routeList = "GET governance/limits; GET governance/counters; GET, POST, DELETE nodes; GET, PUT, DELETE overrides; " +
+const routeList = "GET governance/limits; GET governance/counters; GET spend; GET spend/limits; GET, POST, DELETE nodes; GET, PUT, DELETE overrides; " +
 	"POST, GET keys; GET keys/{kid}; POST keys/{kid}/revoke; POST, GET admins; POST admins/{id}/revoke; GET audit; POST reload"
 
 func (h *handler) noRoute(w http.ResponseWriter, r *http.Request) {
