@@ -94,7 +94,7 @@ func BenchmarkIngestHTTP(b *testing.B) {
 		}
 		batches[i] = batch(rows...)
 	}
-	client := srv.Client()
+	client := &http.Client{Transport: bearer{testInternalToken, srv.Client().Transport}}
 	var idx atomic.Int64
 	b.SetParallelism(4)
 	b.ResetTimer()

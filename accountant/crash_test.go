@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 // address as its first line of stdout.
 func runChild() int {
 	s, err := New(Options{
-		ConfigPath: os.Getenv("TT_CHILD_CONFIG"), DataDir: os.Getenv("TT_CHILD_DATA"),
+		ConfigPath: os.Getenv("TT_CHILD_CONFIG"), DataDir: os.Getenv("TT_CHILD_DATA"), InternalToken: testInternalToken,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		// Small files so the test crosses rotations too.
 		LedgerMaxFileBytes: 256 << 10,
@@ -118,7 +118,7 @@ func TestCrashLosesNoAcknowledgedRow(t *testing.T) {
 	ackedBatches := 0
 
 	c := startChild(t, cfg, data)
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := internalClient
 	killAt := 40 // acknowledged batches before the kill
 	killed := make(chan struct{})
 	var once sync.Once

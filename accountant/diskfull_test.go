@@ -72,7 +72,7 @@ func TestLedgerWriteFailureIsLoudAndRecovers(t *testing.T) {
 		t.Fatalf("accountant child did not start: %v\n%s", err, stderr.String())
 	}
 	addr := strings.TrimSpace(line)
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := internalClient
 	get := func(path string) (int, string) {
 		t.Helper()
 		resp, err := client.Get("http://" + addr + path)

@@ -157,9 +157,10 @@ func TestNewRefusesBadInputsClearly(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{"data is a file", Options{ConfigPath: cfg, DataDir: file}, "is a file, not a directory; pass --data a directory"},
-		{"webhook", Options{ConfigPath: cfg, DataDir: filepath.Join(dir, "d0"), AlertWebhook: "::nope"}, `the alert webhook "::nope" is not an http(s) URL`},
-		{"webhook scheme", Options{ConfigPath: cfg, DataDir: filepath.Join(dir, "d0"), AlertWebhook: "ftp://x/y"}, `is not an http(s) URL`},
+		{"data is a file", Options{InternalToken: testInternalToken, ConfigPath: cfg, DataDir: file}, "is a file, not a directory; pass --data a directory"},
+		{"webhook", Options{InternalToken: testInternalToken, ConfigPath: cfg, DataDir: filepath.Join(dir, "d0"), AlertWebhook: "::nope"}, `the alert webhook "::nope" is not an http(s) URL`},
+		{"no internal token", Options{ConfigPath: cfg, DataDir: filepath.Join(dir, "d0")}, "accountant: no internal token; set TT_ACCOUNTANT_TOKEN or pass --internal-token-file FILE"},
+		{"webhook scheme", Options{InternalToken: testInternalToken, ConfigPath: cfg, DataDir: filepath.Join(dir, "d0"), AlertWebhook: "ftp://x/y"}, `is not an http(s) URL`},
 	} {
 		c.o.Logger = quiet
 		s, err := New(c.o)
@@ -174,16 +175,16 @@ func TestNewRefusesBadInputsClearly(t *testing.T) {
 	}
 
 	data := filepath.Join(dir, "data")
-	first, err := New(Options{ConfigPath: cfg, DataDir: data, Logger: quiet})
+	first, err := New(Options{InternalToken: testInternalToken, ConfigPath: cfg, DataDir: data, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Options{ConfigPath: cfg, DataDir: data, Logger: quiet})
+	_, err = New(Options{InternalToken: testInternalToken, ConfigPath: cfg, DataDir: data, Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "is in use by another accountant") || !strings.Contains(err.Error(), fmt.Sprintf("process %d", os.Getpid())) {
 		t.Fatalf("a second accountant on the same data directory: %v", err)
 	}
 	first.Close()
-	second, err := New(Options{ConfigPath: cfg, DataDir: data, Logger: quiet})
+	second, err := New(Options{InternalToken: testInternalToken, ConfigPath: cfg, DataDir: data, Logger: quiet})
 	if err != nil {
 		t.Fatalf("after the first closed: %v", err)
 	}

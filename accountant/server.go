@@ -56,6 +56,11 @@ type Options struct {
 	// AdminToken is the management API's admin bearer token; empty
 	// disables admin access.
 	AdminToken string
+	// InternalToken is the bearer token every call to the internal plane
+	// (ingest, sync, gate alerts, the runtime plane mirrors pull) must
+	// carry; the filters send it as the plugin configuration's
+	// accountant.token. Required.
+	InternalToken string
 	// PricingFile extends or overrides the built-in price catalog.
 	PricingFile string
 	// AlertWebhook, when set, receives a JSON POST per threshold alert.
@@ -99,6 +104,7 @@ type Server struct {
 	metrics *metrics
 	alerts  *alerter
 	handler http.Handler
+	auth    *internalAuth
 	lock    *os.File // the data directory's lock, held until Close
 	// spend is the rollup spend reports read: the whole ledger, summed by
 	// hour (see spend.go).
@@ -158,6 +164,9 @@ func New(opts Options) (*Server, error) {
 	if st, err := os.Stat(opts.DataDir); err == nil && !st.IsDir() {
 		return nil, fmt.Errorf("accountant: the data directory %s is a file, not a directory; pass --data a directory (decisions.jsonl and governance.db live there)", opts.DataDir)
 	}
+	if opts.InternalToken == "" {
+		return nil, errors.New("accountant: no internal token; set " + InternalTokenEnv + " or pass --internal-token-file FILE, and give the filters the same token (the plugin configuration's accountant.token or accountant.token_env)")
+	}
 	if opts.AlertWebhook != "" {
 		if u, err := url.Parse(opts.AlertWebhook); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("accountant: the alert webhook %q is not an http(s) URL like https://hooks.example.com/tokentriage", opts.AlertWebhook)
@@ -179,6 +188,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.plan = plan
 	s.metrics = newMetrics(s)
+	s.auth = newInternalAuth(opts.InternalToken, opts.AdminToken, s.log, s.metrics.reg)
 	s.alerts = newAlerter(opts.AlertWebhook, s.log, s.metrics)
 
 	start := s.now()
@@ -245,9 +255,9 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+syncwire.IngestPath, s.serveIngest)
-	mux.HandleFunc("POST "+syncwire.AlertsPath, s.serveAlerts)
-	mux.HandleFunc("GET "+syncwire.SyncPath, s.serveSync)
+	mux.HandleFunc("POST "+syncwire.IngestPath, s.internal(s.serveIngest))
+	mux.HandleFunc("POST "+syncwire.AlertsPath, s.internal(s.serveAlerts))
+	mux.HandleFunc("GET "+syncwire.SyncPath, s.internal(s.serveSync))
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", serveNoRoute)
@@ -337,7 +347,7 @@ func (s *Server) tick() {
 	alerts, err := s.core.Tick(now)
 	for id, r := range s.replicas {
 		if now.Sub(r.seen) > 10*LivenessWindow {
-			s.droppedGone += r.dropped
+			s.droppedGone = addSat(s.droppedGone, r.dropped)
 			delete(s.replicas, id)
 		}
 	}

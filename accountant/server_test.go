@@ -89,7 +89,7 @@ func newFixture(t testing.TB, config string) *fixture {
 func (f *fixture) start(t testing.TB) {
 	t.Helper()
 	s, err := New(Options{
-		ConfigPath: f.config, DataDir: filepath.Join(f.dir, "data"), AdminToken: "admin-secret",
+		ConfigPath: f.config, DataDir: filepath.Join(f.dir, "data"), AdminToken: "admin-secret", InternalToken: testInternalToken,
 		Logger: slog.New(slog.NewTextHandler(f.logs, nil)), Now: f.clock.Now, PricingFile: f.pricing,
 	})
 	if err != nil {
@@ -107,9 +107,32 @@ func (f *fixture) restart(t testing.TB) {
 	f.start(t)
 }
 
+// testInternalToken is the internal token of the test accountants.
+const testInternalToken = "internal-secret"
+
+// internalClient is an HTTP client that sends the internal token.
+var internalClient = &http.Client{Timeout: 10 * time.Second, Transport: bearer{testInternalToken, http.DefaultTransport}}
+
+// bearer adds Authorization: Bearer token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// do serves one request, with the internal token on a path of the
+// internal plane.
 func (f *fixture) do(t testing.TB, method, target string, body []byte) (int, []byte) {
 	t.Helper()
 	req := httptest.NewRequest(method, target, bytes.NewReader(body))
+	if strings.HasPrefix(target, "/tt/internal/") {
+		req.Header.Set("Authorization", "Bearer "+testInternalToken)
+	}
 	w := httptest.NewRecorder()
 	f.s.Handler().ServeHTTP(w, req)
 	return w.Code, w.Body.Bytes()
@@ -358,7 +381,7 @@ func withWebhook(t *testing.T) (*Server, chan AlertEvent) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "c.yaml")
 	os.WriteFile(cfg, []byte(testConfig), 0o644)
-	s, err := New(Options{ConfigPath: cfg, DataDir: dir, AlertWebhook: hook.URL, Now: func() time.Time { return t0 },
+	s, err := New(Options{ConfigPath: cfg, DataDir: dir, AlertWebhook: hook.URL, InternalToken: testInternalToken, Now: func() time.Time { return t0 },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +477,9 @@ func TestGateAlertsReachTheWebhook(t *testing.T) {
 not json
 `
 	w := httptest.NewRecorder()
-	s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, syncwire.AlertsPath, strings.NewReader(body)))
+	req := httptest.NewRequest(http.MethodPost, syncwire.AlertsPath, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testInternalToken)
+	s.Handler().ServeHTTP(w, req)
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `"accepted":1,"rejected":2`) || !strings.Contains(w.Body.String(), `line 2: limit_type \"budget_usd\" is not one the gateway counts`) {
 		t.Fatalf("POST %s: %d %s", syncwire.AlertsPath, w.Code, w.Body)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -141,7 +142,7 @@ func (s *Server) evictReplicaLocked() {
 	if first {
 		return
 	}
-	s.droppedGone += s.replicas[oldest].dropped
+	s.droppedGone = addSat(s.droppedGone, s.replicas[oldest].dropped)
 	delete(s.replicas, oldest)
 	s.replicasEvicted++
 }
@@ -163,7 +164,16 @@ func (s *Server) droppedReported() int64 {
 	defer s.mu.Unlock()
 	n := s.droppedGone
 	for _, r := range s.replicas {
-		n += r.dropped
+		n = addSat(n, r.dropped)
 	}
 	return n
+}
+
+// addSat is a + b for counts (never negative), saturating at the largest
+// int64 instead of wrapping to a negative sum.
+func addSat(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }

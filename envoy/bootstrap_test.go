@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,6 +19,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tokentriage/tokentriage/shared/pluginconf"
 
 	// Every typed_config the configs name must resolve, so each extension
 	// they use is imported for its registration with the proto registry.
@@ -264,6 +267,11 @@ func checkTokentriage(cfg *envoyConfig) error {
 			fail("%s: per_connection_buffer_limit_bytes %d is below the filter's max_body_bytes %d: request bodies between the two would get Envoy's bare 413 instead of the filter's; raise the listener's limit or lower max_body_bytes",
 				bufferAt, bufferLimit, conf.MaxBodyBytes)
 		}
+		if a := conf.Accountant; a != nil {
+			if err := checkInternalToken(a, vm.GetEnvironmentVariables().GetHostEnvKeys(), vm.GetEnvironmentVariables().GetKeyValues()); err != nil {
+				fail("%s.config: %w", w.path, err)
+			}
+		}
 		if a := conf.Accountant; a != nil && !clusters[a.Cluster] {
 			fail("%s.config.configuration: accountant.cluster %q is not a cluster of this config (the filter's callouts would fail with BAD_ARGUMENT); clusters: %s",
 				w.path, a.Cluster, strings.Join(sortedKeys(clusters), ", "))
@@ -281,6 +289,24 @@ func checkTokentriage(cfg *envoyConfig) error {
 		errs = append(errs, routeErrs...)
 	}
 	return errors.Join(errs...)
+}
+
+// checkInternalToken checks that a filter configured with an accountant
+// sends it the internal token (without it the accountant answers every
+// callout 401), and that the token is not written in the shipped file: it
+// comes from token_env, a variable the VM is given from the host's
+// environment (hostEnv: Envoy's host_env_keys; Istio's vmConfig.env with
+// valueFrom: HOST), or set in it from elsewhere (set: key_values).
+func checkInternalToken(a *pluginconf.Accountant, hostEnv []string, set map[string]string) error {
+	switch {
+	case a.Token != "":
+		return errors.New("configuration: accountant.token is written in the file: a secret in a shipped config; use accountant.token_env and give the VM the variable from the host's environment")
+	case a.TokenEnv == "":
+		return errors.New("configuration: accountant has neither token nor token_env: the accountant refuses every callout without its internal token (401); set token_env: TT_ACCOUNTANT_TOKEN and pass that variable to the VM")
+	case !slices.Contains(hostEnv, a.TokenEnv) && set[a.TokenEnv] == "":
+		return fmt.Errorf("configuration: accountant.token_env %q is not passed to the VM; add it to vm_config.environment_variables.host_env_keys (Envoy) or vmConfig.env with valueFrom: HOST (Istio)", a.TokenEnv)
+	}
+	return nil
 }
 
 // checkFilterChain checks one HTTP connection manager: the wasm filter

@@ -109,7 +109,7 @@ func TestEnvoyConfigRejects(t *testing.T) {
 		{
 			name: "misspelt field at the top level",
 			old:  "static_resources:", new: "static_resource:",
-			want: []string{`unknown field "static_resource"`, "line 31: "},
+			want: []string{`unknown field "static_resource"`, "line 37: "},
 		},
 		{
 			name: "typed_config type that does not exist",
@@ -145,6 +145,22 @@ func TestEnvoyConfigRejects(t *testing.T) {
 			name: "accountant cluster the config does not define",
 			old:  `"cluster": "tokentriage_accountant"`, new: `"cluster": "tokentriage_acountant"`,
 			want: []string{`accountant.cluster "tokentriage_acountant" is not a cluster of this config`},
+		},
+		{
+			name: "filter that sends the accountant no internal token",
+			old: `"timeout_ms": 2000,
+                                "token_env": "TT_ACCOUNTANT_TOKEN"`, new: `"timeout_ms": 2000`,
+			want: []string{"accountant has neither token nor token_env: the accountant refuses every callout without its internal token (401)"},
+		},
+		{
+			name: "internal token variable not passed to the VM",
+			old:  "host_env_keys: [TT_ACCOUNTANT_TOKEN]", new: "host_env_keys: [OPENAI_API_KEY]",
+			want: []string{`accountant.token_env "TT_ACCOUNTANT_TOKEN" is not passed to the VM; add it to vm_config.environment_variables.host_env_keys`},
+		},
+		{
+			name: "internal token written in the file",
+			old:  `"token_env": "TT_ACCOUNTANT_TOKEN"`, new: `"token": "s3cret"`,
+			want: []string{"accountant.token is written in the file: a secret in a shipped config"},
 		},
 		{
 			name: "provider mapped to a route that does not exist",

@@ -294,6 +294,25 @@ func checkIstio(files map[string][]byte) error {
 		fail("%s: TT_ADMIN_TOKEN: Secret %s/%s with key %q is not among the manifests", where, dep.Namespace, tokenRef.Name, tokenRef.Key)
 	}
 
+	// The internal token from a Secret that exists and has the key, and the
+	// same Secret where the gateway runs.
+	var internalRef *corev1.SecretKeySelector
+	for _, e := range c.Env {
+		if e.Name == "TT_ACCOUNTANT_TOKEN" && e.ValueFrom != nil {
+			internalRef = e.ValueFrom.SecretKeyRef
+		}
+	}
+	if internalRef == nil {
+		fail("%s: TT_ACCOUNTANT_TOKEN does not come from a Secret: the accountant does not start without its internal token", where)
+	} else {
+		if !secretHasKey(find[*corev1.Secret](ms), dep.Namespace, internalRef.Name, internalRef.Key) {
+			fail("%s: TT_ACCOUNTANT_TOKEN: Secret %s/%s with key %q is not among the manifests", where, dep.Namespace, internalRef.Name, internalRef.Key)
+		}
+		if gwNS := metaOf(ms, wp.path).Namespace; !secretHasKey(find[*corev1.Secret](ms), gwNS, internalRef.Name, internalRef.Key) {
+			fail("%s: Secret %s/%s with key %q is not among the manifests: the gateway needs the accountant's internal token too", wp.path, gwNS, internalRef.Name, internalRef.Key)
+		}
+	}
+
 	// The Service selects the pod and targets the listen port.
 	for k, want := range svc.Spec.Selector {
 		if dep.Spec.Template.Labels[k] != want {
@@ -360,6 +379,20 @@ func checkIstio(files map[string][]byte) error {
 		if int64(limit) < conf.MaxBodyBytes {
 			fail("%s: the gateway's listener buffer limit is %d (%s), below pluginConfig.max_body_bytes %d: request bodies between the two would get Envoy's bare 413 instead of the filter's; raise it with an EnvoyFilter (buffer-limit.yaml) or lower max_body_bytes",
 				wpWhere, limit, at, conf.MaxBodyBytes)
+		}
+		var hostEnv []string
+		set := map[string]string{}
+		for _, e := range spec.GetVmConfig().GetEnv() {
+			if e.GetValueFrom() == extensionsv1alpha1.EnvValueSource_HOST {
+				hostEnv = append(hostEnv, e.GetName())
+			} else {
+				set[e.GetName()] = e.GetValue()
+			}
+		}
+		if conf.Accountant != nil {
+			if err := checkInternalToken(conf.Accountant, hostEnv, set); err != nil {
+				fail("%s: pluginConfig: %w", wpWhere, err)
+			}
 		}
 		want := istioClusterName(svc, svcPort.Port)
 		if conf.Accountant == nil || conf.Accountant.Cluster != want {
@@ -543,6 +576,21 @@ func TestIstioRejects(t *testing.T) {
 			name: "misspelt field in a DestinationRule", file: "accountant.yaml",
 			old: "idleTimeout: 300s", new: "idle_timeout_s: 300s",
 			want: []string{"DestinationRule", `unknown field "idle_timeout_s"`},
+		},
+		{
+			name: "internal token not passed to the VM", file: "wasmplugin.yaml",
+			old: "        valueFrom: HOST\n", new: "        value: \"\"\n",
+			want: []string{`accountant.token_env "TT_ACCOUNTANT_TOKEN" is not passed to the VM`},
+		},
+		{
+			name: "no internal token for the accountant", file: "accountant.yaml",
+			old: "            - name: TT_ACCOUNTANT_TOKEN\n", new: "            - name: TT_OTHER\n",
+			want: []string{"TT_ACCOUNTANT_TOKEN does not come from a Secret: the accountant does not start without its internal token"},
+		},
+		{
+			name: "no internal token Secret where the gateway runs", file: "wasmplugin.yaml",
+			old: "  namespace: istio-system\ntype: Opaque", new: "  namespace: default\ntype: Opaque",
+			want: []string{"Secret istio-system/tokentriage-internal with key \"TT_ACCOUNTANT_TOKEN\" is not among the manifests: the gateway needs the accountant's internal token too"},
 		},
 		{
 			name: "plugin that fails open", file: "wasmplugin.yaml",

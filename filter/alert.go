@@ -116,7 +116,7 @@ func (e *Engine) sendAlerts() {
 	n := e.alertCount
 	err := e.host.Caller.Call("POST", syncwire.AlertsPath, e.ingestHeaders, e.alerts, ingestTimout, func(status int, _ []byte) {
 		if status != 200 {
-			e.logf(LogWarn, "sending %d threshold alerts to the accountant failed (status %d); they are in this log", n, status)
+			e.logf(LogWarn, "sending %d threshold alerts to the accountant failed (status %d%s); they are in this log", n, status, refusedToken(status))
 		}
 	})
 	if err != nil {

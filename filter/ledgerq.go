@@ -134,7 +134,7 @@ func (e *Engine) flushRows(now time.Time, force bool) {
 			}
 			e.host.Metrics.Add(MetricRowsSent, uint64(n))
 		} else {
-			e.logf(LogWarn, "sending %d ledger rows to the accountant failed (status %d); retrying", n, status)
+			e.logf(LogWarn, "sending %d ledger rows to the accountant failed (status %d%s); retrying", n, status, refusedToken(status))
 		}
 		e.rows.acked(t, ok)
 		if e.finishing != nil {

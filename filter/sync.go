@@ -394,7 +394,7 @@ func (e *Engine) poll(now time.Time) {
 		t := e.host.Now()
 		if status != 200 {
 			e.host.Metrics.Add(MetricSyncFailed, 1)
-			e.logf(LogWarn, "sync: the accountant answered %d; spend snapshots age until it answers", status)
+			e.logf(LogWarn, "sync: the accountant answered %d%s; spend snapshots age until it answers", status, refusedToken(status))
 			return
 		}
 		if err := e.applySync(body, v); err != nil {
@@ -410,6 +410,15 @@ func (e *Engine) poll(now time.Time) {
 		e.host.Metrics.Add(MetricSyncFailed, 1)
 		e.logf(LogWarn, "sync: calling the accountant: %v", err)
 	}
+}
+
+// refusedToken explains a 401 from the accountant: it takes only callers
+// with its internal token.
+func refusedToken(status int) string {
+	if status != 401 {
+		return ""
+	}
+	return ": the accountant refused the internal token; set the plugin configuration's accountant.token (or token_env) to the accountant's TT_ACCOUNTANT_TOKEN"
 }
 
 // appendQuery appends sep, key, '=' and value percent-encoded (everything

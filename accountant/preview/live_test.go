@@ -36,11 +36,12 @@ func startAccountant(t *testing.T, extra []ledger.Row) string {
 		t.Fatal(err)
 	}
 	s, err := accountant.New(accountant.Options{
-		ConfigPath: "testdata/sixlimits.yaml",
-		DataDir:    dir,
-		AdminToken: liveToken,
-		Logger:     slog.New(slog.DiscardHandler),
-		Now:        func() time.Time { return at },
+		ConfigPath:    "testdata/sixlimits.yaml",
+		DataDir:       dir,
+		AdminToken:    liveToken,
+		InternalToken: "internal-" + liveToken,
+		Logger:        slog.New(slog.DiscardHandler),
+		Now:           func() time.Time { return at },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,10 @@ week and month so counters survive restarts, and serves:
 
 The admin token is read from TT_ADMIN_TOKEN or --admin-token-file; the
 accountant refuses to start without one unless --insecure-no-admin is given.
+The internal token, which every call to /tt/internal/ must carry (the
+filters send it as the plugin configuration's accountant.token or
+accountant.token_env), is read from TT_ACCOUNTANT_TOKEN or
+--internal-token-file; the accountant refuses to start without one.
 SIGHUP reloads the config (a config that does not compile is rejected and the
 plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
@@ -39,14 +43,15 @@ plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 		fs.StringVar(&o.pricing, "pricing", "", "pricing file (YAML or JSON) extending or overriding the built-in catalog")
 		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a JSON POST per threshold alert")
 		fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token (default: $TT_ADMIN_TOKEN)")
+		fs.StringVar(&o.internalFile, "internal-token-file", "", "file holding the internal token the filters send (default: $"+accountant.InternalTokenEnv+")")
 		fs.BoolVar(&o.insecure, "insecure-no-admin", false, "start without an admin token: the management API refuses every admin request")
 		return func(e *env) int { return runAccountant(e, o) }
 	},
 }
 
 type sidecarFlags struct {
-	config, listen, data, pricing, webhook, tokenFile string
-	insecure                                          bool
+	config, listen, data, pricing, webhook, tokenFile, internalFile string
+	insecure                                                        bool
 }
 
 func runAccountant(e *env, o sidecarFlags) int {
@@ -75,9 +80,26 @@ func runAccountant(e *env, o sidecarFlags) int {
 	if token != "" && o.insecure {
 		return e.failf(2, "--insecure-no-admin was given together with an admin token; drop one of them")
 	}
+	internal := os.Getenv(accountant.InternalTokenEnv)
+	if o.internalFile != "" {
+		b, err := os.ReadFile(o.internalFile)
+		if err != nil {
+			return e.failf(2, "cannot read the internal token: %v", err)
+		}
+		internal = strings.TrimSpace(string(b))
+		if internal == "" {
+			return e.failf(2, "the internal token file %s is empty", o.internalFile)
+		}
+	}
+	if internal == "" {
+		return e.failf(2, "no internal token: set %s or pass --internal-token-file FILE, and give the filters the same token (the plugin configuration's accountant.token, or accountant.token_env naming a variable that holds it)", accountant.InternalTokenEnv)
+	}
+	if internal == token {
+		return e.failf(2, "the internal token is the admin token; use two different tokens (the filters hold the internal one, which must not open the management API)")
+	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	s, err := accountant.New(accountant.Options{
-		ConfigPath: o.config, DataDir: o.data, Listen: o.listen, AdminToken: token,
+		ConfigPath: o.config, DataDir: o.data, Listen: o.listen, AdminToken: token, InternalToken: internal,
 		PricingFile: o.pricing, AlertWebhook: o.webhook, Logger: log,
 	})
 	if code, ok := e.bootFailure(err); ok {

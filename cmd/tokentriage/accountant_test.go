@@ -20,6 +20,30 @@ func TestAccountantRefusesWithoutAdminToken(t *testing.T) {
 	}
 }
 
+// TestAccountantRefusesWithoutInternalToken: the internal plane is never
+// open; without a token (or with the admin token as the internal one) the
+// accountant does not start and says what to set.
+func TestAccountantRefusesWithoutInternalToken(t *testing.T) {
+	t.Setenv("TT_ADMIN_TOKEN", "admin")
+	for _, c := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", nil, "tokentriage accountant: no internal token: set TT_ACCOUNTANT_TOKEN or pass --internal-token-file FILE, and give the filters the same token (the plugin configuration's accountant.token, or accountant.token_env naming a variable that holds it)\n"},
+		{"admin", nil, "tokentriage accountant: the internal token is the admin token; use two different tokens (the filters hold the internal one, which must not open the management API)\n"},
+		{"x", []string{"--internal-token-file", filepath.Join(t.TempDir(), "absent")}, "tokentriage accountant: cannot read the internal token: open "},
+	} {
+		t.Setenv("TT_ACCOUNTANT_TOKEN", c.env)
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"accountant", "-c", "testdata/seed004.yaml", "--data", t.TempDir()}, c.args...)
+		code := run(context.Background(), args, &stdout, &stderr)
+		if code != 2 || !strings.HasPrefix(stderr.String(), c.want) {
+			t.Errorf("TT_ACCOUNTANT_TOKEN=%q %v: exit %d, stderr %q", c.env, c.args, code, stderr.String())
+		}
+	}
+}
+
 // TestAccountantStartsAndStops runs the command until its context is
 // cancelled (as SIGINT or SIGTERM do) and checks it stops cleanly with the
 // ledger in place.
@@ -28,6 +52,7 @@ func TestAccountantStartsAndStops(t *testing.T) {
 	tok := filepath.Join(dir, "token")
 	os.WriteFile(tok, []byte("secret\n"), 0o600)
 	data := filepath.Join(dir, "data")
+	t.Setenv("TT_ACCOUNTANT_TOKEN", "internal")
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr bytes.Buffer
 	done := make(chan int)

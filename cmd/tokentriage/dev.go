@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tokentriage/tokentriage/accountant"
 	"github.com/tokentriage/tokentriage/internal/devserver"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 	"github.com/tokentriage/tokentriage/wasmtest"
@@ -87,7 +86,13 @@ func runDev(e *env, o devFlags) int {
 	}
 	token, generated := os.Getenv("TT_ADMIN_TOKEN"), false
 	if token == "" {
-		token, generated = newAdminToken(), true
+		token, generated = devserver.NewToken(), true
+	}
+	// The filter and the accountant share the internal token: the
+	// environment's, or a fresh one (no other process needs it).
+	internalToken := os.Getenv(accountant.InternalTokenEnv)
+	if internalToken != "" && internalToken == token {
+		return e.failf(2, "%s is TT_ADMIN_TOKEN; use two different tokens (the filters hold the internal one, which must not open the management API)", accountant.InternalTokenEnv)
 	}
 
 	// A second SIGINT or SIGTERM exits without waiting for the flush.
@@ -127,6 +132,7 @@ func runDev(e *env, o devFlags) int {
 		Module:           module,
 		WasmCache:        o.wasmCache,
 		AdminToken:       token,
+		InternalToken:    internalToken,
 		PricingFile:      o.pricing,
 		AlertWebhook:     o.webhook,
 		Logger:           log,
@@ -173,11 +179,4 @@ func runDev(e *env, o devFlags) int {
 	}
 	fmt.Fprintln(e.stderr, "tokentriage dev: stopped; ledger flushed")
 	return 0
-}
-
-// newAdminToken is 32 random bytes in hex.
-func newAdminToken() string {
-	var b [32]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

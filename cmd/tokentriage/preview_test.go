@@ -31,11 +31,12 @@ func previewAccountant(t *testing.T) string {
 		t.Fatal(err)
 	}
 	s, err := accountant.New(accountant.Options{
-		ConfigPath: previewConfig,
-		DataDir:    dir,
-		AdminToken: keysTestToken,
-		Logger:     slog.New(slog.DiscardHandler),
-		Now:        func() time.Time { return time.Date(2026, 8, 10, 12, 30, 0, 0, time.UTC) },
+		ConfigPath:    previewConfig,
+		DataDir:       dir,
+		AdminToken:    keysTestToken,
+		InternalToken: "internal-" + keysTestToken,
+		Logger:        slog.New(slog.DiscardHandler),
+		Now:           func() time.Time { return time.Date(2026, 8, 10, 12, 30, 0, 0, time.UTC) },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,9 @@ package devserver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +97,10 @@ type Options struct {
 	// AdminToken is the management API's admin bearer token. Empty leaves
 	// admin access off (and MintKey unusable).
 	AdminToken string
+	// InternalToken is the token the filter sends the accountant on every
+	// callout (the plugin configuration's accountant.token) and the
+	// accountant requires; empty generates one.
+	InternalToken string
 	// PricingFile extends or overrides the accountant's price catalog.
 	PricingFile string
 	// AlertWebhook receives a JSON POST per threshold alert.
@@ -135,8 +142,21 @@ type Server struct {
 const BufferHeadroom = 1 << 20
 
 // PluginConfig is the filter's plugin configuration in dev: it names only
-// the accountant.
-var PluginConfig = []byte(`{"accountant":{"cluster":"` + AccountantCluster + `"}}`)
+// the accountant, and the internal token the filter sends it.
+func PluginConfig(token string) []byte {
+	b, err := json.Marshal(map[string]any{"accountant": map[string]string{"cluster": AccountantCluster, "token": token}})
+	if err != nil {
+		panic("devserver: marshalling the plugin configuration: " + err.Error())
+	}
+	return b
+}
+
+// NewToken is 32 random bytes in hex: a fresh admin or internal token.
+func NewToken() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // LoadModule reads the built filter at path.
 func LoadModule(path string) ([]byte, error) {
@@ -177,11 +197,15 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.InternalToken == "" {
+		o.InternalToken = NewToken()
+	}
 	up, stubUp, desc, err := o.upstream()
 	if err != nil {
 		return nil, err
 	}
-	pc, err := pluginconf.Decode(PluginConfig)
+	pluginConfig := PluginConfig(o.InternalToken)
+	pc, err := pluginconf.Decode(pluginConfig)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: the plugin configuration: %w", err)
 	}
@@ -217,13 +241,14 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}()
 	acct, err := accountant.New(accountant.Options{
-		ConfigPath:   o.ConfigPath,
-		DataDir:      o.DataDir,
-		Listen:       acctLn.Addr().String(),
-		AdminToken:   o.AdminToken,
-		PricingFile:  o.PricingFile,
-		AlertWebhook: o.AlertWebhook,
-		Logger:       o.Logger,
+		ConfigPath:    o.ConfigPath,
+		DataDir:       o.DataDir,
+		Listen:        acctLn.Addr().String(),
+		AdminToken:    o.AdminToken,
+		InternalToken: o.InternalToken,
+		PricingFile:   o.PricingFile,
+		AlertWebhook:  o.AlertWebhook,
+		Logger:        o.Logger,
 	})
 	if err != nil {
 		acctLn.Close()
@@ -242,7 +267,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	host, err := wasmtest.New(ctx, wasmtest.Config{
 		Module:       o.Module,
 		Cache:        s.wasmCache(),
-		PluginConfig: PluginConfig,
+		PluginConfig: pluginConfig,
 		VMID:         VMID,
 		PluginName:   "tokentriage",
 		RootID:       "tokentriage",
@@ -314,6 +339,9 @@ func (s *Server) URL() string { return s.gwURL }
 
 // AccountantURL is the accountant's base URL, e.g. http://127.0.0.1:8791.
 func (s *Server) AccountantURL() string { return s.acctURL }
+
+// InternalToken is the token the filter and the accountant share.
+func (s *Server) InternalToken() string { return s.opts.InternalToken }
 
 // Upstream says what the upstream is.
 func (s *Server) Upstream() string { return s.upstream }

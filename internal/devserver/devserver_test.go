@@ -447,3 +447,37 @@ func TestGatewayWaitsForThePlan(t *testing.T) {
 		t.Errorf("reached the filter: %v", reached)
 	}
 }
+
+// TestFilterAndAccountantShareTheInternalToken: dev generates an internal
+// token and hands it to its filter, so the gateway arms (its sync was
+// authenticated) while a caller without the token is refused.
+func TestFilterAndAccountantShareTheInternalToken(t *testing.T) {
+	s := start(t, Options{})
+	if len(s.InternalToken()) != 64 {
+		t.Fatalf("generated internal token %q", s.InternalToken())
+	}
+	for _, token := range []string{"", "Bearer wrong", "Bearer test-admin-token"} {
+		req, _ := http.NewRequest(http.MethodGet, s.AccountantURL()+"/tt/internal/v1/sync?replica=made-up", nil)
+		if token != "" {
+			req.Header.Set("Authorization", token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("sync with %q: %d, want 401", token, resp.StatusCode)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.AccountantURL()+"/tt/internal/v1/sync", nil)
+	req.Header.Set("Authorization", "Bearer "+s.InternalToken())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("sync with the internal token: %d", resp.StatusCode)
+	}
+}
