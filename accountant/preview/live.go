@@ -47,35 +47,22 @@ type liveEntry struct {
 	value, unpriced int64
 }
 
-// writeLive writes the closing stanza: for every LedgerSettled instance,
-// the recomputed figure beside the live counter of the same identity and
-// calendar period, then every live counter of these limits the ledger held
-// no row for; and the stanza's own lag first.
-func (r *Replay) writeLive(b *strings.Builder, src Source) error {
-	b.WriteString("\n")
-	if src.Live == nil {
-		b.WriteString(NoLiveLine + "\n")
-		return nil
-	}
-	lv := src.Live
-	if lv.Err != nil || lv.Counters == nil {
-		err := lv.Err
-		if err == nil {
-			err = fmt.Errorf("no answer")
-		}
-		fmt.Fprintf(b, "LIVE — not compared: the counters of %s could not be read: %v\n", lv.URL, err)
-		return &LiveError{URL: lv.URL, Err: err}
-	}
-	c := lv.Counters
-	b.WriteString(LiveHeader + "\n")
-	fmt.Fprintf(b, "  accountant: %s (plan %s), read %s\n", lv.URL, short(c.Plan), stamp(c.ReadAt))
-	fmt.Fprintf(b, "  lag: snapshot published %s, %s old when read; %d rows acknowledged and not folded; %d rows reported dropped by the filters (%d replica(s) live); %s\n",
-		stamp(c.GeneratedAt), age(c.SnapshotAgeS), c.Lag.UnfoldedRows, c.Lag.DroppedRows, c.Lag.ReplicasLive, c.Lag.Note)
-	if src.Plan != "" && c.Plan != "" && c.Plan != src.Plan {
-		fmt.Fprintf(b, "  note: the accountant runs plan %s, this config is plan %s: a limit whose id, node, period or match differs has no live counter (an amount change alone keeps it)\n", short(c.Plan), short(src.Plan))
-	}
-	b.WriteString("  note: a difference is rows one side holds and the other does not: written after the ledger was read, not yet flushed by a filter, dropped, or kept in another ledger\n")
+// liveRow is one instance of the closing stanza: the recomputed figure
+// beside the live counter of the same identity and period (ok false: the
+// accountant has none; other names the period it counts instead).
+type liveRow struct {
+	limit      *govern.Limit
+	name       string // node and dims
+	recomputed int64
+	live       liveEntry
+	ok         bool
+	other      string
+}
 
+// liveRows pairs, for every LedgerSettled instance, the recomputed figure
+// with the live counter of the same identity and calendar period, then
+// lists every live counter of these limits the ledger held no row for.
+func (r *Replay) liveRows(c *api.LiveCounters) []liveRow {
 	// The live counters by identity, for the period each one counts.
 	type key struct {
 		id    string
@@ -99,11 +86,8 @@ func (r *Replay) writeLive(b *strings.Builder, src Source) error {
 		live[k] = x
 	}
 
-	var limits []*govern.Limit
-	if r.armed != nil {
-		limits = r.armed.Plan.Limits
-	}
-	for _, l := range limits {
+	var out []liveRow
+	for _, l := range r.limits() {
 		if l.Type.Class() != govern.LedgerSettled || l.Period.Calendar == 0 {
 			continue
 		}
@@ -114,7 +98,8 @@ func (r *Replay) writeLive(b *strings.Builder, src Source) error {
 			seen[x.id] = true
 			n++
 			e, ok := live[key{x.id, start}]
-			b.WriteString(liveLine(l, x.node+dimsSuffix(x.dims), x.value, e, ok, otherPeriod(periods[x.id], start, l.Period.Calendar)))
+			out = append(out, liveRow{limit: l, name: x.node + dimsSuffix(x.dims), recomputed: x.value, live: e, ok: ok,
+				other: otherPeriod(periods[x.id], start, l.Period.Calendar)})
 		}
 		// Live counters of this limit the ledger held no row for.
 		names := r.instanceNames(l)
@@ -129,13 +114,61 @@ func (r *Replay) writeLive(b *strings.Builder, src Source) error {
 			if !ok {
 				name = "counter " + e.ID
 			}
-			b.WriteString(liveLine(l, name, 0, live[key{e.ID, start}], true, ""))
+			out = append(out, liveRow{limit: l, name: name, live: live[key{e.ID, start}], ok: true})
 		}
 		if n == 0 {
-			b.WriteString(liveLine(l, attachName(l), 0, liveEntry{}, false, ""))
+			out = append(out, liveRow{limit: l, name: attachName(l)})
 		}
 	}
+	return out
+}
+
+// liveErr is why the closing stanza has no comparison, or nil.
+func liveErr(lv *Live) error {
+	if lv.Err == nil && lv.Counters == nil {
+		return fmt.Errorf("no answer")
+	}
+	return lv.Err
+}
+
+// writeLive writes the closing stanza: the stanza's own lag, then every
+// liveRow.
+func (r *Replay) writeLive(b *strings.Builder, src Source) error {
+	b.WriteString("\n")
+	if src.Live == nil {
+		b.WriteString(NoLiveLine + "\n")
+		return nil
+	}
+	lv := src.Live
+	if err := liveErr(lv); err != nil {
+		fmt.Fprintf(b, "LIVE — not compared: the counters of %s could not be read: %v\n", lv.URL, err)
+		return &LiveError{URL: lv.URL, Err: err}
+	}
+	c := lv.Counters
+	b.WriteString(LiveHeader + "\n")
+	fmt.Fprintf(b, "  accountant: %s (plan %s), read %s\n", lv.URL, short(c.Plan), stamp(c.ReadAt))
+	fmt.Fprintf(b, "  lag: snapshot published %s, %s old when read; %d rows acknowledged and not folded; %d rows reported dropped by the filters (%d replica(s) live); %s\n",
+		stamp(c.GeneratedAt), age(c.SnapshotAgeS), c.Lag.UnfoldedRows, c.Lag.DroppedRows, c.Lag.ReplicasLive, c.Lag.Note)
+	if n := planNote(src.Plan, c.Plan); n != "" {
+		b.WriteString("  note: " + n + "\n")
+	}
+	b.WriteString("  note: " + LiveDifferenceNote + "\n")
+	for _, x := range r.liveRows(c) {
+		b.WriteString(liveLine(x.limit, x.name, x.recomputed, x.live, x.ok, x.other))
+	}
 	return nil
+}
+
+// LiveDifferenceNote closes the lag of every LIVE stanza.
+const LiveDifferenceNote = "a difference is rows one side holds and the other does not: written after the ledger was read, not yet flushed by a filter, dropped, or kept in another ledger"
+
+// planNote says that the accountant runs another plan than the config's,
+// or is empty.
+func planNote(config, live string) string {
+	if config == "" || live == "" || config == live {
+		return ""
+	}
+	return fmt.Sprintf("the accountant runs plan %s, this config is plan %s: a limit whose id, node, period or match differs has no live counter (an amount change alone keeps it)", short(live), short(config))
 }
 
 // instanceNames maps the counter identity of each instance of l (a limit

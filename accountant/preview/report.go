@@ -57,60 +57,95 @@ func (r *Replay) Write(w io.Writer, src Source) error {
 	if r.armed == nil || !r.armed.Plan.Enabled {
 		b.WriteString("note: governance.enabled is not true in this config; the figures show what it would count once enabled\n")
 	}
-	var limits []*govern.Limit
-	if r.armed != nil {
-		limits = r.armed.Plan.Limits
-	}
-
 	b.WriteString("\n" + ExactHeader + "\n")
-	for _, l := range limits {
-		if l.Type.Class() != govern.LedgerSettled {
-			continue
-		}
-		xs := sortedSettled(r.settled, l)
-		if len(xs) == 0 {
-			b.WriteString(settledLine(&settled{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}))
-			continue
-		}
-		for _, x := range xs {
-			b.WriteString(settledLine(x))
-		}
+	for _, x := range r.exactRows() {
+		b.WriteString(settledLine(x))
 	}
-
 	b.WriteString("\n" + ApproximateHeader + "\n")
-	for _, l := range limits {
-		if l.Type != govern.RPM && l.Type != govern.TPM {
-			continue
-		}
-		xs := sortedRated(r.rates, l)
-		if len(xs) == 0 {
-			b.WriteString(rateLine(&rated{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}))
-			continue
-		}
-		for _, x := range xs {
-			b.WriteString(rateLine(x))
-		}
+	for _, x := range r.rateRows() {
+		b.WriteString(rateLine(x.rated, x.rateResult))
 	}
-
 	b.WriteString("\n" + FlightsHeader + "\n")
-	for _, l := range limits {
-		if l.Type != govern.Concurrency {
-			continue
-		}
-		xs := sortedFlights(r.flights, l)
-		if len(xs) == 0 {
-			b.WriteString(flightLine(&inflight{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}))
-			continue
-		}
-		for _, x := range xs {
-			b.WriteString(flightLine(x))
-		}
+	for _, x := range r.flightRows() {
+		b.WriteString(flightLine(x.inflight, x.flightResult))
 	}
 	liveErr := r.writeLive(&b, src)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
 	return liveErr
+}
+
+// limits are the limits of the armed plan, in plan order.
+func (r *Replay) limits() []*govern.Limit {
+	if r.armed == nil {
+		return nil
+	}
+	return r.armed.Plan.Limits
+}
+
+// exactRows are the EXACT block's instances, limit by limit: those the
+// ledger held rows for, or one naming where a limit attaches when it held
+// none.
+func (r *Replay) exactRows() []*settled {
+	var out []*settled
+	for _, l := range r.limits() {
+		if l.Type.Class() != govern.LedgerSettled {
+			continue
+		}
+		xs := sortedSettled(r.settled, l)
+		if len(xs) == 0 {
+			xs = []*settled{{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}}
+		}
+		out = append(out, xs...)
+	}
+	return out
+}
+
+// rateRow is one instance of the APPROXIMATE block and its replay.
+type rateRow struct {
+	*rated
+	rateResult
+}
+
+func (r *Replay) rateRows() []rateRow {
+	var out []rateRow
+	for _, l := range r.limits() {
+		if l.Type != govern.RPM && l.Type != govern.TPM {
+			continue
+		}
+		xs := sortedRated(r.rates, l)
+		if len(xs) == 0 {
+			xs = []*rated{{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}}
+		}
+		for _, x := range xs {
+			out = append(out, rateRow{x, replayRate(x)})
+		}
+	}
+	return out
+}
+
+// flightRow is one instance of the ESTIMATED block and its replay.
+type flightRow struct {
+	*inflight
+	flightResult
+}
+
+func (r *Replay) flightRows() []flightRow {
+	var out []flightRow
+	for _, l := range r.limits() {
+		if l.Type != govern.Concurrency {
+			continue
+		}
+		xs := sortedFlights(r.flights, l)
+		if len(xs) == 0 {
+			xs = []*inflight{{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}}
+		}
+		for _, x := range xs {
+			out = append(out, flightRow{x, replayFlights(x)})
+		}
+	}
+	return out
 }
 
 // settledLine is seed 002's line:
@@ -126,16 +161,14 @@ func settledLine(x *settled) string {
 	return line + posture(l) + "\n"
 }
 
-func rateLine(x *rated) string {
+func rateLine(x *rated, res rateResult) string {
 	l := x.limit
-	res := replayRate(x)
 	return fmt.Sprintf("  [%s] %s @ %s%s  peak %d / %d per %s  (would refuse %d of %d arrivals; %s, burst %d)%s\n",
 		l.Type, l.ID, x.node, dimsSuffix(x.dims), res.peak, x.amount, l.Period.Window, res.refused, res.arrivals, algName(l), l.Burst, posture(l))
 }
 
-func flightLine(x *inflight) string {
+func flightLine(x *inflight, res flightResult) string {
 	l := x.limit
-	res := replayFlights(x)
 	return fmt.Sprintf("  [%s] %s @ %s%s  peak %d / %d in flight  (would refuse %d of %d flights)%s\n",
 		l.Type, l.ID, x.node, dimsSuffix(x.dims), res.peak, x.amount, res.refused, res.flights, posture(l))
 }

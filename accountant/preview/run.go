@@ -33,6 +33,8 @@ type Options struct {
 	// whether it is a last line without a newline (a write cut short by a
 	// crash), and why it does not parse.
 	Unreadable func(file string, line int, torn bool, err error)
+	// JSON writes the report as one JSON Document instead of text.
+	JSON bool
 	// Live, when set, reads the running accountant's counters once the
 	// ledger is replayed, for the closing stanza. Nil: the report closes
 	// with a line saying how to compare with the live counters.
@@ -105,6 +107,9 @@ func Run(w io.Writer, o Options) error {
 	if o.Live != nil {
 		lv := o.Live()
 		src.Live = &lv
+	}
+	if o.JSON {
+		return r.WriteJSON(w, src)
 	}
 	return r.Write(w, src)
 }

@@ -7,5 +7,6 @@ var commands = []*command{
 	keysMintCmd, keysListCmd, keysRevokeCmd,
 	accountantCmd,
 	previewCmd,
+	spendCmd,
 	devCmd,
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -34,8 +33,8 @@ under three labels:
 --log takes decisions.jsonl (its rotated decisions-*.jsonl siblings are read
 too), a data directory, or one ledger file. --runtime arms the config with
 the runtime nodes and overrides of an accountant's governance.db, as the
-accountant itself does. A progress line is shown on
-stderr when it is a terminal and the ledger is larger than 64 MiB.
+accountant itself does. When stderr is a terminal, a ledger that takes
+more than half a second to read shows a progress bar there.
 
 The report closes with the LIVE stanza. With --accountant URL it reads the
 running accountant's LedgerSettled counters (GET /tt/api/v1/governance/counters,
@@ -43,7 +42,8 @@ with the admin token of --admin-token-file, else TT_ADMIN_TOKEN) once the
 ledger is replayed, and sets each EXACT figure beside the live counter of the
 same instance and period, after the lag of those counters: the snapshot's age,
 rows acknowledged and not folded, rows the filters report dropped. Without it,
-the stanza is one line saying how to ask. Exit status: 0 done, 1 the config
+the stanza is one line saying how to ask. --format json prints the same
+report as one JSON document (exact, approximate, estimated and live). Exit status: 0 done, 1 the config
 does not compile or the live counters could not be read (the report is still
 printed), 2 a usage or input error.`,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
@@ -54,8 +54,9 @@ printed), 2 a usage or input error.`,
 		rtdb := fs.String("runtime", "", "governance.db whose runtime nodes and overrides to arm with (read, never written)")
 		acct := fs.String("accountant", "", "running accountant to compare the EXACT figures with (e.g. http://127.0.0.1:8791; default: none)")
 		tokenFile := fs.String("admin-token-file", "", "with --accountant: file holding the admin token (default: the TT_ADMIN_TOKEN environment variable)")
+		format := fs.String("format", "text", "text, or json: one JSON document with the same figures")
 		return func(e *env) int {
-			return runPreview(e, previewArgs{cfg: *cfg, log: *log, at: *at, pricing: *pricingFile, runtime: *rtdb, accountant: *acct, tokenFile: *tokenFile})
+			return runPreview(e, previewArgs{cfg: *cfg, log: *log, at: *at, pricing: *pricingFile, runtime: *rtdb, accountant: *acct, tokenFile: *tokenFile, format: *format})
 		}
 	},
 }
@@ -64,6 +65,7 @@ printed), 2 a usage or input error.`,
 type previewArgs struct {
 	cfg, log, at, pricing, runtime string
 	accountant, tokenFile          string
+	format                         string
 }
 
 func runPreview(e *env, a previewArgs) int {
@@ -75,6 +77,8 @@ func runPreview(e *env, a previewArgs) int {
 		return e.failf(2, "--log decisions.jsonl is required")
 	case len(e.args) > 0:
 		return e.failf(2, "unexpected argument %q", e.args[0])
+	case a.format != "text" && a.format != "json":
+		return e.failf(2, "--format %q is not one of text, json", a.format)
 	}
 	when := time.Now().UTC()
 	if at != "" {
@@ -84,7 +88,7 @@ func runPreview(e *env, a previewArgs) int {
 		}
 		when = t.UTC()
 	}
-	o := preview.Options{ConfigPath: cfg, LogPath: log, At: when}
+	o := preview.Options{ConfigPath: cfg, LogPath: log, At: when, JSON: a.format == "json"}
 	switch {
 	case a.accountant != "":
 		c, code := adminClient(e, a.accountant, a.tokenFile)
@@ -125,7 +129,7 @@ func runPreview(e *env, a previewArgs) int {
 		o.Runtime = rt
 	}
 	if f, ok := e.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-		o.Progress = progressLine(f)
+		o.Progress = progressBar(f, "replaying ledger", time.Now)
 	}
 	// Every line skipped is named on stderr (the first maxUnreadable of
 	// them), so a corrupt ledger never reads as a quiet one.
@@ -151,8 +155,12 @@ func runPreview(e *env, a previewArgs) int {
 	case errors.As(err, &le):
 		return e.failf(1, "%v", le)
 	case errors.As(err, &ce):
+		out := e.stdout
+		if o.JSON {
+			out = e.stderr // stdout is for the JSON document only
+		}
 		for _, p := range ce.Problems {
-			fmt.Fprintf(e.stdout, "%s: %s\n", ce.Path, p)
+			fmt.Fprintf(out, "%s: %s\n", ce.Path, p)
 		}
 		return e.failf(1, "%s does not compile; nothing was replayed", ce.Path)
 	case err != nil:
@@ -163,22 +171,3 @@ func runPreview(e *env, a previewArgs) int {
 
 // maxUnreadable is how many skipped lines a preview names one by one.
 const maxUnreadable = 20
-
-// progressLine returns a progress reporter that redraws one line on a
-// terminal, for ledgers larger than 64 MiB. RATIONALE.md#why-a-progress-line-of-our-own
-func progressLine(f *os.File) func(done, total int64) {
-	const min = 64 << 20
-	start := time.Now()
-	return func(done, total int64) {
-		if total < min {
-			return
-		}
-		pct := float64(done) / float64(total)
-		width := 30
-		bar := strings.Repeat("=", int(pct*float64(width)))
-		fmt.Fprintf(f, "\rreplaying ledger [%-*s] %3.0f%%  %d/%d MiB  %s", width, bar, pct*100, done>>20, total>>20, time.Since(start).Round(time.Second))
-		if done >= total {
-			fmt.Fprintln(f)
-		}
-	}
-}
