@@ -75,7 +75,7 @@ func testCreateUnderRacingEngines(t *testing.T, store *memStore) {
 	}
 	wg.Wait()
 	for k := 0; k < keys; k++ {
-		res, err := es[0].cells.ratePeek(fmt.Sprintf("k%d|rpm|n|||fixed_window", k), rate.FixedWindow, clock.Now(), p)
+		res, _, err := es[0].cells.ratePeek(fmt.Sprintf("k%d|rpm|n|||fixed_window", k), rate.FixedWindow, clock.Now(), p)
 		if err != nil {
 			t.Fatal(err)
 		}

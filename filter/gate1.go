@@ -209,9 +209,7 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 		return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
 	}
 	if res.Allowed {
-		if pol := &s.disclosure.Requests; pol.LimitID == "" || res.Remaining < pol.Remaining {
-			*pol = wire.Policy{LimitID: l.ID, Quota: p.Amount, Window: l.Period.Window, Remaining: res.Remaining}
-		}
+		disclose(&s.disclosure.Requests, l, p, res.Remaining)
 		if len(l.Thresholds) > 0 {
 			used := res.Limit - res.Remaining
 			e.gateAlerts(in, used-1, used, res.Limit, now)
@@ -219,6 +217,9 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 		return nil
 	}
 	if !e.over(s, in) {
+		// Admitted over its cap (shadow, soft): the served answer still
+		// advertises the limit, with nothing remaining.
+		disclose(&s.disclosure.Requests, l, p, res.Remaining)
 		return nil
 	}
 	r := wire.Refusal{
@@ -260,6 +261,14 @@ func (e *Engine) checkConcurrency(s *Stream, in *govern.Instance, now time.Time,
 		Limit:     limit,
 	}
 	return e.refuse(s, v, &r, in)
+}
+
+// disclose makes an rpm or tpm instance the disclosed policy when it is the
+// tightest so far (the least remaining).
+func disclose(pol *wire.Policy, l *govern.Limit, p rate.Params, remaining int64) {
+	if pol.LimitID == "" || remaining < pol.Remaining {
+		*pol = wire.Policy{LimitID: l.ID, Quota: p.Amount, Window: l.Period.Window, Remaining: remaining}
+	}
 }
 
 // rateParams are an rpm or tpm instance's numbers, divided among the live

@@ -207,9 +207,7 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 	}
 	if res.Allowed {
 		s.reserves = append(s.reserves, reserve{key: in.ID, alg: l.Algorithm, params: p, amount: cost})
-		if pol := &s.disclosure.Tokens; pol.LimitID == "" || res.Remaining < pol.Remaining {
-			*pol = wire.Policy{LimitID: l.ID, Quota: p.Amount, Window: l.Period.Window, Remaining: res.Remaining}
-		}
+		disclose(&s.disclosure.Tokens, l, p, res.Remaining)
 		if len(l.Thresholds) > 0 {
 			used := res.Limit - res.Remaining
 			e.gateAlerts(in, used-cost, used, res.Limit, now)
@@ -217,6 +215,7 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 		return nil
 	}
 	if !e.over(s, in) {
+		disclose(&s.disclosure.Tokens, l, p, res.Remaining) // admitted over its cap: still advertised
 		return nil
 	}
 	r := wire.Refusal{

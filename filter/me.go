@@ -103,6 +103,7 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		// store: redis is answered by the replica-local limiter in this
 		// build (checkRPM), and every row says so: so does this.
 		m.Suspended = l.Store == govern.StoreRedis
+		m.ResetsAt = ceilSecond(now)
 		if in.Unresolved {
 			m.Remaining = p.Burst
 			if p.Burst <= 0 {
@@ -110,12 +111,16 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 			}
 			return m
 		}
-		res, err := e.cells.ratePeek(in.ID, l.Algorithm, now, p)
+		res, next, err := e.cells.ratePeek(in.ID, l.Algorithm, now, p)
 		if err != nil {
 			m.Suspended = true
 			return m
 		}
 		m.Observed, m.Remaining = res.Limit-res.Remaining, res.Remaining
+		// When the next unit frees (seconds, rounded up, as a 429's
+		// retry_after_s) and when the cell is back at its full burst.
+		m.RetryAfter = wire.Seconds(next)
+		m.ResetsAt = ceilSecond(now.Add(res.ResetAfter))
 	case govern.Concurrency:
 		m.Amount = e.shareCap(in.Amount, l.Store)
 		live, err := e.cells.gaugeRead(in.ID, now)
@@ -140,11 +145,17 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		remaining := max(in.Amount-observed, 0)
 		if l.Type == govern.BudgetUSD {
 			// Rows whose model has no price add no dollars: the figures
-			// say they are incomplete.
+			// say they are incomplete. Rows whose usage the gateway had to
+			// estimate (no usage in the answer, a client that left) make
+			// them estimates, and so does this replica's own running spend
+			// in reserve mode while it holds more than the accountant has
+			// folded (calls in flight are counted at their dearest cost).
 			unpriced := !in.Unresolved && e.snapValue(in.ID+syncwire.UnpricedSuffix, in, now) > 0
+			estimated := !in.Unresolved && (e.snapValue(in.ID+syncwire.EstimatedSuffix, in, now) > 0 ||
+				l.Reserve && e.spendMine(in, now) > e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now))
 			m.LimitUSD = wire.USD{Nanos: in.Amount}
-			m.ObservedUSD = wire.USD{Nanos: observed, Estimated: true, Unpriced: unpriced}
-			m.RemainingUSD = wire.USD{Nanos: remaining, Estimated: true, Unpriced: unpriced}
+			m.ObservedUSD = wire.USD{Nanos: observed, Estimated: estimated, Unpriced: unpriced}
+			m.RemainingUSD = wire.USD{Nanos: remaining, Estimated: estimated, Unpriced: unpriced}
 		} else {
 			m.Amount, m.Observed, m.Remaining = in.Amount, observed, remaining
 		}
@@ -238,4 +249,13 @@ func (e *Engine) fullestModel(in *govern.Instance, m *wire.MeLimit, now time.Tim
 	} else {
 		m.Observed, m.Remaining = fullest, remaining
 	}
+}
+
+// ceilSecond rounds t up to a whole second, as resets_at is printed: a
+// client that waits until then is never early.
+func ceilSecond(t time.Time) time.Time {
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
 }

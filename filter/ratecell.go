@@ -67,17 +67,25 @@ func (c *cells) rateAdjust(key string, alg rate.Algorithm, now time.Time, delta 
 	return errContention
 }
 
-// ratePeek reads the cell without changing it.
-func (c *cells) ratePeek(key string, alg rate.Algorithm, now time.Time, p rate.Params) (rate.Result, error) {
+// ratePeek reads the cell without changing it: what a probe of cost 0
+// sees, and how long until one more unit (a request, a token) would be
+// admitted, 0 when one would be now.
+func (c *cells) ratePeek(key string, alg rate.Algorithm, now time.Time, p rate.Params) (rate.Result, time.Duration, error) {
 	v, _, found, err := c.store.Get(key)
 	if err != nil {
-		return rate.Result{}, err
+		return rate.Result{}, 0, err
 	}
 	var st rate.State
 	if found {
 		st = decodeRate(v, alg)
 	}
-	return rate.Peek(alg, st, now, p), nil
+	res := rate.Peek(alg, st, now, p)
+	var next time.Duration
+	if res.Remaining <= 0 {
+		one, _ := rate.Take(alg, st, now, 1, p) // a refused step changes nothing
+		next = one.RetryAfter
+	}
+	return res, next, nil
 }
 
 // decodeRate reads a cell's state; an unreadable cell, or one written for

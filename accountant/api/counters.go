@@ -25,7 +25,8 @@ type LiveCounters struct {
 	Lag CountersLag `json:"lag"`
 	// Counters are the snapshot's entries: counter identity, the start of
 	// the calendar period counted, the value (nanodollars for budget_usd,
-	// tokens, requests), and #unpriced companions.
+	// tokens, requests), and the #unpriced, #estimated and #replica:
+	// companions (syncwire).
 	Counters []syncwire.Entry `json:"counters"`
 }
 

@@ -50,6 +50,9 @@ func (c *Core) rederive(now time.Time, live bool) error {
 			if a.unpriced > 0 && t.limit.Type == govern.BudgetUSD {
 				add(t.unpricedTarget(), a.unpriced)
 			}
+			if a.estimated > 0 && t.limit.Type == govern.BudgetUSD {
+				add(t.estimatedTarget(), a.estimated)
+			}
 			if n := amountOf(t.limit.Type, *a); n != 0 { // as the fold: nothing to add, no counter
 				add(t, n)
 				if t.reserve() {

@@ -45,6 +45,13 @@ func (t target) unpricedTarget() target {
 	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.UnpricedSuffix, unit: t.unit}
 }
 
+// estimatedTarget is the companion counter of a budget_usd target: the
+// rows with estimated usage folded into it (syncwire.EstimatedSuffix). It
+// raises no threshold alert.
+func (t target) estimatedTarget() target {
+	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.EstimatedSuffix, unit: t.unit}
+}
+
 // reserve reports whether t is a budget_usd target in reserve mode, whose
 // rows are also counted per filter replica.
 func (t target) reserve() bool {
@@ -71,6 +78,8 @@ type agg struct {
 	tokens   int64 // input + output
 	nanos    int64 // priced cost; UNPRICED rows add nothing
 	unpriced int64 // UNPRICED rows
+	// estimated counts the rows whose usage was estimated (ledger.Estimated)
+	estimated int64
 	// replicas splits nanos by the filter replica that wrote the rows (rows
 	// with no replica id, or that cost nothing, are left out), so the
 	// companions of a reserve-mode budget re-derive exactly, also for a
@@ -126,6 +135,9 @@ func rowAgg(r *ledger.Row) agg {
 	if r.Cost != nil && r.Cost.Unpriced {
 		a.unpriced = 1
 	}
+	if r.Estimated.Input || r.Estimated.Output {
+		a.estimated = 1
+	}
 	return a
 }
 
@@ -171,6 +183,7 @@ func (c *Core) fold(r *ledger.Row) {
 		p.tokens = addSat(p.tokens, a.tokens)
 		p.nanos = addSat(p.nanos, a.nanos)
 		p.unpriced = addSat(p.unpriced, a.unpriced)
+		p.estimated = addSat(p.estimated, a.estimated)
 		if a.nanos > 0 && r.Replica != "" {
 			p.addReplica(c.intern(r.Replica), a.nanos)
 		}
@@ -180,6 +193,11 @@ func (c *Core) fold(r *ledger.Row) {
 		if a.unpriced > 0 && t.limit.Type == govern.BudgetUSD {
 			u := t.unpricedTarget()
 			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: u.id, Unit: u.unit, Start: start}, N: a.unpriced})
+			c.targets = append(c.targets, u)
+		}
+		if a.estimated > 0 && t.limit.Type == govern.BudgetUSD {
+			u := t.estimatedTarget()
+			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: u.id, Unit: u.unit, Start: start}, N: a.estimated})
 			c.targets = append(c.targets, u)
 		}
 		n := amountOf(t.limit.Type, a)

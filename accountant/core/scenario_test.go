@@ -136,7 +136,7 @@ func (h *harness) arm(t *testing.T, args map[string]string, input []string) stri
 //
 //	NAME end=TIME [start=TIME] [node=N] [kid=K] [model=M] [served=M]
 //	     [provider=P] [endpoint=E] [in=N] [out=N] [cached=N] [reasoning=N]
-//	     [decision=D] [cost=NANOS|unpriced] [replica=ID]
+//	     [decision=D] [cost=NANOS|unpriced] [replica=ID] [estimated=in|out|both]
 //
 // NAME is turned into a valid request id (or used as is when it starts with
 // tt_ or is "bad:...").
@@ -226,6 +226,8 @@ func (h *harness) parseRow(t *testing.T, line string) ledger.Row {
 			r.Usage.Reasoning = num(v)
 		case "decision":
 			r.Decision = ledger.Decision(v)
+		case "estimated":
+			r.Estimated = ledger.Estimated{Input: v == "in" || v == "both", Output: v == "out" || v == "both"}
 		case "cost":
 			if v == "unpriced" {
 				r.Cost = &ledger.Cost{Unpriced: true}

@@ -71,8 +71,8 @@ func (r *Replay) liveRows(c *api.LiveCounters) []liveRow {
 	live := map[key]liveEntry{}
 	periods := map[string][]time.Time{}
 	for _, e := range c.Counters {
-		if strings.Contains(e.ID, syncwire.ReplicaSuffix) {
-			continue // one replica's share of a reserve-mode budget, inside its total
+		if strings.Contains(e.ID, syncwire.ReplicaSuffix) || strings.HasSuffix(e.ID, syncwire.EstimatedSuffix) {
+			continue // one replica's share of a reserve-mode budget, inside its total; a count of estimated rows
 		}
 		id, unpriced := strings.CutSuffix(e.ID, syncwire.UnpricedSuffix)
 		k := key{id, e.PeriodStart.Unix()}
@@ -105,7 +105,7 @@ func (r *Replay) liveRows(c *api.LiveCounters) []liveRow {
 		names := r.instanceNames(l)
 		prefix := l.ID + "|" + l.Type.String() + "|"
 		for _, e := range c.Counters {
-			if e.PeriodStart.Unix() != start || !strings.HasPrefix(e.ID, prefix) || strings.HasSuffix(e.ID, syncwire.UnpricedSuffix) || strings.Contains(e.ID, syncwire.ReplicaSuffix) || seen[e.ID] {
+			if e.PeriodStart.Unix() != start || !strings.HasPrefix(e.ID, prefix) || strings.HasSuffix(e.ID, syncwire.UnpricedSuffix) || strings.HasSuffix(e.ID, syncwire.EstimatedSuffix) || strings.Contains(e.ID, syncwire.ReplicaSuffix) || seen[e.ID] {
 				continue
 			}
 			seen[e.ID] = true

@@ -116,6 +116,13 @@ type Entry struct {
 // is incomplete.
 const UnpricedSuffix = "#unpriced"
 
+// EstimatedSuffix ends the id of an entry that counts the rows with
+// estimated usage (ledger.Estimated: the provider reported none, or the
+// client left before it did) folded into the budget_usd counter whose
+// identity it follows, in the same period. It is present only when there
+// were some: a dollar figure with such an entry beside it is an estimate.
+const EstimatedSuffix = "#estimated"
+
 // ReplicaSuffix joins the identity of a budget_usd counter in reserve mode
 // and a filter replica id (ledger.Row.Replica): the entry
 // id+ReplicaSuffix+<replica> counts the priced nanodollars of that

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -300,16 +301,36 @@ func seedMeDoc() Me {
 			{LimitID: "user_concurrency", Type: Concurrency, Node: "org:acme/team:ml/user:dev1", Posture: onHardOpen,
 				Amount: 10, Remaining: 10},
 			{LimitID: "team_rpm", Type: RPM, Node: "org:acme/team:ml", Period: "1m0s", Posture: onHardOpen,
-				Amount: 3, Observed: 2, Remaining: 1},
+				Amount: 3, Observed: 2, Remaining: 1, ResetsAt: captured.Add(40 * time.Second)},
 			{LimitID: "team_tpm", Type: TPM, Node: "org:acme/team:ml", Period: "1m0s", Posture: onHardOpen,
-				Amount: 20000, Remaining: 20000},
+				Amount: 20000, Remaining: 20000, ResetsAt: captured},
 		},
 	}
+}
+
+// rateTimes are the members this project adds to seed 004's rpm and tpm
+// rows: when the window is full again, and when the next unit frees.
+var rateTimes = regexp.MustCompile(`,"resets_at":"[^"]*"(.*),"retry_after_s":[0-9]+`)
+
+// seedRows removes rateTimes from the rpm and tpm rows of a /tt/v1/me
+// document, leaving what seed 004 printed.
+func seedRows(doc string) string {
+	lines := strings.Split(doc, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, `"type":"rpm"`) || strings.Contains(l, `"type":"tpm"`) {
+			lines[i] = rateTimes.ReplaceAllString(l, "$1")
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 func TestSeedMe(t *testing.T) {
 	me := seedMeDoc()
 	got := string(me.AppendJSON(nil))
+	if !strings.Contains(got, `"period":"1m0s","resets_at":"2026-08-09T20:45:30Z",`) || !strings.Contains(got, `"remaining":1,"retry_after_s":0}`) {
+		t.Errorf("the rpm row lacks resets_at or retry_after_s: %s", got)
+	}
+	got = seedRows(got)
 	if got != seedMe {
 		t.Errorf("/tt/v1/me:\n got: %s\nwant: %s", got, seedMe)
 	}
@@ -324,7 +345,9 @@ func TestSeedMe(t *testing.T) {
 
 func TestMeGoldens(t *testing.T) {
 	anon := Me{Chain: []string{"__global"}, Limits: []MeLimit{{LimitID: "global_rpm", Type: RPM, Node: "__global",
-		Period: "1m0s", Posture: Posture{Mode: "shadow", Enforce: "hard", Fail: "open"}, Amount: 5000, Observed: 12, Remaining: 4988}}}
+		Period: "1m0s", Posture: Posture{Mode: "shadow", Enforce: "hard", Fail: "open"}, Amount: 5000, Observed: 12, Remaining: 4988,
+		ResetsAt: captured.Add(time.Second)}, {LimitID: "global_tpm", Type: TPM, Node: "__global", Period: "1m0s", Posture: onHardOpen,
+		Amount: 20000, Observed: 20000, RetryAfter: 3, ResetsAt: captured.Add(time.Minute)}}}
 	scoped := Me{KID: "vk_FEKZdMs2UQRi", Node: "org:acme/team:ml", Chain: []string{"org:acme/team:ml/key:vk_FEKZdMs2UQRi", "org:acme/team:ml", "org:acme", "__global"},
 		Scopes: Scopes{Models: []string{"gpt-4o-mini", "o3*"}, Providers: []string{}, Endpoints: []string{"/v1/chat/completions"}, AllowPassthrough: true},
 		Limits: []MeLimit{

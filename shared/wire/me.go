@@ -31,16 +31,21 @@ type Scopes struct {
 // MeLimit is one resolved limit instance. A budget_usd instance is shown in
 // the spend shape (limit_usd, observed_usd, remaining_usd, each a USD
 // object); every other type in the count shape (amount, observed,
-// remaining). Spend and quota types carry resets_at.
+// remaining). Spend and quota types carry resets_at, the end of the period;
+// rpm and tpm carry resets_at, when the window is back at its full burst,
+// and retry_after_s, the seconds until the next unit (a request, a token)
+// frees, 0 while some remain.
 type MeLimit struct {
 	LimitID string
 	Type    LimitType
 	Node    string
 	// Period is day/week/month, a window ("1m0s"), or "" for concurrency.
-	Period    string
-	ResetsAt  time.Time
-	Suspended bool
-	Posture   Posture
+	Period   string
+	ResetsAt time.Time
+	// RetryAfter is rpm's and tpm's retry_after_s.
+	RetryAfter int64
+	Suspended  bool
+	Posture    Posture
 	// Spend shape (budget_usd).
 	LimitUSD, ObservedUSD, RemainingUSD USD
 	// Count shape: the cap, what is in use or counted, and what is left.
@@ -106,7 +111,8 @@ func (l *MeLimit) appendJSON(dst []byte) []byte {
 	dst = appendString(dst, l.Node)
 	dst = append(dst, `,"period":`...)
 	dst = appendString(dst, l.Period)
-	if l.Type.Settled() {
+	rate := l.Type == RPM || l.Type == TPM
+	if l.Type.Settled() || rate {
 		dst = append(dst, `,"resets_at":`...)
 		dst = appendSecondTime(dst, l.ResetsAt)
 	}
@@ -128,6 +134,10 @@ func (l *MeLimit) appendJSON(dst []byte) []byte {
 		dst = strconv.AppendInt(dst, l.Observed, 10)
 		dst = append(dst, `,"remaining":`...)
 		dst = strconv.AppendInt(dst, l.Remaining, 10)
+		if rate {
+			dst = append(dst, `,"retry_after_s":`...)
+			dst = strconv.AppendInt(dst, l.RetryAfter, 10)
+		}
 	}
 	return append(dst, '}')
 }
