@@ -177,21 +177,21 @@ func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 			c.head.Route = string(b)
 		}
 	}
-	return c.apply(c.e.RequestHeaders(c.s, &c.head), hdrs)
+	return c.apply(c.e.RequestHeaders(c.s, &c.head))
 }
 
 func (c *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
 	if c.s == nil || !c.s.governs || c.s.replied {
 		return types.ActionContinue
 	}
-	return c.apply(c.e.RequestBody(c.s, size, eos, c), nil)
+	return c.apply(c.e.RequestBody(c.s, size, eos, c))
 }
 
 func (c *httpContext) OnHttpRequestTrailers(int) types.Action {
 	if c.s == nil || !c.s.governs || c.s.replied {
 		return types.ActionContinue
 	}
-	return c.apply(c.e.RequestTrailers(c.s, c), nil)
+	return c.apply(c.e.RequestTrailers(c.s, c))
 }
 
 // Body reads the buffered request body (BodySource), into the engine's
@@ -205,32 +205,28 @@ func (c *httpContext) Body(n int) []byte {
 	return b
 }
 
-// apply carries out a verdict on the request. hdrs are the request headers
-// when the callback read them: several removals are then one host call
-// that sets the map without them.
-func (c *httpContext) apply(v Verdict, hdrs [][2]string) types.Action {
-	if len(v.RemoveHeaders) >= 2 && hdrs != nil {
-		kept := c.e.pairs[:0]
-		for _, kv := range hdrs {
-			if !contains(v.RemoveHeaders, kv[0]) {
-				kept = append(kept, kv)
+// apply carries out a verdict on the request: its header edits one host
+// call each (a rewrite of the whole map would hand the host a map it may
+// not hold, which Envoy answers by emptying it), its body, and its action.
+// A request whose edits fail is answered by the filter, never sent on half
+// edited: with the virtual key still in it, or a length that no longer
+// matches its body.
+func (c *httpContext) apply(v Verdict) types.Action {
+	if v.Action != ActReply {
+		for _, h := range v.RemoveHeaders {
+			if err := proxywasm.RemoveHttpRequestHeader(h); err != nil {
+				return c.apply(c.e.EditFailed(c.s, "removing its "+h+" header", err))
 			}
 		}
-		c.e.pairs = kept[:0]
-		if err := proxywasm.ReplaceHttpRequestHeaders(kept); err != nil {
-			proxywasm.LogErrorf("tokentriage: rewriting the request headers: %v", err)
+		for _, h := range v.SetHeaders {
+			if err := proxywasm.ReplaceHttpRequestHeader(h[0], h[1]); err != nil {
+				return c.apply(c.e.EditFailed(c.s, "setting its "+h[0]+" header", err))
+			}
 		}
-	} else {
-		for _, h := range v.RemoveHeaders {
-			_ = proxywasm.RemoveHttpRequestHeader(h)
-		}
-	}
-	for _, h := range v.SetHeaders {
-		_ = proxywasm.ReplaceHttpRequestHeader(h[0], h[1])
-	}
-	if v.Body != nil {
-		if err := proxywasm.ReplaceHttpRequestBody(v.Body); err != nil {
-			proxywasm.LogErrorf("tokentriage: replacing the request body: %v", err)
+		if v.Body != nil {
+			if err := proxywasm.ReplaceHttpRequestBody(v.Body); err != nil {
+				return c.apply(c.e.EditFailed(c.s, "rewriting its body", err))
+			}
 		}
 	}
 	switch v.Action {
@@ -265,9 +261,12 @@ func (c *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		}
 	}
 	rh := c.e.ResponseHeaders(c.s, status, contentType, contentEncoding)
+	rewritten := false
 	if edits := len(rh.Add); edits >= 2 && err == nil {
 		// One host call instead of one per header: the map as it was
-		// (less content-length when the body may change), then ours.
+		// (less content-length when the body may change), then ours. A
+		// map the pair format cannot carry is refused by the binding
+		// before it reaches the host, and edited one header at a time.
 		all := c.e.pairs[:0]
 		for _, kv := range hdrs {
 			if !rh.RemoveContentLength || kv[0] != "content-length" {
@@ -276,10 +275,9 @@ func (c *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		}
 		all = append(all, rh.Add...)
 		c.e.pairs = all[:0]
-		if err := proxywasm.ReplaceHttpResponseHeaders(all); err != nil {
-			proxywasm.LogErrorf("tokentriage: rewriting the response headers: %v", err)
-		}
-	} else {
+		rewritten = proxywasm.ReplaceHttpResponseHeaders(all) == nil
+	}
+	if !rewritten {
 		for _, h := range rh.Add {
 			_ = proxywasm.AddHttpResponseHeader(h[0], h[1])
 		}

@@ -344,6 +344,19 @@ func (e *Engine) refuse(s *Stream, v Verdict, r *wire.Refusal, in *govern.Instan
 	return &v
 }
 
+// EditFailed answers a request whose edits the host refused (what names
+// the edit) with a 500, handing back what the gates took: it was never
+// sent to the provider.
+func (e *Engine) EditFailed(s *Stream, what string, err error) Verdict {
+	now := e.host.Now()
+	e.returnReserves(s, now)
+	e.settleSpend(s, false, now)
+	e.releaseLeases(s, now)
+	s.forwarded = false
+	e.logf(LogError, "request %s: %s failed (%v); answered 500 instead of sending it on", s.id, what, err)
+	return e.reject(s, Verdict{}, wire.EditFailed(s.id, what, err.Error()))
+}
+
 // reject answers a refusal that is not a limit breach (401, 403, 400, 413,
 // 503, 404, 405).
 func (e *Engine) reject(s *Stream, v Verdict, r wire.Rejection) Verdict {

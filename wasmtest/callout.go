@@ -100,7 +100,11 @@ func hostHTTPCall(v *vm, s []uint64) {
 		s[0] = statusBadArgument
 		return
 	}
-	hdr := parsePairs(hb)
+	hdr, ok := parsePairs(hb)
+	if !ok {
+		s[0] = statusBadArgument
+		return
+	}
 	for _, k := range []string{":method", ":path", ":authority"} {
 		// Envoy checks presence only: an empty :authority is sent as
 		// it is (the cluster picks the destination).
@@ -109,7 +113,11 @@ func hostHTTPCall(v *vm, s []uint64) {
 			return
 		}
 	}
-	trl := parsePairs(tb)
+	trl, ok := parsePairs(tb)
+	if !ok {
+		s[0] = statusBadArgument
+		return
+	}
 	var rb io.ReadCloser = http.NoBody
 	if len(body) > 0 {
 		rb = io.NopCloser(bytes.NewReader(append([]byte(nil), body...)))

@@ -100,7 +100,10 @@ func hostGetHeaderMapPairs(v *vm, s []uint64) {
 	s[0] = uint64(v.outPairs(*m, pp, sp))
 }
 
-// proxy_set_header_map_pairs(type, ptr, size): replaces the whole map.
+// proxy_set_header_map_pairs(type, ptr, size): replaces the whole map. A
+// malformed map, or one over the pair format's limits, is refused with
+// BAD_ARGUMENT and the map is left as it was (Envoy would empty it and
+// answer OK).
 func hostSetHeaderMapPairs(v *vm, s []uint64) {
 	t, p, n := uint32(s[0]), uint32(s[1]), uint32(s[2])
 	if t > mapMax {
@@ -117,7 +120,13 @@ func hostSetHeaderMapPairs(v *vm, s []uint64) {
 		s[0] = statusBadArgument
 		return
 	}
-	*m = parsePairs(b)
+	pm, ok := parsePairs(b)
+	if !ok {
+		v.h.logs.add(v.index, v.name, LogWarn, "proxy_set_header_map_pairs: refused a malformed map, or one over 1024 pairs or 1 MiB; the map is unchanged")
+		s[0] = statusBadArgument
+		return
+	}
+	*m = pm
 	s[0] = statusOK
 }
 
@@ -180,6 +189,9 @@ func hostReplaceHeaderMapValue(v *vm, s []uint64) {
 	hostWriteHeader(v, s, func(m *hmap, k, val string) { m.replace(k, val) })
 }
 
+// hostWriteHeader runs an add or a replace. A write that would take the
+// map over the pair format's limits (it could no longer be handed to the
+// guest, nor set back) is refused with BAD_ARGUMENT, the map unchanged.
 func hostWriteHeader(v *vm, s []uint64, op func(m *hmap, k, val string)) {
 	t, kp, kn, vp, vn := uint32(s[0]), uint32(s[1]), uint32(s[2]), uint32(s[3]), uint32(s[4])
 	if t > mapMax {
@@ -195,6 +207,25 @@ func hostWriteHeader(v *vm, s []uint64, op func(m *hmap, k, val string)) {
 	m := v.writeMap(t)
 	if m == nil {
 		s[0] = statusBadArgument
+		return
+	}
+	before := len(*m)
+	grown := m.pairsSize() + 10 + len(key) + len(val)
+	if before == 0 {
+		grown += 4
+	}
+	if before+1 > maxPairsCount || grown > maxPairsSize {
+		// Over the limits only if the write adds a pair; a replace of an
+		// existing name is checked on its result.
+		next := append(hmap(nil), *m...)
+		op(&next, lowerBytes(key), string(val))
+		if !next.fits() {
+			v.h.logs.add(v.index, v.name, LogWarn, "proxy_add/replace_header_map_value: refused; the map would pass 1024 pairs or 1 MiB, and it is unchanged")
+			s[0] = statusBadArgument
+			return
+		}
+		*m = next
+		s[0] = statusOK
 		return
 	}
 	op(m, lowerBytes(key), string(val))

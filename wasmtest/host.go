@@ -72,6 +72,19 @@ type Config struct {
 	// BufferLimit is the most a filter may buffer per direction (Envoy's
 	// per_connection_buffer_limit_bytes); 0 means 1 MiB.
 	BufferLimit int
+	// MaxRequestHeadersCount and MaxRequestHeadersKB are the connection
+	// manager's max_request_headers_count and max_request_headers_kb: a
+	// request with more header fields, or more bytes of them (names,
+	// values, the method and the request target), is answered 431 before
+	// any filter sees it. 0 means Envoy's defaults, 100 and 60.
+	MaxRequestHeadersCount int
+	MaxRequestHeadersKB    int
+	// MaxResponseHeadersCount and MaxResponseHeadersKB are the upstream
+	// cluster's max_headers_count and max_response_headers_kb: an upstream
+	// answer past them is a protocol error, answered 502 to the client as
+	// Envoy's router does. 0 means 100 and 60.
+	MaxResponseHeadersCount int
+	MaxResponseHeadersKB    int
 	// Rand feeds WASI random_get; nil is crypto/rand.
 	Rand io.Reader
 	// ShutdownGrace is how long Close waits for a root context that
@@ -96,6 +109,8 @@ type Host struct {
 	environ     []string
 	randMu      sync.Mutex
 	bufferLimit int
+	reqLimits   headerLimits
+	respLimits  headerLimits
 	upstream    *target
 	clusters    map[string]*target
 	shared      *sharedStore
@@ -163,6 +178,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		cfg:         cfg,
 		clock:       cfg.Clock,
 		bufferLimit: cfg.BufferLimit,
+		reqLimits:   newHeaderLimits(cfg.MaxRequestHeadersCount, cfg.MaxRequestHeadersKB, "max_request_headers_count", "max_request_headers_kb"),
+		respLimits:  newHeaderLimits(cfg.MaxResponseHeadersCount, cfg.MaxResponseHeadersKB, "max_headers_count", "max_response_headers_kb"),
 		closing:     make(chan struct{}),
 		idle:        make(chan struct{}, 1),
 		shared:      newSharedStore(),

@@ -122,38 +122,54 @@ func (m hmap) marshalTo(b []byte) {
 }
 
 // parsePairs decodes the pair format, copying out of guest memory and
-// lower-casing names. Like cpp-host, malformed input (a short header, a size
-// that does not add up, a missing NUL, trailing bytes) yields an empty map.
-func parsePairs(b []byte) hmap {
+// lower-casing names. Empty input (no bytes, or a count of 0 alone) is an
+// empty map. Malformed input (a short header, a size that does not add up,
+// a missing NUL, trailing bytes, more than the pair format's limits) is
+// not a map: ok is false. cpp-host reads such input as an empty map and
+// answers OK, which a filter cannot tell from success; this host refuses
+// it instead, so a call never empties a map by accident.
+func parsePairs(b []byte) (m hmap, ok bool) {
+	if len(b) == 0 {
+		return nil, true
+	}
 	if len(b) < 4 || len(b) > maxPairsSize {
-		return nil
+		return nil, false
 	}
 	n := int(binary.LittleEndian.Uint32(b))
-	if n == 0 || n > maxPairsCount || 4+8*n > len(b) {
-		return nil
+	if n == 0 {
+		return nil, len(b) == 4
+	}
+	if n > maxPairsCount || 4+8*n > len(b) {
+		return nil, false
 	}
 	p := 4 + 8*n
 	total := p
 	for i := 0; i < n; i++ {
 		total += int(binary.LittleEndian.Uint32(b[4+8*i:])) + int(binary.LittleEndian.Uint32(b[8+8*i:])) + 2
 		if total > len(b) {
-			return nil
+			return nil, false
 		}
 	}
 	if total != len(b) {
-		return nil
+		return nil, false
 	}
-	m := make(hmap, n)
+	m = make(hmap, n)
 	for i := 0; i < n; i++ {
 		kl := int(binary.LittleEndian.Uint32(b[4+8*i:]))
 		vl := int(binary.LittleEndian.Uint32(b[8+8*i:]))
 		if b[p+kl] != 0 || b[p+kl+1+vl] != 0 {
-			return nil
+			return nil, false
 		}
 		m[i] = hpair{lowerBytes(b[p : p+kl]), string(b[p+kl+1 : p+kl+1+vl])}
 		p += kl + 1 + vl + 1
 	}
-	return m
+	return m, true
+}
+
+// fits reports whether m can still be handed to a guest and back in the
+// pair format: at most maxPairsCount pairs and maxPairsSize bytes.
+func (m hmap) fits() bool {
+	return len(m) <= maxPairsCount && m.pairsSize() <= maxPairsSize
 }
 
 // equalLower reports whether lower (already lower-case) equals b ignoring

@@ -10,8 +10,8 @@ func TestPairsRoundTrip(t *testing.T) {
 	m := hmap{{":status", "200"}, {"x-a", ""}, {"x-b", "two words"}}
 	b := make([]byte, m.pairsSize())
 	m.marshalTo(b)
-	got := parsePairs(b)
-	if len(got) != len(m) {
+	got, ok := parsePairs(b)
+	if !ok || len(got) != len(m) {
 		t.Fatalf("parsed %v", got)
 	}
 	for i := range m {
@@ -24,7 +24,8 @@ func TestPairsRoundTrip(t *testing.T) {
 	}
 }
 
-// Like cpp-host, malformed input is an empty map, never a partial one.
+// Malformed input is refused, never read as an empty or a partial map;
+// the two spellings of an empty map are empty maps.
 func TestParsePairsRejectsMalformed(t *testing.T) {
 	good := func() []byte {
 		m := hmap{{"k", "v"}}
@@ -38,13 +39,28 @@ func TestParsePairsRejectsMalformed(t *testing.T) {
 		"missing NUL":   func() []byte { b := good(); b[len(b)-1] = 'x'; return b }(),
 		"trailing byte": append(good(), 0),
 		"size mismatch": func() []byte { b := good(); binary.LittleEndian.PutUint32(b[4:], 5); return b }(),
+		"zero and more": {0, 0, 0, 0, 0},
+		"over 1024 pairs": func() []byte {
+			m := make(hmap, maxPairsCount+1)
+			for i := range m {
+				m[i] = hpair{"k", "v"}
+			}
+			b := make([]byte, m.pairsSize())
+			m.marshalTo(b)
+			return b
+		}(),
 	} {
-		if got := parsePairs(b); got != nil {
-			t.Errorf("%s: parsed %v", name, got)
+		if got, ok := parsePairs(b); ok || got != nil {
+			t.Errorf("%s: parsed %v, %v", name, got, ok)
 		}
 	}
-	if got := parsePairs(good()); len(got) != 1 {
-		t.Errorf("good input parsed as %v", got)
+	if got, ok := parsePairs(good()); !ok || len(got) != 1 {
+		t.Errorf("good input parsed as %v, %v", got, ok)
+	}
+	for _, empty := range [][]byte{nil, {0, 0, 0, 0}} {
+		if got, ok := parsePairs(empty); !ok || len(got) != 0 {
+			t.Errorf("%x: parsed %v, %v; want an empty map", empty, got, ok)
+		}
 	}
 }
 
@@ -52,7 +68,7 @@ func TestParsePairsLowerCasesNames(t *testing.T) {
 	m := hmap{{"X-Mixed", "V"}}
 	b := make([]byte, m.pairsSize())
 	m.marshalTo(b)
-	if got := parsePairs(b); got[0] != (hpair{"x-mixed", "V"}) {
+	if got, _ := parsePairs(b); got[0] != (hpair{"x-mixed", "V"}) {
 		t.Errorf("parsed %v", got)
 	}
 }
@@ -83,8 +99,8 @@ func FuzzParsePairs(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		got := parsePairs(in)
-		if got == nil {
+		got, ok := parsePairs(in)
+		if !ok || len(got) == 0 {
 			return
 		}
 		out := make([]byte, got.pairsSize())

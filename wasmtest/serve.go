@@ -54,6 +54,15 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResu
 		return serveResult{}
 	}
 	defer h.leave()
+	if why := h.reqLimits.requestOver(r); why != "" {
+		// Envoy's codec refuses the request before any filter runs, and
+		// closes the connection.
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
+		io.WriteString(w, "request header fields too large: "+why+"\n")
+		return serveResult{}
+	}
 	if hasBody(r) {
 		// Read the rest of the request while the response streams back.
 		http.NewResponseController(w).EnableFullDuplex()
@@ -235,6 +244,18 @@ func (s *stream) onUpstreamEvent(ev upEvent) {
 	switch {
 	case ev.status != 0:
 		if s.respBegun {
+			return
+		}
+		if why := s.h.respLimits.mapOver(ev.hdr); why != "" {
+			// Envoy's upstream codec refuses the headers: a protocol
+			// error before the response started, 502 to the client.
+			s.h.logs.add(s.v.index, s.v.name, LogWarn, "upstream response headers refused: "+why)
+			s.cancelUpstream()
+			s.localReply(&localReply{
+				status:  502,
+				body:    []byte("upstream connect error or disconnect/reset before headers. reset reason: protocol error"),
+				details: "upstream_reset_before_response_started{protocol_error}",
+			})
 			return
 		}
 		s.respBegun = true

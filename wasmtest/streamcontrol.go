@@ -88,6 +88,11 @@ func hostSendLocalResponse(v *vm, s []uint64) {
 		s[0] = statusBadArgument
 		return
 	}
+	lh, ok := parsePairs(hdrs)
+	if !ok {
+		s[0] = statusBadArgument // never a reply with its headers silently dropped
+		return
+	}
 	st.localHold = true
 	if grpc < 0 || grpc > 16 {
 		grpc = -1
@@ -95,7 +100,7 @@ func hostSendLocalResponse(v *vm, s []uint64) {
 	lr := &localReply{
 		status:  int(code),
 		body:    append([]byte(nil), body...),
-		headers: parsePairs(hdrs),
+		headers: lh,
 		details: strings.Map(func(r rune) rune {
 			if unicode.IsSpace(r) {
 				return '_'

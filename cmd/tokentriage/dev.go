@@ -36,7 +36,9 @@ up at its next sync.
 The upstream is the built-in stub (deterministic usage, no provider is
 called), or with --upstream URL a real provider: the proxy then drops
 every client credential header (Authorization, Proxy-Authorization,
-x-api-key, api-key, x-goog-api-key, Cookie) and adds the provider key from
+x-api-key, api-key, x-goog-api-key, Cookie, and any header whose name
+holds auth, token, api-key, cookie, secret, password, credential, session,
+jwt or signature) and adds the provider key from
 OPENAI_API_KEY (OpenAI paths) or ANTHROPIC_API_KEY (/v1/messages), so
 whatever credential a client sends never reaches it.
 
@@ -57,13 +59,15 @@ the ledger flushed; a second signal exits at once.`,
 		fs.StringVar(&o.pricing, "pricing", "", "pricing file (YAML or JSON) extending or overriding the built-in catalog")
 		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a JSON POST per threshold alert (the accountant's and the gateway's)")
 		fs.StringVar(&o.demoOwner, "demo-owner", demoOwner, "node the demo key is minted for")
+		fs.IntVar(&o.maxHeaders, "max-request-headers-count", devserver.DefaultMaxRequestHeadersCount, "most header fields a request may carry; more are answered 431 before the filter runs (Envoy's max_request_headers_count)")
+		fs.IntVar(&o.maxHeadersKB, "max-request-headers-kb", devserver.DefaultMaxRequestHeadersKB, "most KiB of request headers (names, values, method and path); more are answered 431 (Envoy's max_request_headers_kb, at most 8192)")
 		return func(e *env) int { return runDev(e, o) }
 	},
 }
 
 type devFlags struct {
 	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook string
-	workers                                                                                  int
+	workers, maxHeaders, maxHeadersKB                                                        int
 }
 
 func runDev(e *env, o devFlags) int {
@@ -74,6 +78,10 @@ func runDev(e *env, o devFlags) int {
 		return e.failf(2, "unexpected argument %q", e.args[0])
 	case o.workers <= 0:
 		return e.failf(2, "--workers must be at least 1, got %d", o.workers)
+	case o.maxHeaders <= 0:
+		return e.failf(2, "--max-request-headers-count must be at least 1, got %d", o.maxHeaders)
+	case o.maxHeadersKB <= 0 || o.maxHeadersKB > devserver.MaxRequestHeadersKB:
+		return e.failf(2, "--max-request-headers-kb must be between 1 and %d, got %d", devserver.MaxRequestHeadersKB, o.maxHeadersKB)
 	}
 	if o.upstream != devserver.UpstreamStub {
 		if _, err := devserver.CheckUpstream(o.upstream); err != nil {
@@ -137,6 +145,9 @@ func runDev(e *env, o devFlags) int {
 		AlertWebhook:     o.webhook,
 		Logger:           log,
 		FilterLog:        e.stderr,
+
+		MaxRequestHeadersCount: o.maxHeaders,
+		MaxRequestHeadersKB:    o.maxHeadersKB,
 	})
 	if err != nil {
 		if e.ctx.Err() != nil {

@@ -1,6 +1,7 @@
 package proxywasm
 
 import (
+	"errors"
 	"unsafe"
 
 	"github.com/tokentriage/tokentriage/filter/proxywasm/internal/abi"
@@ -134,7 +135,16 @@ func getMap(mt uint32) ([][2]string, error) {
 	return abi.DecodePairsString(owned(data))
 }
 
+// ErrMapTooLarge is returned for a map that the pair format cannot carry
+// to the host (more than abi.MaxPairs pairs, or more than
+// abi.MaxPairsBytes serialized): Envoy's host would replace the map with
+// an empty one and answer OK, so the call is never made.
+var ErrMapTooLarge = errors.New("proxywasm: the header map is over the pair format's limits (1,024 pairs, 1 MiB), which a host answers by emptying the map; edit it one header at a time")
+
 func setMap(mt uint32, pairs [][2]string) error {
+	if len(pairs) > abi.MaxPairs || abi.PairsSize(pairs) > abi.MaxPairsBytes {
+		return ErrMapTooLarge
+	}
 	buf := abi.AppendPairs(takeScratch(), pairs)
 	st := hSetHeaderMapPairs(mt, buf)
 	keepScratch(buf)

@@ -324,3 +324,30 @@ func mustOK(t *testing.T, err error) {
 }
 
 var _ = bytes.Equal
+
+// A map the pair format cannot carry (over 1,024 pairs or 1 MiB) is never
+// handed to the host, which would empty it and answer OK: the binding
+// refuses it and the map stays as it was.
+func TestReplaceRefusesWhatTheHostWouldEmpty(t *testing.T) {
+	var errs []error
+	h := &hooks{reqHeaders: func(uint32, int, bool) types.Action {
+		many := make([][2]string, 1025)
+		for i := range many {
+			many[i] = [2]string{"x", "y"}
+		}
+		errs = append(errs, proxywasm.ReplaceHttpRequestHeaders(many))
+		errs = append(errs, proxywasm.ReplaceHttpRequestHeaders([][2]string{{":path", "/x"}, {"big", string(make([]byte, 1<<20))}}))
+		return types.ActionContinue
+	}}
+	e := start(t, h, proxytest.Options{})
+	id := e.InitializeHttpContext()
+	e.CallOnRequestHeaders(id, requestHeaders, false)
+	for i, err := range errs {
+		if !errors.Is(err, proxywasm.ErrMapTooLarge) {
+			t.Errorf("replace %d: %v, want ErrMapTooLarge", i, err)
+		}
+	}
+	if got := e.GetCurrentRequestHeaders(id); len(got) != len(requestHeaders) || got[1] != [2]string{":path", "/v1/chat/completions?x=1"} {
+		t.Errorf("headers after refused replaces: %q", got)
+	}
+}

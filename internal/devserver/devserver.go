@@ -111,7 +111,23 @@ type Options struct {
 	// FilterLog receives the filter's log lines (info and above); nil
 	// discards them.
 	FilterLog io.Writer
+
+	// MaxRequestHeadersCount and MaxRequestHeadersKB bound a request's
+	// header fields and their bytes (names, values, the method and the
+	// request target); a request past either is answered 431 before the
+	// filter runs, as Envoy's max_request_headers_count and
+	// max_request_headers_kb do. 0 means Envoy's defaults, 100 and 60;
+	// MaxRequestHeadersKB is at most MaxRequestHeadersKB (the constant).
+	MaxRequestHeadersCount int
+	MaxRequestHeadersKB    int
 }
+
+// The defaults and the ceiling of the request header limits (Envoy's).
+const (
+	DefaultMaxRequestHeadersCount = wasmtest.DefaultMaxHeadersCount
+	DefaultMaxRequestHeadersKB    = wasmtest.DefaultMaxHeadersKB
+	MaxRequestHeadersKB           = 8192
+)
 
 // Server is a running dev system.
 type Server struct {
@@ -200,6 +216,15 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.InternalToken == "" {
 		o.InternalToken = NewToken()
 	}
+	if o.MaxRequestHeadersCount <= 0 {
+		o.MaxRequestHeadersCount = DefaultMaxRequestHeadersCount
+	}
+	if o.MaxRequestHeadersKB <= 0 {
+		o.MaxRequestHeadersKB = DefaultMaxRequestHeadersKB
+	}
+	if o.MaxRequestHeadersKB > MaxRequestHeadersKB {
+		return nil, fmt.Errorf("devserver: the request header limit %d KiB is over the most Envoy takes, %d KiB", o.MaxRequestHeadersKB, MaxRequestHeadersKB)
+	}
 	up, stubUp, desc, err := o.upstream()
 	if err != nil {
 		return nil, err
@@ -278,6 +303,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		Log:          o.FilterLog,
 		LogLevel:     wasmtest.LogInfo,
 		BufferLimit:  bufferLimit(pc),
+
+		MaxRequestHeadersCount: o.MaxRequestHeadersCount,
+		MaxRequestHeadersKB:    o.MaxRequestHeadersKB,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("devserver: starting the filter: %w (is the module a build of cmd/filter? `make wasm` rebuilds it)", err)
@@ -289,7 +317,10 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	s.gw = &http.Server{
 		Handler:           s.untilArmed(host), // wasmtest.Host finishes each request body itself
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		// Past this net/http answers 431 itself; the host's own limit,
+		// which names the setting, is the one that applies.
+		MaxHeaderBytes: o.MaxRequestHeadersKB<<10 + 64<<10,
+		ErrorLog:       slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
 	s.gwDone = make(chan struct{})
 	go func() {

@@ -230,3 +230,16 @@ func MethodNotAllowed(requestID, method, path, allow string) Rejection {
 	return Rejection{Status: 405, Type: TypeMethodNotAllowed, RequestID: requestID, Allow: allow,
 		Message: method + " " + path + " is not supported; use " + allow}
 }
+
+// TypeGatewayError is the error.type of a request the gateway could not
+// prepare for the provider.
+const TypeGatewayError = "gateway_error"
+
+// EditFailed is the 500 for a request whose edits the host refused (the
+// virtual key's header, the length header, the body the gate rewrote):
+// sent on half edited, it would carry the key to the provider or a length
+// that does not match its body, so it is not sent at all.
+func EditFailed(requestID, what, cause string) Rejection {
+	return Rejection{Status: 500, Type: TypeGatewayError, RequestID: requestID,
+		Message: "the gateway could not prepare this request for the provider (" + what + " failed: " + cause + "), so it was not sent; retry it, and tell the gateway's operator if it keeps failing"}
+}

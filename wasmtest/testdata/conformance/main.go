@@ -185,6 +185,29 @@ func onRequestHeaders(id, n int32, eos bool) int32 {
 		}
 		keep = append(keep, [2]string{"x-pairs", strconv.Itoa(len(ps))})
 		c.note("set=" + itoa(proxySetHeaderMapPairs(mapReqHeaders, bptr(encodePairs(keep)), int32(len(encodePairs(keep))))))
+	case "pairs-refused":
+		// Maps the host cannot hold are refused, never set as empty.
+		bad := encodePairs([][2]string{{"x-a", "1"}})
+		bad[0] = 9 // a count the data does not hold
+		c.note("malformed=" + itoa(proxySetHeaderMapPairs(mapReqHeaders, bptr(bad), int32(len(bad)))))
+		ps, _ := getPairs(mapReqHeaders)
+		for len(ps) <= 1024 {
+			ps = append(ps, [2]string{"x-filler", "1"})
+		}
+		many := encodePairs(ps)
+		c.note("many=" + itoa(proxySetHeaderMapPairs(mapReqHeaders, bptr(many), int32(len(many)))))
+		n, first := 0, int32(0)
+		for ; n < 1100; n++ {
+			if st := addHeader(mapReqHeaders, "x-added", "1"); st != 0 {
+				first = st
+				break
+			}
+		}
+		c.note("adds=" + strconv.Itoa(n) + "/" + itoa(first))
+		big := make([]byte, 1<<20)
+		c.note("big=" + itoa(replaceHeader(mapReqHeaders, "x-big", string(big))))
+		c.note("local-bad=" + itoa(proxySendLocalResponse(200, nil, 0, nil, 0, bptr(bad), int32(len(bad)), -1)))
+		removeHeader(mapReqHeaders, "x-added")
 	case "local":
 		st := sendLocal(403, "denied by test", "no entry", [][2]string{{"x-local", "1"}})
 		c.note("local=" + itoa(st))
