@@ -4,6 +4,9 @@
 #   make test    build the filter and run every test
 #   make check   formatting, vet, the wasip1 builds, tests, and a tidy go.mod
 #   make bench   the benchmarks BENCHMARKS.md reports
+#   make bench-guest PKG=./shared/llm BENCH=Stream
+#                the benchmarks of a pure package compiled to wasm and run in
+#                wazero: what the code costs inside the filter's module
 
 export PATH := /usr/local/go/bin:$(PATH)
 GO        ?= go
@@ -14,7 +17,7 @@ WASM_ENV  := GOOS=wasip1 GOARCH=wasm
 WASM_FLAGS := -buildmode=c-shared -trimpath -ldflags='-s -w'
 TEST_ENV  := TT_FILTER_WASM=$(abspath $(WASM)) TT_NOOP_WASM=$(abspath $(NOOP_WASM))
 
-.PHONY: all build wasm cli run test check bench clean
+.PHONY: all build wasm cli run test check bench bench-guest clean
 
 all: build
 
@@ -45,6 +48,14 @@ check: wasm
 
 bench: wasm
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchmem ./...
+
+PKG   ?= ./shared/llm
+BENCH ?= .
+bench-guest:
+	@mkdir -p build
+	$(GO) build -o build/wazero github.com/tetratelabs/wazero/cmd/wazero
+	PATH=$(abspath build):$$($(GO) env GOROOT)/lib/wasm:$$PATH GOWASIRUNTIME=wazero $(WASM_ENV) \
+	  $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKG)
 
 clean:
 	rm -rf build bin

@@ -107,7 +107,7 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 	if s.outMax >= 0 && req.Endpoint != llm.Embeddings && (!req.HasMaxTokens || s.outMax < req.MaxTokens) {
 		// Budget reserve mode reserved for at most outMax output tokens:
 		// the provider is held to it.
-		if nb, changed := llm.SetOutputMax(req.Endpoint, body, s.outMax); changed {
+		if nb, changed := req.SetOutputMax(body, s.outMax); changed {
 			body = nb
 			v.Body = nb // the length header went at gate 1
 			s.replacedBody = true
@@ -115,7 +115,7 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 		}
 	}
 	if req.Stream && (req.Endpoint == llm.ChatCompletions || req.Endpoint == llm.Completions) && !req.IncludeUsage {
-		if nb, changed := llm.InjectIncludeUsage(body); changed {
+		if nb, changed := req.InjectIncludeUsage(body); changed {
 			v.Body = nb // the length header went at gate 1
 			s.stripUsage = true
 			s.replacedBody = true

@@ -79,10 +79,51 @@ func InjectIncludeUsage(body []byte) ([]byte, bool) {
 	return splice(body, opts.Index+1, opts.Index+1, includeUsageMember+","), true
 }
 
+// InjectIncludeUsage is the package's InjectIncludeUsage for the body r
+// was parsed from (or the body an earlier rewrite of r returned), spliced
+// at the offsets the parse noted; given another body, it reads it.
+func (r *Request) InjectIncludeUsage(body []byte) ([]byte, bool) {
+	ed := &r.edits
+	if ed.size == 0 || ed.size != len(body) {
+		return InjectIncludeUsage(body)
+	}
+	if !r.Stream || r.IncludeUsage || r.Endpoint != ChatCompletions && r.Endpoint != Completions {
+		return body, false
+	}
+	var out []byte
+	switch {
+	case ed.opts.end == 0:
+		at := memberEnd(body)
+		member := streamOptionsMember
+		if ed.members > 0 {
+			member = "," + member
+		}
+		out = splice(body, at, at, member)
+	case ed.optsNull, ed.optsMembers == 0:
+		out = splice(body, ed.opts.start, ed.opts.end, "{"+includeUsageMember+"}")
+	case ed.include.end != 0:
+		out = splice(body, ed.include.start, ed.include.end, "true") // false or null
+	default:
+		out = splice(body, ed.opts.start+1, ed.opts.start+1, includeUsageMember+",")
+	}
+	r.IncludeUsage = true
+	*ed = bodyEdits{} // not kept: nothing rewrites the body after this
+	return out, true
+}
+
 // addMember returns a copy of the JSON object body (which has members
 // members) with member ("key":value) added after its last member.
 func addMember(body []byte, members int, member string) []byte {
-	// After the last member: the last non-space byte before the final '}'.
+	if members > 0 {
+		member = "," + member
+	}
+	at := memberEnd(body)
+	return splice(body, at, at, member)
+}
+
+// memberEnd is where a member added after the last one of the JSON object
+// body goes: after the last non-space byte before its closing brace.
+func memberEnd(body []byte) int {
 	end := len(body) - 1
 	for end >= 0 && body[end] != '}' {
 		end--
@@ -91,10 +132,33 @@ func addMember(body []byte, members int, member string) []byte {
 	for at > 0 && isSpace(body[at-1]) {
 		at--
 	}
-	if members > 0 {
-		member = "," + member
+	return at
+}
+
+// shift moves the noted offsets at or after at by d bytes: d bytes were
+// inserted there.
+func (ed *bodyEdits) shift(at, d int) {
+	for _, sp := range []*span{&ed.maxTokens, &ed.maxCompletion, &ed.maxOutput, &ed.opts, &ed.include} {
+		if sp.end != 0 && sp.start >= at {
+			sp.start += d
+			sp.end += d
+		}
 	}
-	return splice(body, at, at, member)
+}
+
+// replaced notes that the value at h now has n bytes.
+func (ed *bodyEdits) replaced(h span, n int) {
+	d := n - (h.end - h.start)
+	for _, sp := range []*span{&ed.maxTokens, &ed.maxCompletion, &ed.maxOutput, &ed.opts, &ed.include} {
+		switch {
+		case sp.end == 0:
+		case *sp == h:
+			sp.end = sp.start + n
+		case sp.start >= h.end:
+			sp.start += d
+			sp.end += d
+		}
+	}
 }
 
 // splice returns a new slice: b with b[from:to] replaced by s.

@@ -59,3 +59,61 @@ func SetOutputMax(ep Endpoint, body []byte, n int64) ([]byte, bool) {
 	}
 	return out, true
 }
+
+// SetOutputMax is the package's SetOutputMax for the body r was parsed
+// from (or the body an earlier rewrite of r returned): it splices at the
+// offsets the parse noted instead of reading the body again, and keeps
+// them current for the next rewrite. Given another body, it reads it.
+func (r *Request) SetOutputMax(body []byte, n int64) ([]byte, bool) {
+	ed := &r.edits
+	if ed.size == 0 || ed.size != len(body) {
+		return SetOutputMax(r.Endpoint, body, n)
+	}
+	var hits [2]span
+	var add string
+	switch r.Endpoint {
+	case ChatCompletions:
+		hits, add = [2]span{ed.maxTokens, ed.maxCompletion}, "max_completion_tokens"
+	case Completions, Messages:
+		hits[0], add = ed.maxTokens, "max_tokens"
+	case Responses:
+		hits[0], add = ed.maxOutput, "max_output_tokens"
+	default:
+		return body, false
+	}
+	num := strconv.FormatInt(n, 10)
+	if hits[0].end == 0 && hits[1].end == 0 {
+		at := memberEnd(body)
+		member := `"` + add + `":` + num
+		if ed.members > 0 {
+			member = "," + member
+		}
+		out := splice(body, at, at, member)
+		ed.shift(at, len(member))
+		ed.members++
+		sp := span{at + len(member) - len(num), at + len(member)}
+		if add == "max_completion_tokens" {
+			ed.maxCompletion = sp
+		} else if add == "max_tokens" {
+			ed.maxTokens = sp
+		} else {
+			ed.maxOutput = sp
+		}
+		ed.size = len(out)
+		return out, true
+	}
+	// The later span first, so that the earlier one's offsets stay valid.
+	if hits[0].start < hits[1].start {
+		hits[0], hits[1] = hits[1], hits[0]
+	}
+	out := body
+	for _, h := range hits {
+		if h.end == 0 {
+			continue
+		}
+		out = splice(out, h.start, h.end, num)
+		ed.replaced(h, len(num))
+	}
+	ed.size = len(out)
+	return out, true
+}

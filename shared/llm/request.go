@@ -55,6 +55,10 @@ type Request struct {
 	// (previous_response_id, conversation), naming a stored prompt, or
 	// with a tool that retrieves server-side (file_search, web_search).
 	RemoteInput bool
+
+	// edits locate the members SetOutputMax and InjectIncludeUsage
+	// rewrite in the body the request was parsed from.
+	edits bodyEdits
 }
 
 // TokenBytes is what one token of a token-array prompt counts toward
@@ -101,6 +105,17 @@ func ParseRequest(path string, body []byte) (Request, error) {
 }
 
 func parseRequest(ep Endpoint, body []byte) (Request, *RequestError) {
+	req := Request{Endpoint: ep, Choices: 1}
+	if scanRequest(ep, body, &req) {
+		return req, nil
+	}
+	return parseRequestGJSON(ep, body)
+}
+
+// parseRequestGJSON is the reading of a body the one-pass scanner leaves
+// (see scanrequest.go): checkSyntax, then gjson's iterators, each
+// governed member checked for its type and repetition in document order.
+func parseRequestGJSON(ep Endpoint, body []byte) (Request, *RequestError) {
 	if off, cause := checkSyntax(body); off >= 0 {
 		return Request{}, &RequestError{Offset: off, Cause: "invalid JSON: " + cause}
 	}

@@ -162,6 +162,7 @@ func TestParseRequestNullsAreAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.edits = bodyEdits{}
 	if req != (Request{Endpoint: ChatCompletions, Model: "m", Choices: 1}) {
 		t.Fatalf("got %+v", req)
 	}

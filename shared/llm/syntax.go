@@ -150,6 +150,9 @@ func checkSyntax(b []byte) (int, string) {
 // returns the offset just after the closing quote.
 func scanString(b []byte, i int) (int, string) {
 	for ; i < len(b); i++ {
+		if i = plainRun(b, i); i == len(b) {
+			break
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1, ""
