@@ -48,7 +48,8 @@ type plan struct {
 	prompt     int64
 	completion int64
 	cached     int64
-	truncated  bool // the output maximum cut the reply short
+	deltas     int64 // deltas asked for (HeaderPieces), 0 for the default
+	truncated  bool  // the output maximum cut the reply short
 	text       string
 }
 
@@ -57,18 +58,24 @@ func newPlan(req llm.Request, body []byte, c controls) plan {
 	p.completion = CompletionTokens(req, c.completion)
 	p.truncated = c.completion < 0 && req.HasMaxTokens && req.MaxTokens < DefaultCompletionTokens
 	p.cached = min(c.cached, p.prompt)
+	p.deltas = c.pieces
 	p.text = Reply(p.completion)
 	return p
 }
 
 // pieces splits the reply into stream deltas: one token each up to 64
-// tokens, then 64 deltas of equal whole tokens (the last shorter).
+// tokens, then 64 deltas of equal whole tokens (the last shorter); with
+// HeaderPieces, at most that many deltas of equal whole tokens.
 func (p plan) pieces() []string {
 	if p.completion <= 0 {
 		return nil
 	}
-	per := max(1, (p.completion+63)/64) * TokenBytes
-	out := make([]string, 0, 64)
+	n := int64(64)
+	if p.deltas > 0 {
+		n = p.deltas
+	}
+	per := max(1, (p.completion+n-1)/n) * TokenBytes
+	out := make([]string, 0, min(n, p.completion))
 	for i := int64(0); i < int64(len(p.text)); i += per {
 		out = append(out, p.text[i:min(i+per, int64(len(p.text)))])
 	}

@@ -11,7 +11,8 @@
 //     streamed text equals the reported count.
 //
 // Request headers steer it: X-Stub-Delay-Ms delays the answer,
-// X-Stub-Chunk-Delay-Ms spaces SSE events, X-Stub-Status forces an error
+// X-Stub-Chunk-Delay-Ms spaces SSE events, X-Stub-Pieces sets how many
+// deltas a streamed reply has, X-Stub-Status forces an error
 // status with a provider-shaped error body, X-Stub-Cached-Tokens reports
 // part of the prompt as cached. The served model echoes the requested one.
 // It remembers the last requests it saw (method, path, headers, body) so a
@@ -44,6 +45,11 @@ const (
 	HeaderChunkDelayMS = "X-Stub-Chunk-Delay-Ms"
 	// HeaderStatus forces an error answer with this status (400-599).
 	HeaderStatus = "X-Stub-Status"
+	// HeaderPieces splits a streamed reply into at most this many
+	// deltas of whole tokens (one event each), instead of one per token
+	// up to 64 and 64 beyond: with HeaderCompletionTokens it sets how many
+	// events a stream has.
+	HeaderPieces = "X-Stub-Pieces"
 	// HeaderCachedTokens reports this many prompt tokens as cached (capped
 	// at the prompt): OpenAI's cached_tokens, Anthropic's
 	// cache_read_input_tokens.
@@ -182,6 +188,7 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // controls are the X-Stub-* headers of one request.
 type controls struct {
 	completion        int64 // -1 when not set
+	pieces            int64 // 0 when not set
 	cached            int64
 	delay, chunkDelay time.Duration
 	status            int
@@ -203,6 +210,9 @@ func readControls(h http.Header) (controls, error) {
 		return n
 	}
 	c.completion = num(HeaderCompletionTokens, MaxCompletionTokens)
+	if n := num(HeaderPieces, MaxCompletionTokens); n > 0 {
+		c.pieces = n
+	}
 	if n := num(HeaderCachedTokens, 1<<40); n > 0 {
 		c.cached = n
 	}

@@ -373,6 +373,13 @@ func TestReply(t *testing.T) {
 			t.Fatalf("piece %q is not whole tokens", piece)
 		}
 	}
+	// X-Stub-Pieces: at most that many deltas of equal whole tokens.
+	for _, c := range []struct{ completion, asked, want int64 }{{1000, 1000, 1000}, {10, 3, 3}, {10, 100, 10}, {200, 64, 50}} {
+		p := plan{completion: c.completion, deltas: c.asked, text: Reply(c.completion)}
+		if got := p.pieces(); int64(len(got)) != c.want || strings.Join(got, "") != p.text {
+			t.Errorf("%d tokens in %d pieces asked: %d pieces", c.completion, c.asked, len(got))
+		}
+	}
 }
 
 func TestAppendString(t *testing.T) {

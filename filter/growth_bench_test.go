@@ -1,0 +1,166 @@
+package filter_test
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/internal/stub"
+	"github.com/tokentriage/tokentriage/internal/testwasm"
+	"github.com/tokentriage/tokentriage/wasmtest"
+)
+
+// Growth curves: what one more SSE event, body byte or limit costs the
+// filter, measured as the filter's time per request less the no-op
+// floor's for the same request, at several sizes, with the slope of that
+// difference and its growth exponent. Run them with
+//
+//	make wasm
+//	TT_FILTER_WASM=$PWD/build/filter.wasm TT_NOOP_WASM=$PWD/build/noop.wasm \
+//	  go test ./filter -run '^$' -bench Growth -benchtime 20x
+//
+// Each op sends one request of every size to the filter and to the floor,
+// alternately, so that a load spike falls on all of them alike.
+
+// growthPoint is one size of a curve and the request that has it.
+type growthPoint struct {
+	size int
+	req  wasmtest.Request
+}
+
+// curve drives the points through both hosts and reports, per size, the
+// filter's and the floor's time per request (f-ns@size, n-ns@size) and the
+// filter's host calls (hc@size); over all sizes, the least-squares slope
+// of the difference per unit of size (ns/unit, calls/unit), and the growth
+// exponent between the two largest sizes (1.0 is linear).
+func curve(b *testing.B, unit string, filter, noop *wasmtest.Host, points []growthPoint, wantStatus int) {
+	b.Helper()
+	for _, p := range points {
+		for _, h := range []*wasmtest.Host{filter, noop} {
+			for i := 0; i < 3; i++ { // warm: cells created, buffers grown
+				if resp := h.Do(p.req); resp.Status != wantStatus {
+					b.Fatalf("size %d: status %d, want %d: %.300s", p.size, resp.Status, wantStatus, resp.Body)
+				}
+			}
+		}
+	}
+	tf := make([]time.Duration, len(points))
+	tn := make([]time.Duration, len(points))
+	calls := make([]float64, len(points))
+	b.ResetTimer()
+	for b.Loop() {
+		for k, p := range points {
+			c0 := filter.Counts()
+			t := time.Now()
+			filter.Do(p.req)
+			m := time.Now()
+			calls[k] += float64(filter.Counts().HostCalls - c0.HostCalls)
+			noop.Do(p.req)
+			tf[k] += m.Sub(t)
+			tn[k] += time.Since(m)
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	xs := make([]float64, len(points))
+	dt := make([]float64, len(points))
+	dc := make([]float64, len(points))
+	for k, p := range points {
+		f, z := float64(tf[k].Nanoseconds())/n, float64(tn[k].Nanoseconds())/n
+		b.ReportMetric(f, "f-ns@"+strconv.Itoa(p.size))
+		b.ReportMetric(z, "n-ns@"+strconv.Itoa(p.size))
+		b.ReportMetric(calls[k]/n, "hc@"+strconv.Itoa(p.size))
+		xs[k], dt[k], dc[k] = float64(p.size), f-z, calls[k]/n
+	}
+	b.ReportMetric(slope(xs, dt), "ns/"+unit)
+	b.ReportMetric(slope(xs, dc), "calls/"+unit)
+	last := len(points) - 1
+	if dt[last] > 0 && dt[last-1] > 0 {
+		b.ReportMetric(math.Log(dt[last]/dt[last-1])/math.Log(xs[last]/xs[last-1]), "exponent")
+	}
+}
+
+// slope is the least-squares slope of ys over xs.
+func slope(xs, ys []float64) float64 {
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+		sxx += xs[i] * xs[i]
+		sxy += xs[i] * ys[i]
+	}
+	n := float64(len(xs))
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}
+
+// growthHosts starts the filter (plugin configuration cfg) and the floor
+// over the same upstream, two worker VMs each, on the real clock.
+func growthHosts(b *testing.B, cfg string, upstream http.Handler, acct *fakeAccountant, bufferLimit int) (filter, noop *wasmtest.Host) {
+	b.Helper()
+	start := func(module []byte, pc string, a *fakeAccountant) *wasmtest.Host {
+		c := wasmtest.Config{Module: module, PluginConfig: []byte(pc), Workers: 2, Upstream: wasmtest.Cluster{Handler: upstream}, MaxLogs: 64, BufferLimit: bufferLimit}
+		if a != nil {
+			c.Clusters = map[string]wasmtest.Cluster{"accountant": {Handler: a}}
+		}
+		h, err := wasmtest.New(context.Background(), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { h.Close() })
+		return h
+	}
+	return start(testwasm.Filter(b), cfg, acct), start(testwasm.Noop(b), `{}`, nil)
+}
+
+// BenchmarkGrowthSSEEvents: a streamed chat answer of 10 to 10,000 token
+// events (plus the role, finish and usage events and [DONE]), scanned for
+// usage with its usage chunk stripped, on the full chain of BenchmarkFull.
+func BenchmarkGrowthSSEEvents(b *testing.B) {
+	cfg := rigOptions{governance: gov(benchGate1Limits+","+benchGate2Limits, `,"require_key":true`), keys: []testKey{dev1Key}}.pluginConfig()
+	st := stub.New(stub.Options{History: -1})
+	filter, noop := growthHosts(b, cfg, st, nil, 0)
+	var points []growthPoint
+	for _, events := range []int{10, 100, 1000, 10000} {
+		req := fullRequest()
+		req.Headers = req.Headers.Clone()
+		req.Headers.Set(stub.HeaderCompletionTokens, strconv.Itoa(events))
+		req.Headers.Set(stub.HeaderPieces, strconv.Itoa(events))
+		points = append(points, growthPoint{events, req})
+	}
+	curve(b, "event", filter, noop, points, 200)
+}
+
+// BenchmarkGrowthRequestBody: a chat request whose prompt is 1 KB to 8 MB
+// of prose, buffered and read at gate 2 (a tpm reserve counts its bytes).
+func BenchmarkGrowthRequestBody(b *testing.B) {
+	const max = 16 << 20
+	cfg := rigOptions{governance: gov(benchGate1Limits+","+benchGate2Limits, `,"require_key":true`), keys: []testKey{dev1Key},
+		extra: []string{`"max_body_bytes":` + strconv.Itoa(max)}}.pluginConfig()
+	st := stub.New(stub.Options{History: -1})
+	filter, noop := growthHosts(b, cfg, st, nil, max+1<<20)
+	var points []growthPoint
+	for _, size := range []int{1 << 10, 100 << 10, 1 << 20, 8 << 20} {
+		req := wasmtest.Request{Method: "POST", Path: "/v1/chat/completions",
+			Headers:    http.Header{"Authorization": {"Bearer " + dev1Key.key}, "Content-Type": {"application/json"}},
+			BodyChunks: [][]byte{promptBody(size)}}
+		points = append(points, growthPoint{size, req})
+	}
+	curve(b, "byte", filter, noop, points, 200)
+}
+
+// promptBody is a chat body of about size bytes whose user message is
+// prose with the escapes a pasted document brings.
+func promptBody(size int) []byte {
+	const para = `The quick brown fox jumps over the lazy dog. \"Quoted words\" and a tab\there; then a new line.\n`
+	var b strings.Builder
+	b.WriteString(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a careful reader."},{"role":"user","content":"`)
+	for b.Len() < size-40 {
+		b.WriteString(para)
+	}
+	b.WriteString(`"}],"max_tokens":16}`)
+	return []byte(b.String())
+}
