@@ -302,6 +302,9 @@ func (c *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 		}
 		return types.ActionContinue
 	}
+	if c.s.HoldsResponseBody() && !eos {
+		return types.ActionPause // the host buffers it: the next call sees it all
+	}
 	var chunk []byte
 	if size > 0 {
 		var err error

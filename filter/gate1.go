@@ -140,9 +140,18 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	}
 	s.ep = endpointOf(h.Method, s.path)
 	s.governs = s.ep != llm.Unknown
+	s.free, s.freeID = freeEndpointOf(h.Method, s.path)
 	s.dims = govern.Dims{Endpoint: s.endpoint(), Provider: e.provider(h, s.path)}
 
-	if sc := s.scopes; sc != nil {
+	if s.free != freeNone {
+		if reply := e.checkFree(s, v); reply != nil {
+			return *reply
+		}
+		if s.modelScope != nil {
+			// The list is filtered: it must come back readable.
+			v.RemoveHeaders = append(v.RemoveHeaders, "accept-encoding")
+		}
+	} else if sc := s.scopes; sc != nil {
 		switch {
 		case !s.governs && !sc.AllowPassthrough:
 			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeAllowPassthrough, s.path, nil))
@@ -413,7 +422,9 @@ func (e *Engine) provider(h *RequestHead, path string) string {
 			return p.Name
 		}
 	}
-	if llm.EndpointOf(path) == llm.Messages {
+	if anthropicPath(path) || h.AnthropicVersion && llm.EndpointOf(path) == llm.Unknown {
+		// Anthropic's paths, and a client speaking Anthropic's API on a
+		// path both providers serve (/v1/models).
 		return "anthropic"
 	}
 	return "openai"

@@ -177,7 +177,7 @@ func TestRejections(t *testing.T) {
 		{"scope_models", 403, req{path: "/v1/chat/completions", key: scoped, body: chatBody("o4-mini", germany)}},
 		{"scope_providers", 403, req{path: "/v1/messages", key: scoped, body: messagesBody("gpt-4o", germany)}},
 		{"scope_endpoints", 403, req{path: "/v1/embeddings", key: scoped, body: `{"model":"gpt-4o","input":"x"}`}},
-		{"scope_passthrough", 403, req{method: "GET", path: "/v1/models", key: scoped}},
+		{"scope_passthrough", 403, req{method: "GET", path: "/v1/files", key: scoped}},
 		{"invalid_request", 400, req{path: "/v1/chat/completions", key: dev1Key, body: `{"model":"gpt-4o-mini","messages":[`}},
 		{"request_encoded", 415, req{path: "/v1/chat/completions", key: dev1Key, headers: map[string]string{"Content-Encoding": "gzip"}, body: chatGermany}},
 		{"request_too_large", 413, req{path: "/v1/chat/completions", key: dev1Key, body: chatBody("gpt-4o-mini", strings.Repeat("x", 1000))}},

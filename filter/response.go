@@ -43,6 +43,13 @@ func (e *Engine) ResponseHeaders(s *Stream, status int, contentType, contentEnco
 		h.Add = s.disclosure.AppendHeaders(h.Add)
 	}
 	e.addScratch = h.Add[:0]
+	if s.modelScope != nil && status == 200 && s.method == "GET" {
+		// A model list for a scoped key: held whole, then filtered.
+		s.holdBody = true
+		s.listReadable = contentEncoding == "" || contentEncoding == "identity"
+		h.RemoveContentLength, h.WantBody = true, true
+		return h
+	}
 	if !s.governs || !s.parsed {
 		return h
 	}
@@ -81,9 +88,18 @@ const (
 
 // ResponseBody handles one response body chunk. It returns the bytes to
 // send instead of chunk, and whether they differ from it.
+//
+// A held body (HoldsResponseBody) is handed over whole, once, at its end:
+// the binding pauses the response until then, so the host buffers it.
 func (e *Engine) ResponseBody(s *Stream, chunk []byte, eos bool) ([]byte, bool) {
 	if eos {
 		s.respDone = true
+	}
+	if s.holdBody {
+		if !eos {
+			return chunk, false
+		}
+		return modelListBody(s, chunk, s.listReadable), true
 	}
 	if s.sse != nil {
 		out := s.sse.Feed(chunk, s.out[:0])
@@ -102,5 +118,10 @@ func (e *Engine) ResponseBody(s *Stream, chunk []byte, eos bool) ([]byte, bool) 
 	}
 	return chunk, false
 }
+
+// HoldsResponseBody reports whether the response body is held until it is
+// complete (the binding pauses each earlier chunk, and hands the whole
+// buffered body to ResponseBody at the end).
+func (s *Stream) HoldsResponseBody() bool { return s.holdBody }
 
 func equalBytes(a, b []byte) bool { return string(a) == string(b) }

@@ -27,6 +27,15 @@ type Stream struct {
 	governs bool // a governed LLM endpoint: gate 2 runs on its body
 	// shape is the body shape of the gateway's own answers to it.
 	shape wire.Shape
+	// free is a free endpoint (models.go), freeID the model of
+	// /v1/models/{id}; modelScope, when not nil, filters the upstream's
+	// model list, whose body is then held until it is complete.
+	free       freeKind
+	freeID     string
+	modelScope []string
+	holdBody   bool
+	// listReadable is false when the held list came back compressed.
+	listReadable bool
 
 	// Gate results.
 	leases     []lease

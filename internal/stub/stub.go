@@ -1,7 +1,9 @@
 // Package stub owns the deterministic stub upstream that `tokentriage dev`,
 // the tests and the benchmarks put behind the gateway in place of an LLM
 // provider. It answers the five governed endpoints in each provider's wire
-// shape, JSON and SSE, with usage that follows from the request alone:
+// shape, JSON and SSE, with usage that follows from the request alone (and
+// GET /v1/models and /v1/models/{id}, in OpenAI's shape or, to a client
+// sending anthropic-version, Anthropic's, and Anthropic's count_tokens):
 //
 //   - prompt tokens = ceil(PromptBytes/4), at least 1, where PromptBytes is
 //     what shared/llm measures (so the stub and the filter agree);
@@ -126,12 +128,16 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ep == llm.Unknown {
-		if isModels(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			s.serveModels(w)
+		if id, ok := modelsPath(r.URL.Path); ok && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			s.serveModels(w, r, id)
+			return
+		}
+		if isCountTokens(r.URL.Path) && r.Method == http.MethodPost {
+			serveCountTokens(w, body)
 			return
 		}
 		writeError(w, ep, http.StatusNotFound, "stub: no route for "+r.Method+" "+r.URL.Path+
-			"; the stub serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages and GET /v1/models")
+			"; the stub serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages, /v1/messages/count_tokens and GET /v1/models, /v1/models/{id}")
 		return
 	}
 	if r.Method != http.MethodPost {

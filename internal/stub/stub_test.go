@@ -215,7 +215,7 @@ func TestErrors(t *testing.T) {
 		{"POST", "/v1/chat/completions", seedBody, []string{HeaderDelayMS, "soon"}, 400,
 			`{"error":{"message":"stub: header X-Stub-Delay-Ms: must be an integer from 0 to 600000; got \"soon\"","type":"invalid_request_error","param":null,"code":null}}`},
 		{"POST", "/v1/foo", `{}`, nil, 404,
-			`{"error":{"message":"stub: no route for POST /v1/foo; the stub serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages and GET /v1/models","type":"invalid_request_error","param":null,"code":"unknown_url"}}`},
+			`{"error":{"message":"stub: no route for POST /v1/foo; the stub serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages, /v1/messages/count_tokens and GET /v1/models, /v1/models/{id}","type":"invalid_request_error","param":null,"code":"unknown_url"}}`},
 		{"GET", "/v1/chat/completions", ``, nil, 405,
 			`{"error":{"message":"stub: /v1/chat/completions: method GET not allowed; use POST","type":"invalid_request_error","param":null,"code":null}}`},
 	} {
@@ -240,6 +240,32 @@ func TestModels(t *testing.T) {
 	w := do(t, New(Options{Models: []string{"a", "b\"c"}}), "GET", "/v1/models", "")
 	want := `{"object":"list","data":[{"id":"a","object":"model","created":1767225600,"owned_by":"tokentriage-stub"},{"id":"b\"c","object":"model","created":1767225600,"owned_by":"tokentriage-stub"}]}`
 	if w.Code != 200 || w.Body.String() != want {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	s := New(Options{Models: []string{"a", "claude-x"}})
+	for i, c := range []struct {
+		path   string
+		header []string
+		status int
+		want   string
+	}{
+		{"/v1/models", []string{"Anthropic-Version", "2023-06-01"}, 200,
+			`{"data":[{"type":"model","id":"a","display_name":"a","created_at":"2026-01-01T00:00:00Z"},{"type":"model","id":"claude-x","display_name":"claude-x","created_at":"2026-01-01T00:00:00Z"}],"has_more":false,"first_id":"a","last_id":"claude-x"}`},
+		{"/v1/models/claude-x", nil, 200, `{"id":"claude-x","object":"model","created":1767225600,"owned_by":"tokentriage-stub"}`},
+		{"/openai/v1/models/a", []string{"Anthropic-Version", "2023-06-01"}, 200, `{"type":"model","id":"a","display_name":"a","created_at":"2026-01-01T00:00:00Z"}`},
+		{"/v1/models/b", nil, 404, `{"error":{"message":"stub: model b not found","type":"invalid_request_error","param":null,"code":"unknown_url"}}`},
+		{"/v1/models/b", []string{"Anthropic-Version", "2023-06-01"}, 404, `{"type":"error","error":{"type":"not_found_error","message":"stub: model b not found"}}`},
+	} {
+		w := do(t, s, "GET", c.path, "", c.header...)
+		if w.Code != c.status || w.Body.String() != c.want {
+			t.Errorf("case %d: %s: %d %s\nwant %d %s", i, c.path, w.Code, w.Body, c.status, c.want)
+		}
+	}
+}
+
+func TestCountTokens(t *testing.T) {
+	w := do(t, New(Options{}), "POST", "/v1/messages/count_tokens", `{"model":"claude-x","messages":[{"role":"user","content":"What is the capital of Germany?"}]}`)
+	if w.Code != 200 || w.Body.String() != `{"input_tokens":8}` {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 }

@@ -246,6 +246,8 @@ func TestRejectionGoldens(t *testing.T) {
 		"reject_no_snapshot":       Uncheckable(id, "org_monthly_budget", BudgetUSD, "org:acme", NoSnapshot),
 		"reject_stale_snapshot":    Uncheckable(id, "org_monthly_budget", BudgetUSD, "org:acme", StaleSnapshot(42*time.Second+300*time.Millisecond, 30*time.Second)),
 		"reject_not_found":         NotFound(id, "/tt/v1/you"),
+		"reject_model_not_found":   ModelNotFound(id, "vk_FEKZdMs2UQRi", "gpt-4.1", ScopeModels, "gpt-4.1", []string{"gpt-4o*"}),
+		"reject_model_provider":    ModelNotFound(id, "vk_FEKZdMs2UQRi", "claude-3-5-haiku-latest", ScopeProviders, "anthropic", []string{"openai"}),
 		"reject_method":            MethodNotAllowed(id, "POST", "/tt/v1/me", "GET"),
 	}
 	cases["reject_encoded"] = EncodedBody(id, "/v1/messages", "gzip")

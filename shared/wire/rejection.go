@@ -176,6 +176,31 @@ func ScopeDenied(requestID, kid string, scope Scope, value string, allowed []str
 	return r
 }
 
+// ModelNotFound is the 404 for GET /v1/models/{id} of a model the key
+// cannot see: outside its models scope, or of a provider outside its
+// providers scope (scope and value say which, allowed is the scope's
+// list). A key's model list holds only what its scopes allow, so a model
+// outside them is not found, as the provider says of a model it does not
+// serve.
+func ModelNotFound(requestID, kid, model string, scope Scope, value string, allowed []string) Rejection {
+	var b strings.Builder
+	b.WriteString("model ")
+	b.Write(appendString(nil, model))
+	b.WriteString(" is not available to key ")
+	b.WriteString(kid)
+	b.WriteString(": ")
+	if scope == ScopeProviders {
+		b.WriteString("its provider ")
+		b.Write(appendString(nil, value))
+		b.WriteString(" is outside the key's providers scope ")
+	} else {
+		b.WriteString("it is outside the key's models scope ")
+	}
+	b.Write(appendStrings(nil, allowed))
+	b.WriteString("; GET /v1/models lists the models the key may use")
+	return Rejection{Status: 404, Type: TypeNotFound, RequestID: requestID, Message: b.String()}
+}
+
 // BadBody is the 400 for a request body the gate cannot read; what says
 // what was wrong ("not valid JSON", `field "model" is missing`).
 func BadBody(requestID, endpoint, what string) Rejection {

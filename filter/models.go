@@ -1,0 +1,148 @@
+package filter
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/llm"
+	"github.com/tokentriage/tokentriage/shared/wire"
+)
+
+// Free endpoints are provider calls that spend nothing: the model list
+// (GET /v1/models, /v1/models/{id}: OpenAI's and Anthropic's, told apart by
+// the upstream's answer) and Anthropic's token count (POST
+// /v1/messages/count_tokens). Many clients call them before anything else,
+// so every authenticated key may: they need no allow_passthrough, and
+// count_tokens goes with /v1/messages in an endpoints scope. They write no
+// ledger row, so no spend or quota counts them; rate and concurrency
+// limits count them as they count every request the gateway forwards. The
+// list a key gets holds only the models its scope allows: the upstream's
+// answer is filtered, and a model outside the scope, or a provider outside
+// the key's providers scope, is not found.
+type freeKind uint8
+
+const (
+	freeNone freeKind = iota
+	freeModels
+	freeModel // one model: its id is Stream.freeID
+	freeCountTokens
+)
+
+// freeEndpointOf classifies a request's method and cleaned path; id is the
+// model of GET /v1/models/{id}, unescaped (an id may hold "/").
+func freeEndpointOf(method, path string) (kind freeKind, id string) {
+	const models, countTokens = "/v1/models", "/v1/messages/count_tokens"
+	switch method {
+	case "GET", "HEAD":
+		if strings.HasSuffix(path, models) {
+			return freeModels, ""
+		}
+		if i := strings.Index(path, models+"/"); i >= 0 {
+			raw := path[i+len(models)+1:]
+			if id, err := url.PathUnescape(raw); err == nil && id != "" {
+				return freeModel, id
+			}
+		}
+	case "POST":
+		if strings.HasSuffix(path, countTokens) {
+			return freeCountTokens, ""
+		}
+	}
+	return freeNone, ""
+}
+
+// checkFree applies a key's scopes to a free endpoint: nil to let it go on
+// (with the list to be filtered), or the answer. The endpoints and
+// allow_passthrough scopes do not apply to the model list.
+func (e *Engine) checkFree(s *Stream, v Verdict) *Verdict {
+	sc := s.scopes
+	if sc == nil {
+		return nil
+	}
+	switch s.free {
+	case freeCountTokens:
+		if sc.Endpoints != nil && !contains(sc.Endpoints, llm.Messages.String()) {
+			r := e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeEndpoints, s.path, sc.Endpoints))
+			return &r
+		}
+		if sc.Providers != nil && !contains(sc.Providers, s.dims.Provider) {
+			r := e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeProviders, s.dims.Provider, sc.Providers))
+			return &r
+		}
+	case freeModel:
+		switch {
+		case sc.Providers != nil && !contains(sc.Providers, s.dims.Provider):
+			r := e.reject(s, v, wire.ModelNotFound(s.id, s.kid, s.freeID, wire.ScopeProviders, s.dims.Provider, sc.Providers))
+			return &r
+		case sc.Models != nil && !modelAllowed(sc.Models, s.freeID):
+			r := e.reject(s, v, wire.ModelNotFound(s.id, s.kid, s.freeID, wire.ScopeModels, s.freeID, sc.Models))
+			return &r
+		}
+	case freeModels:
+		if sc.Providers != nil && !contains(sc.Providers, s.dims.Provider) {
+			// No model of this provider is the key's: the empty list, as
+			// the provider would shape it.
+			s.replied, s.status = true, 200
+			v.Action = ActReply
+			v.Reply = &Reply{Status: 200, Headers: wire.RequestIDHeaders([][2]string{{wire.HeaderContentType, "application/json"}}, s.id),
+				Body: emptyModelList(s.shape == wire.ShapeAnthropic), Details: "tokentriage_models"}
+			return &v
+		}
+		s.modelScope = sc.Models // nil: the whole list is the key's
+	}
+	return nil
+}
+
+// emptyModelList is a list of no models in OpenAI's or Anthropic's shape.
+func emptyModelList(anthropic bool) []byte {
+	if anthropic {
+		return []byte(`{"data":[],"has_more":false,"first_id":null,"last_id":null}`)
+	}
+	return []byte(`{"object":"list","data":[]}`)
+}
+
+// filterModelList keeps, of a model list (OpenAI's {"object":"list",
+// "data":[…]} or Anthropic's {"data":[…],"has_more":…,"first_id":…,
+// "last_id":…}), the entries whose id the patterns allow; everything else
+// is kept as the upstream wrote it, Anthropic's paging cursors included
+// (they page the upstream's list). A body that is not such a list comes
+// back unchanged, with ok false.
+func filterModelList(body []byte, patterns []string) (out []byte, ok bool) {
+	if !gjson.ValidBytes(body) {
+		return body, false
+	}
+	data := gjson.GetBytes(body, "data")
+	if !data.IsArray() || data.Index <= 0 || data.Index+len(data.Raw) > len(body) {
+		return body, false
+	}
+	out = make([]byte, 0, len(body))
+	out = append(out, body[:data.Index]...)
+	out = append(out, '[')
+	n := 0
+	data.ForEach(func(_, m gjson.Result) bool {
+		if id := m.Get("id"); id.Type == gjson.String && modelAllowed(patterns, id.Str) {
+			if n > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, m.Raw...)
+			n++
+		}
+		return true
+	})
+	out = append(out, ']')
+	return append(out, body[data.Index+len(data.Raw):]...), true
+}
+
+// modelListBody is the list a key with a models scope receives, from the
+// upstream's whole answer: filtered, or, when it cannot be read (over the
+// copy cap, compressed), the empty list: never a model outside the scope.
+func modelListBody(s *Stream, body []byte, readable bool) []byte {
+	if readable && len(body) <= maxJSONCopy {
+		if out, ok := filterModelList(body, s.modelScope); ok {
+			return out
+		}
+		return body // not a list: an answer of another kind, passed on
+	}
+	return emptyModelList(s.shape == wire.ShapeAnthropic)
+}

@@ -1,0 +1,163 @@
+package filter_test
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
+)
+
+// modelIDs reads the ids of a model list, and whether it is Anthropic's
+// shape (has_more) or OpenAI's (object: list).
+func modelIDs(t *testing.T, body []byte) (ids []string, anthropic bool) {
+	t.Helper()
+	var doc struct {
+		Object  string `json:"object"`
+		HasMore *bool  `json:"has_more"`
+		Data    []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	for _, m := range doc.Data {
+		ids = append(ids, m.ID)
+	}
+	if (doc.Object == "list") == (doc.HasMore != nil) {
+		t.Fatalf("neither OpenAI's nor Anthropic's list: %s", body)
+	}
+	return ids, doc.HasMore != nil
+}
+
+func equalIDs(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestModelList: GET /v1/models is open to every authenticated key (no
+// allow_passthrough needed) and lists only the models the key's scope
+// allows, in the shape the provider answered (OpenAI's, or Anthropic's to
+// a client sending anthropic-version); /v1/models/{id} of a model outside
+// the scope is not found. None of it writes a ledger row but the refusals'.
+func TestModelList(t *testing.T) {
+	gpt := newTestKey("vk_gptgptgptgpt", "org:acme/team:ml/user:dev2").withScopes(`{"models":["gpt-4o*"]}`)
+	claude := newTestKey("vk_claudeclaude", "org:acme/team:search").withScopes(`{"models":["claude-*"],"providers":["anthropic"]}`)
+	r := newRig(t, rigOptions{governance: gov(limUserConcurrency, `,"require_key":true`), keys: []testKey{dev1Key, gpt, claude}, accountant: true})
+	r.sync()
+	anthropic := map[string]string{"Anthropic-Version": "2023-06-01"}
+	for i, c := range []struct {
+		key       testKey
+		path      string
+		headers   map[string]string
+		want      []string
+		anthropic bool
+		upstream  bool // reached the stub
+	}{
+		{dev1Key, "/v1/models", nil, []string{"gpt-4o-mini", "gpt-4o", "gpt-4.1", "o4-mini", "text-embedding-3-small", "claude-sonnet-4-20250514", "claude-3-5-haiku-latest"}, false, true},
+		{gpt, "/v1/models", nil, []string{"gpt-4o-mini", "gpt-4o"}, false, true},
+		{gpt, "/v1/models/", map[string]string{"Accept-Encoding": "gzip"}, []string{"gpt-4o-mini", "gpt-4o"}, false, true},
+		{claude, "/v1/models", anthropic, []string{"claude-sonnet-4-20250514", "claude-3-5-haiku-latest"}, true, true},
+		// claude may not use OpenAI: its OpenAI list is empty, answered
+		// by the gateway.
+		{claude, "/v1/models", nil, nil, false, false},
+		{gpt, "/v1/models", anthropic, []string{"gpt-4o-mini", "gpt-4o"}, true, true},
+	} {
+		before := r.stub.Served()
+		resp := r.do(req{method: "GET", path: c.path, key: c.key, headers: c.headers})
+		mustStatus(t, resp, 200)
+		ids, anth := modelIDs(t, resp.Body)
+		if !equalIDs(ids, c.want) || anth != c.anthropic {
+			t.Errorf("case %d: %s for %s: %v (anthropic %v), want %v (anthropic %v)", i, c.path, c.key.kid, ids, anth, c.want, c.anthropic)
+		}
+		if reached := r.stub.Served() > before; reached != c.upstream {
+			t.Errorf("case %d: reached the upstream %v, want %v", i, reached, c.upstream)
+		}
+		if cl := resp.Headers.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(resp.Body)) {
+			t.Errorf("case %d: content-length %s for a body of %d bytes", i, cl, len(resp.Body))
+		}
+		if resp.Headers.Get("X-Tt-Request-Id") == "" {
+			t.Errorf("case %d: no request id", i)
+		}
+	}
+	// Anthropic's paging cursors are the upstream's, kept.
+	resp := r.do(req{method: "GET", path: "/v1/models", key: claude, headers: anthropic})
+	var page struct {
+		FirstID string `json:"first_id"`
+		LastID  string `json:"last_id"`
+	}
+	json.Unmarshal(resp.Body, &page)
+	if page.FirstID != "gpt-4o-mini" || page.LastID != "claude-3-5-haiku-latest" {
+		t.Errorf("paging cursors %+v", page)
+	}
+
+	for i, c := range []struct {
+		key    testKey
+		path   string
+		status int
+	}{
+		{gpt, "/v1/models/gpt-4o", 200},
+		{gpt, "/v1/models/gpt-4.1", 404},
+		{dev1Key, "/v1/models/gpt-4.1", 200},
+		{claude, "/v1/models/claude-3-5-haiku-latest", 404}, // an OpenAI call: outside its providers scope
+	} {
+		resp := r.do(req{method: "GET", path: c.path, key: c.key})
+		mustStatus(t, resp, c.status)
+		if i == 1 {
+			golden(t, "model_not_found", render(t, resp))
+		}
+	}
+	resp = r.do(req{method: "GET", path: "/v1/models/claude-3-5-haiku-latest", key: claude, headers: anthropic})
+	mustStatus(t, resp, 200)
+	resp = r.do(req{method: "GET", path: "/v1/models/gpt-4o", key: claude, headers: anthropic})
+	mustStatus(t, resp, 404)
+	golden(t, "model_not_found_anthropic", render(t, resp))
+
+	// The lists and models served write no row; the three not found are
+	// refusals on the ledger, as every refusal is, and count nothing.
+	r.step(time.Second)
+	rows := r.acct.ledger()
+	for _, row := range rows {
+		if row.Decision != ledger.Refused || row.ErrorType != "not_found" {
+			t.Errorf("a row for %s: %s %s", row.Endpoint, row.Decision, row.ErrorType)
+		}
+	}
+	if len(rows) != 3 {
+		t.Errorf("%d rows, want the 3 refusals", len(rows))
+	}
+}
+
+// TestCountTokens: Anthropic's count_tokens is free: any key may call it
+// (an endpoints scope that has /v1/messages covers it), it is forwarded
+// untouched, and it writes no ledger row, so no spend or quota counts it.
+func TestCountTokens(t *testing.T) {
+	chatOnly := newTestKey("vk_chatchatchat", "org:acme/team:ml/user:dev2").withScopes(`{"endpoints":["/v1/chat/completions"]}`)
+	messages := newTestKey("vk_messagesmess", "org:acme/team:search").withScopes(`{"endpoints":["/v1/messages"],"providers":["anthropic"]}`)
+	lim := `{"id":"dev1_requests","attach":{"level":"user"},"type":"quota_requests","amount":1,"period":"day"}`
+	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key, chatOnly, messages}, accountant: true})
+	r.sync()
+	body := messagesBody("claude-3-5-haiku-latest", germany)
+	for _, k := range []testKey{dev1Key, messages} {
+		resp := r.do(req{path: "/v1/messages/count_tokens", key: k, apiKey: true, body: body})
+		mustStatus(t, resp, 200)
+		if string(resp.Body) != `{"input_tokens":8}` {
+			t.Errorf("%s: %s", k.kid, resp.Body)
+		}
+	}
+	resp := r.do(req{path: "/v1/messages/count_tokens", key: chatOnly, apiKey: true, body: body})
+	mustStatus(t, resp, 403)
+	golden(t, "count_tokens_scope", render(t, resp))
+	r.step(time.Second)
+	if rows := r.acct.ledger(); len(rows) != 1 || rows[0].KID != chatOnly.kid {
+		t.Errorf("rows %+v, want only the refusal's", rows)
+	}
+}
