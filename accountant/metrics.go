@@ -25,6 +25,7 @@ type metrics struct {
 	batches    prometheus.Counter
 	failed     prometheus.Counter
 	failedB    prometheus.Counter
+	suspended  prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -40,6 +41,7 @@ func newMetrics(s *Server) *metrics {
 	m.unpriced = f("rows_unpriced_total", "Recorded rows whose model has no price in the catalog (UNPRICED: no dollars added).")
 	m.ledgerOut = f("ledger_bytes_written_total", "Bytes appended to decisions.jsonl since start.")
 	m.batches = f("ledger_batches_total", "Ingest batches made durable.")
+	m.suspended = f("admit_suspended_total", "Admit calls the shared Redis did not decide (none configured, down, or past the deadline): the filter answered with its local limiter and said suspended.")
 	m.failed = f("ledger_write_failures_total", "Group commits to decisions.jsonl that failed (a write or fsync error: a full disk, an I/O error); their batches were answered 503 and are sent again.")
 	m.failedB = f("ledger_batches_failed_total", "Ingest batches whose commit failed (answered 503, not counted).")
 	m.foldLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "fold_lag_seconds",

@@ -15,13 +15,20 @@ import (
 
 // compile loads and compiles the config file, returning every problem.
 func (s *Server) compile() (*govern.Plan, error) {
-	return CompileFile(s.opts.ConfigPath)
+	return CompileFileRedis(s.opts.ConfigPath, s.opts.Redis)
 }
 
 // CompileFile loads and compiles a config file. The error lists every
 // problem, one per line, each with its config path; a config that decodes
 // but does not compile, or does not decode, is a *ConfigError.
-func CompileFile(path string) (*govern.Plan, error) {
+func CompileFile(path string) (*govern.Plan, error) { return CompileFileRedis(path, "") }
+
+// CompileFileRedis is CompileFile with the shared Redis at redisAddr
+// (--redis HOST:PORT) when it is not empty: it replaces
+// shared_state.redis.addr, or adds shared_state.redis with that address
+// when the file has none, before the compile, so the plan every filter
+// syncs says the same.
+func CompileFileRedis(path, redisAddr string) (*govern.Plan, error) {
 	if path == "" {
 		return nil, errors.New("accountant: no config file; pass -c FILE")
 	}
@@ -36,6 +43,21 @@ func CompileFile(path string) (*govern.Plan, error) {
 			return nil, &ConfigError{Path: path, Problems: govern.FromConfig(cp)}
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if redisAddr != "" && f.Governance != nil {
+		g := *f.Governance
+		ss := config.SharedState{}
+		if g.SharedState != nil {
+			ss = *g.SharedState
+		}
+		r := config.Redis{}
+		if ss.Redis != nil {
+			r = *ss.Redis
+		}
+		r.Addr = redisAddr
+		ss.Redis = &r
+		g.SharedState = &ss
+		f.Governance = &g
 	}
 	p, err := govern.Compile(f.Governance)
 	if err != nil {

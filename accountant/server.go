@@ -5,6 +5,7 @@
 //
 //	POST /tt/internal/v1/ingest   ledger rows in, IngestAck after the durable commit
 //	GET  /tt/internal/v1/sync     plan, keys, runtime plane, snapshot, prices (each only when changed)
+//	POST /tt/internal/v1/admit    a request's store: redis rate limits, decided in the shared Redis
 //	     /tt/api/v1/...           the management API
 //	GET  /healthz                 200 unless the ledger's last commit failed
 //	GET  /metrics                 Prometheus metrics
@@ -37,6 +38,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/core"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/accountant/pricing"
+	"github.com/tokentriage/tokentriage/accountant/redisstore"
 	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/accountant/spend"
 	"github.com/tokentriage/tokentriage/accountant/store"
@@ -79,6 +81,10 @@ type Options struct {
 	// hourly; older days are kept as daily sums. Zero:
 	// spend.DefaultHourlyDays; negative: every hour is kept.
 	SpendHourlyDays int
+	// Redis is the shared Redis (HOST:PORT, --redis): it replaces
+	// shared_state.redis.addr of the config, or adds it. Empty: the
+	// config's, or none.
+	Redis string
 }
 
 // MaxReplicas bounds the replicas tracked (by the ?replica= id of sync and
@@ -135,6 +141,14 @@ type Server struct {
 	planGens  map[string]int64
 	armedPlan string
 
+	// redis is the fleet's shared Redis; nil when the plan names none.
+	redis    *redisstore.Client
+	redisLog struct {
+		sync.Mutex
+		last  time.Time
+		quiet int
+	}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -190,6 +204,9 @@ func New(opts Options) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.auth = newInternalAuth(opts.InternalToken, opts.AdminToken, s.log, s.metrics.reg)
 	s.alerts = newAlerter(opts.AlertWebhook, s.log, s.metrics)
+	if err := s.openRedis(plan); err != nil {
+		return nil, err
+	}
 
 	start := s.now()
 	s.core = core.New(core.Options{
@@ -258,6 +275,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+syncwire.IngestPath, s.internal(s.serveIngest))
 	mux.HandleFunc("POST "+syncwire.AlertsPath, s.internal(s.serveAlerts))
 	mux.HandleFunc("GET "+syncwire.SyncPath, s.internal(s.serveSync))
+	mux.HandleFunc("POST "+syncwire.AdmitPath, s.internal(s.serveAdmit))
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", serveNoRoute)
@@ -335,6 +353,9 @@ func (s *Server) Close() error {
 		}
 		s.lock.Close() // releases the data directory
 		s.alerts.close()
+		if s.redis != nil {
+			s.redis.Close()
+		}
 	})
 	return s.closeErr
 }
@@ -374,6 +395,7 @@ var ownRoutes = map[string]string{
 	syncwire.IngestPath: http.MethodPost,
 	syncwire.AlertsPath: http.MethodPost,
 	syncwire.SyncPath:   http.MethodGet,
+	syncwire.AdmitPath:  http.MethodPost,
 	"/healthz":          http.MethodGet,
 	"/metrics":          http.MethodGet,
 }
@@ -390,6 +412,6 @@ func serveNoRoute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: method not allowed; this route takes %s", r.Method, r.URL.Path, m))
 		return
 	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the accountant serves POST %s, GET %s, POST %s, GET /healthz, GET /metrics and the management API under %s",
-		r.Method, r.URL.Path, syncwire.IngestPath, syncwire.SyncPath, syncwire.AlertsPath, api.Prefix))
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the accountant serves POST %s, GET %s, POST %s, POST %s, GET /healthz, GET /metrics and the management API under %s",
+		r.Method, r.URL.Path, syncwire.IngestPath, syncwire.SyncPath, syncwire.AlertsPath, syncwire.AdmitPath, api.Prefix))
 }

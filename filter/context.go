@@ -105,7 +105,9 @@ func (p *pluginContext) NewHttpContext(uint32) types.HttpContext {
 	if p.engine == nil {
 		return nil
 	}
-	return &httpContext{e: p.engine, s: p.engine.NewStream()}
+	c := &httpContext{e: p.engine, s: p.engine.NewStream()}
+	c.s.wake = c.wake
+	return c
 }
 
 func hostLog(level LogLevel, msg string) {
@@ -240,6 +242,21 @@ func (c *httpContext) apply(v Verdict) types.Action {
 		return types.ActionPause
 	}
 	return types.ActionContinue
+}
+
+// wake carries out a verdict the engine reached on the answer to a
+// callout the request was waiting for (paused): a local reply, or the
+// request going on. It runs as the request's context (the binding makes
+// it the effective context for the answer).
+func (c *httpContext) wake(v Verdict) {
+	if c.s == nil || v.Action == ActPause {
+		return // gone, or waiting on another answer
+	}
+	if c.apply(v) == types.ActionContinue {
+		if err := proxywasm.ResumeHttpRequest(); err != nil {
+			proxywasm.LogErrorf("tokentriage: resuming the request: %v", err)
+		}
+	}
 }
 
 func (c *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {

@@ -41,6 +41,9 @@ type Engine struct {
 	prices   map[string]pricing.Rates // the accountant's catalog, by lowercase name and alias
 	replicas int
 	sync     syncState
+	// fleetDown is set while the fleet store (store: redis) is not
+	// deciding, as this VM last saw it: its transitions are logged once.
+	fleetDown bool
 
 	rows           rowQueue
 	finishing      func()     // set while Finish sends the last rows

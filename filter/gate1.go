@@ -174,12 +174,30 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	}
 
 	e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate1, e.inst[:0])
-	for i := range e.inst {
-		in := &e.inst[i]
+	if asked := e.fleetPrefix(s, e.inst, now); len(asked) > 0 {
+		// The request waits for the fleet's answer, its headers already
+		// edited as they go on (see below).
+		if s.governs && !h.EndOfStream {
+			v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
+		}
+		if pv, paused := e.askFleet(s, e.inst, asked, h.EndOfStream, v, now); paused {
+			return pv
+		}
+	}
+	return e.gate1Walk(s, e.inst, now, h.EndOfStream, v)
+}
+
+// gate1Walk evaluates the gate-1 instances in order, stopping at the first
+// over, then hands a headers-only request to gate 2. It runs in the
+// headers callback, or on the answer of the fleet store the request waited
+// for (s.fleet).
+func (e *Engine) gate1Walk(s *Stream, insts []govern.Instance, now time.Time, eos bool, v Verdict) Verdict {
+	for i := range insts {
+		in := &insts[i]
 		var reply *Verdict
 		switch in.Limit.Type {
 		case govern.RPM:
-			reply = e.checkRPM(s, in, now, v)
+			reply = e.checkRPM(s, in, i, now, v)
 		case govern.Concurrency:
 			reply = e.checkConcurrency(s, in, now, v)
 		}
@@ -190,32 +208,44 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	}
 
 	if s.governs {
-		if h.EndOfStream {
+		if eos {
 			return e.gate2(s, nil, v)
 		}
 		// The headers go on (a paused headers callback would hold the body
 		// back from this filter too, in Envoy); the body is buffered at gate
 		// 2. Its length may change there (stream_options), so the length
 		// header goes, as Envoy's ext_proc does for a mutable body.
-		v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
+		if !contains(v.RemoveHeaders, governedHeaders[0]) && !s.fleet.done {
+			v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
+		}
 	}
 	return v
 }
 
-// checkRPM takes one arrival from the instance's cell.
-func (e *Engine) checkRPM(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
+// checkRPM takes one arrival from the instance's cell; i is the instance's
+// position in the gate's walk. A store: redis instance takes it from the
+// fleet's answer, or, when Redis did not decide, from the local cell, and
+// the request says suspended.
+func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, v Verdict) *Verdict {
 	l := in.Limit
 	p := e.rateParams(in)
+	var res rate.Result
+	fleet := false
 	if l.Store == govern.StoreRedis {
-		// The fleet-wide store is not reachable from this build of the
-		// filter: the local limiter answers and the row says so, as the
-		// seed's fallback does.
-		s.suspended = append(s.suspended, l.ID)
-		e.host.Metrics.Add(MetricSuspended, 1)
+		res, fleet = s.fleet.result(i)
+		if !fleet {
+			if !contains(s.suspended, l.ID) {
+				s.suspended = append(s.suspended, l.ID)
+			}
+			e.host.Metrics.Add(MetricSuspended, 1)
+		}
 	}
-	res, err := e.cells.rateTake(in.ID, l.Algorithm, now, 1, p)
-	if err != nil {
-		return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
+	if !fleet {
+		var err error
+		res, err = e.cells.rateTake(in.ID, l.Algorithm, now, 1, p)
+		if err != nil {
+			return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
+		}
 	}
 	if res.Allowed {
 		disclose(&s.disclosure.Requests, l, p, res.Remaining)

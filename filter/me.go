@@ -100,8 +100,10 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 	case govern.RPM, govern.TPM:
 		p := e.rateParams(in)
 		m.Amount = p.Amount
-		// store: redis is answered by the replica-local limiter in this
-		// build (checkRPM), and every row says so: so does this.
+		// A store: redis cell lives in the fleet's Redis, which this page
+		// does not ask: the numbers below are this replica's own cell
+		// (what it admitted while Redis did not decide), so they are
+		// flagged as not the fleet's.
 		m.Suspended = l.Store == govern.StoreRedis
 		m.ResetsAt = ceilSecond(now)
 		if in.Unresolved {

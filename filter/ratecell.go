@@ -67,6 +67,21 @@ func (c *cells) rateAdjust(key string, alg rate.Algorithm, now time.Time, delta 
 	return errContention
 }
 
+// rateWouldTake is what rateTake would decide now, without writing the
+// cell.
+func (c *cells) rateWouldTake(key string, alg rate.Algorithm, now time.Time, cost int64, p rate.Params) (rate.Result, error) {
+	v, _, found, err := c.store.Get(key)
+	if err != nil {
+		return rate.Result{}, err
+	}
+	var st rate.State
+	if found {
+		st = decodeRate(v, alg)
+	}
+	res, _ := rate.Take(alg, st, now, cost, p)
+	return res, nil
+}
+
 // ratePeek reads the cell without changing it: what a probe of cost 0
 // sees, and how long until one more unit (a request, a token) would be
 // admitted, 0 when one would be now.

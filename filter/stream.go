@@ -46,6 +46,16 @@ type Stream struct {
 	suspended  []string
 	unarmed    bool // no plan in force yet: nothing was checked
 
+	// fleet is the question to the fleet store (store: redis) the request
+	// waits for, and its answer.
+	fleet fleetAsk
+	// gen changes every time the stream is reused, so an answer to a
+	// callout of an earlier request is recognised and dropped.
+	gen uint64
+	// wake carries out a verdict reached outside the request's callbacks
+	// (on a callout's answer): set by the binding.
+	wake func(Verdict)
+
 	// The request as parsed at gate 2.
 	req          llm.Request
 	parsed       bool
@@ -100,7 +110,9 @@ func (s *Stream) reset() {
 	leases, reserves, spend := s.leases[:0], s.reserves[:0], s.spend[:0]
 	shadow, breached, suspended := s.shadow[:0], s.breached[:0], s.suspended[:0]
 	chain, out, jsonBody, scanner := s.chain[:0], s.out[:0], s.jsonBody[:0], s.scanner
-	*s = Stream{}
+	fleet, gen := s.fleet, s.gen+1
+	fleet.reset()
+	*s = Stream{fleet: fleet, gen: gen}
 	s.leases, s.reserves, s.spend = leases, reserves, spend
 	s.shadow, s.breached, s.suspended = shadow, breached, suspended
 	s.chain, s.out, s.jsonBody, s.scanner = chain, out, jsonBody, scanner

@@ -45,13 +45,14 @@ plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 		fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token (default: $TT_ADMIN_TOKEN)")
 		fs.StringVar(&o.internalFile, "internal-token-file", "", "file holding the internal token the filters send (default: $"+accountant.InternalTokenEnv+")")
 		fs.BoolVar(&o.insecure, "insecure-no-admin", false, "start without an admin token: the management API refuses every admin request")
+		fs.StringVar(&o.redis, "redis", "", "the fleet's shared Redis, HOST:PORT (overrides governance.shared_state.redis.addr)")
 		return func(e *env) int { return runAccountant(e, o) }
 	},
 }
 
 type sidecarFlags struct {
-	config, listen, data, pricing, webhook, tokenFile, internalFile string
-	insecure                                                        bool
+	config, listen, data, pricing, webhook, tokenFile, internalFile, redis string
+	insecure                                                               bool
 }
 
 func runAccountant(e *env, o sidecarFlags) int {
@@ -100,7 +101,7 @@ func runAccountant(e *env, o sidecarFlags) int {
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	s, err := accountant.New(accountant.Options{
 		ConfigPath: o.config, DataDir: o.data, Listen: o.listen, AdminToken: token, InternalToken: internal,
-		PricingFile: o.pricing, AlertWebhook: o.webhook, Logger: log,
+		PricingFile: o.pricing, AlertWebhook: o.webhook, Logger: log, Redis: o.redis,
 	})
 	if code, ok := e.bootFailure(err); ok {
 		return code

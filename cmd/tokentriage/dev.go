@@ -61,13 +61,14 @@ the ledger flushed; a second signal exits at once.`,
 		fs.StringVar(&o.demoOwner, "demo-owner", demoOwner, "node the demo key is minted for")
 		fs.IntVar(&o.maxHeaders, "max-request-headers-count", devserver.DefaultMaxRequestHeadersCount, "most header fields a request may carry; more are answered 431 before the filter runs (Envoy's max_request_headers_count)")
 		fs.IntVar(&o.maxHeadersKB, "max-request-headers-kb", devserver.DefaultMaxRequestHeadersKB, "most KiB of request headers (names, values, method and path); more are answered 431 (Envoy's max_request_headers_kb, at most 8192)")
+		fs.StringVar(&o.redis, "redis", "", "the fleet's shared Redis, HOST:PORT (overrides governance.shared_state.redis.addr)")
 		return func(e *env) int { return runDev(e, o) }
 	},
 }
 
 type devFlags struct {
-	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook string
-	workers, maxHeaders, maxHeadersKB                                                        int
+	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis string
+	workers, maxHeaders, maxHeadersKB                                                               int
 }
 
 func runDev(e *env, o devFlags) int {
@@ -143,6 +144,7 @@ func runDev(e *env, o devFlags) int {
 		InternalToken:    internalToken,
 		PricingFile:      o.pricing,
 		AlertWebhook:     o.webhook,
+		Redis:            o.redis,
 		Logger:           log,
 		FilterLog:        e.stderr,
 

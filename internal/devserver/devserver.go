@@ -105,6 +105,10 @@ type Options struct {
 	PricingFile string
 	// AlertWebhook receives a JSON POST per threshold alert.
 	AlertWebhook string
+	// Redis is the fleet's shared Redis (HOST:PORT): it replaces the
+	// config's shared_state.redis.addr, or adds it. Several dev systems
+	// sharing one Redis are a fleet.
+	Redis string
 	// Logger receives the accountant's and the gateway's operational logs;
 	// nil discards them.
 	Logger *slog.Logger
@@ -274,6 +278,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		PricingFile:   o.PricingFile,
 		AlertWebhook:  o.AlertWebhook,
 		Logger:        o.Logger,
+		Redis:         o.Redis,
 	})
 	if err != nil {
 		acctLn.Close()

@@ -133,6 +133,11 @@ type Redis struct {
 	DB          int    `json:"db"`
 	// KeyPrefix prefixes every key; default "tt".
 	KeyPrefix string `json:"key_prefix"`
+	// Timeout is the deadline of one Redis decision on the request path
+	// (a Go duration), from the filter's question to the accountant's
+	// answer; past it the local limiter answers and discloses suspended.
+	// Default "5ms" (seed 000).
+	Timeout string `json:"timeout"`
 }
 
 // USD is a dollar amount held exactly on the nanodollar grid

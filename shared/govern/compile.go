@@ -5,9 +5,26 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tokentriage/tokentriage/shared/config"
 )
+
+// DefaultRedisTimeout is seed 000's deadline of one store: redis decision
+// (shared_state.redis.timeout).
+const DefaultRedisTimeout = 5 * time.Millisecond
+
+// RedisTimeout is the plan's shared_state.redis.timeout, or
+// DefaultRedisTimeout; 0 when the plan has no shared Redis.
+func (p *Plan) RedisTimeout() time.Duration {
+	if p == nil || p.SharedState == nil || p.SharedState.Redis == nil {
+		return 0
+	}
+	if d, err := time.ParseDuration(p.SharedState.Redis.Timeout); err == nil && d >= time.Millisecond {
+		return d
+	}
+	return DefaultRedisTimeout
+}
 
 // ReserveCap is the output half of a tpm reserve when a request sets no
 // max_tokens (and its ceiling when it does): a tpm limit's burst must hold
@@ -105,6 +122,15 @@ func (c *compiler) sharedState(s *config.SharedState) *config.SharedState {
 	}
 	if r.KeyPrefix == "" {
 		r.KeyPrefix = "tt"
+	}
+	if r.Timeout != "" {
+		d, err := time.ParseDuration(r.Timeout)
+		switch {
+		case err != nil:
+			c.at("governance.shared_state.redis.timeout", "%q is not a Go duration like 5ms or 250ms", r.Timeout)
+		case d < time.Millisecond || d > time.Minute:
+			c.at("governance.shared_state.redis.timeout", "must be from 1ms to 1m, got %s (the default is %s)", r.Timeout, DefaultRedisTimeout)
+		}
 	}
 	return &config.SharedState{Redis: &r}
 }

@@ -21,7 +21,7 @@ func (p *Plan) Describe() string {
 	fmt.Fprintf(&b, "enabled: %t\nrequire_key: %t\ndisclose_limits: %t\nrefusals.shape: %s\nhash: %s\n", p.Enabled, p.RequireKey, p.DiscloseLimits, shape, p.Hash)
 	if s := p.SharedState; s != nil && s.Redis != nil {
 		r := s.Redis
-		fmt.Fprintf(&b, "shared_state.redis: addr=%s db=%d key_prefix=%s", r.Addr, r.DB, r.KeyPrefix)
+		fmt.Fprintf(&b, "shared_state.redis: addr=%s db=%d key_prefix=%s timeout=%s", r.Addr, r.DB, r.KeyPrefix, p.RedisTimeout())
 		if r.Username != "" {
 			fmt.Fprintf(&b, " username=%s", r.Username)
 		}

@@ -1,0 +1,131 @@
+package accountant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/redisstore"
+	"github.com/tokentriage/tokentriage/shared/rate"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// maxAdmitBytes bounds one admit call: a request's chain has a few dozen
+// instances at most.
+const maxAdmitBytes = 64 << 10
+
+// maxAdmitSteps bounds the steps of one admit call.
+const maxAdmitSteps = 256
+
+// serveAdmit decides a request's store: redis rate limits in Redis
+// (syncwire.AdmitPath). It answers 200 either way: with the results, or
+// with Suspended saying why Redis did not decide, for the filter to answer
+// locally and disclose it.
+func (s *Server) serveAdmit(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdmitBytes))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("admit: reading the body: %v (at most %d bytes)", err, maxAdmitBytes))
+		return
+	}
+	var req syncwire.AdmitRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "admit: the body is not an admit request: "+err.Error())
+		return
+	}
+	ans, err := s.Admit(r.Context(), req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(ans)
+}
+
+// Admit takes the rate steps of one request from the fleet's Redis, in
+// order, stopping at the first that refuses, and commits its corrections.
+// An error is a malformed request; Redis being unable to decide is an
+// answer with Suspended set.
+func (s *Server) Admit(ctx context.Context, req syncwire.AdmitRequest) (syncwire.AdmitAnswer, error) {
+	var ans syncwire.AdmitAnswer
+	if len(req.Rate)+len(req.Adjust) > maxAdmitSteps {
+		return ans, fmt.Errorf("admit: %d steps; at most %d", len(req.Rate)+len(req.Adjust), maxAdmitSteps)
+	}
+	take, err := rateSteps(req.Rate, "rate")
+	if err != nil {
+		return ans, err
+	}
+	adjust, err := rateSteps(req.Adjust, "adjust")
+	if err != nil {
+		return ans, err
+	}
+	rc := s.redis
+	if rc == nil {
+		ans.Suspended = "this accountant has no shared Redis (governance.shared_state.redis, or --redis HOST:PORT)"
+		s.metrics.suspended.Inc()
+		return ans, nil
+	}
+	if len(adjust) > 0 {
+		if err := rc.Adjust(ctx, time.Time{}, adjust, 0); err != nil {
+			s.noteRedisFailure("handing back a tpm reserve", err)
+		}
+	}
+	if len(take) == 0 {
+		return ans, nil
+	}
+	res, err := rc.Take(ctx, time.Time{}, take)
+	if err != nil {
+		ans.Suspended = "the shared Redis did not decide: " + err.Error()
+		s.metrics.suspended.Inc()
+		s.noteRedisFailure("deciding a request's store: redis limits", err)
+		return ans, nil
+	}
+	ans.Rate = make([]syncwire.RateResult, len(res))
+	for i, r := range res {
+		ans.Rate[i] = syncwire.RateResult{Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
+			RetryAfterNS: int64(r.RetryAfter), ResetAfterNS: int64(r.ResetAfter), Unfittable: r.Unfittable}
+	}
+	return ans, nil
+}
+
+// rateSteps checks and converts the wire steps.
+func rateSteps(in []syncwire.RateStep, field string) ([]redisstore.RateStep, error) {
+	out := make([]redisstore.RateStep, len(in))
+	for i, st := range in {
+		alg, ok := rate.ParseAlgorithm(st.Alg)
+		if !ok || alg == rate.TokenBucket {
+			return nil, fmt.Errorf("admit: %s[%d]: algorithm %q is not one Redis runs (gcra, fixed_window, sliding_window)", field, i, st.Alg)
+		}
+		if st.ID == "" || st.Amount <= 0 || st.PeriodNS <= 0 || st.Burst < 0 {
+			return nil, fmt.Errorf("admit: %s[%d]: a step needs an id, a positive amount and period_ns, and a burst of 0 or more", field, i)
+		}
+		out[i] = redisstore.RateStep{ID: st.ID, Alg: alg, N: st.N,
+			Params: rate.Params{Amount: st.Amount, Period: time.Duration(st.PeriodNS), Burst: st.Burst}}
+	}
+	return out, nil
+}
+
+// noteRedisFailure logs a Redis operation that failed other than by Redis
+// being down (the client logs that once, when it happens).
+func (s *Server) noteRedisFailure(what string, err error) {
+	if errors.Is(err, redisstore.ErrDown) {
+		return
+	}
+	now := s.now()
+	s.redisLog.Lock()
+	defer s.redisLog.Unlock()
+	if now.Sub(s.redisLog.last) < redisLogEvery {
+		s.redisLog.quiet++
+		return
+	}
+	s.log.Warn("redis: "+what+" failed; the local answer stands and says suspended", "err", err.Error(), "more_since_last_line", s.redisLog.quiet)
+	s.redisLog.last, s.redisLog.quiet = now, 0
+}
+
+// redisLogEvery spaces the log lines of failed Redis operations: a slow
+// Redis fails every request, and one line says so.
+const redisLogEvery = 10 * time.Second

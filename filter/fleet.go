@@ -1,0 +1,208 @@
+package filter
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/rate"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// store: redis (seed 000's "fleet-exact while healthy"). The filter never
+// talks to Redis itself: at gate 1 it asks its accountant, in one callout
+// for all of the request's store: redis rpm instances, and the request
+// waits for the answer (paused at its headers). The accountant runs one
+// script that takes the instances in seed 004 order and stops at the first
+// over, with shared/rate's arithmetic, so the fleet shares one cell per
+// counter. The whole round trip is bounded by shared_state.redis.timeout
+// (5 ms by default); past it, or when the accountant says Redis did not
+// decide, the filter's own cell answers, and the request's row,
+// X-Tt-Suspended, the tokentriage.suspended metric and a log line say so.
+//
+// Local instances are judged in the same walk, in order. So that an
+// instance after the first one over counts nothing (seed 000), only the
+// redis instances before the first local instance that is over are asked:
+// the local cells are read (not written) first to find it, and the real
+// walk runs on the answer.
+
+// fleetRate reports whether in is a store: redis rate instance that the
+// accountant can be asked about.
+func (e *Engine) fleetRate(in *govern.Instance) bool {
+	return in.Limit.Store == govern.StoreRedis && e.host.Caller != nil &&
+		(in.Limit.Type == govern.RPM || in.Limit.Type == govern.TPM) && in.Limit.Algorithm != rate.TokenBucket
+}
+
+// fleetAsk is one request's question to the accountant and its answer.
+type fleetAsk struct {
+	inst    []govern.Instance // the gate's instances, kept while it waits
+	asked   []int             // the positions asked, in order
+	results []rate.Result     // the answers, one per asked position answered
+	why     string            // why Redis did not decide, "" when it did
+	pending bool              // a callout is out
+	done    bool              // the answer (or its absence) is in
+	eos     bool              // a headers-only request: gate 2 runs on the answer
+}
+
+// result is the fleet's answer for the instance at position i: ok false
+// when it was not asked or Redis did not decide.
+func (f *fleetAsk) result(i int) (rate.Result, bool) {
+	if !f.done || f.why != "" {
+		return rate.Result{}, false
+	}
+	for k, p := range f.asked {
+		if p == i {
+			if k < len(f.results) {
+				return f.results[k], true
+			}
+			return rate.Result{}, false
+		}
+	}
+	return rate.Result{}, false
+}
+
+func (f *fleetAsk) reset() {
+	*f = fleetAsk{inst: f.inst[:0], asked: f.asked[:0], results: f.results[:0]}
+}
+
+// fleetPrefix returns the positions of the store: redis rpm instances of
+// insts to ask about: those before the first local rpm instance that would
+// refuse now (read, not written).
+func (e *Engine) fleetPrefix(s *Stream, insts []govern.Instance, now time.Time) []int {
+	var asked []int
+	for i := range insts {
+		in := &insts[i]
+		if in.Limit.Type != govern.RPM {
+			continue
+		}
+		if e.fleetRate(in) {
+			asked = append(asked, i)
+			continue
+		}
+		if res, err := e.cells.rateWouldTake(in.ID, in.Limit.Algorithm, now, 1, e.rateParams(in)); err == nil && !res.Allowed && in.Limit.Mode == govern.ModeOn && in.Limit.Enforce == govern.EnforceHard {
+			break // the walk stops here; nothing after it counts
+		}
+	}
+	return asked
+}
+
+// askFleet sends the question for the positions asked and pauses the
+// request; when the callout cannot be made, the walk runs at once with the
+// local answers.
+func (e *Engine) askFleet(s *Stream, insts []govern.Instance, asked []int, eos bool, v Verdict, now time.Time) (Verdict, bool) {
+	f := &s.fleet
+	f.reset()
+	f.inst = append(f.inst, insts...)
+	f.asked = append(f.asked, asked...)
+	f.eos = eos
+	body := append(e.buf[:0], `{"rate":[`...)
+	for k, i := range asked {
+		if k > 0 {
+			body = append(body, ',')
+		}
+		body = appendRateStep(body, &insts[i], 1)
+	}
+	body = append(body, "]}"...)
+	e.buf = body[:0]
+	gen := s.gen
+	err := e.host.Caller.Call("POST", syncwire.AdmitPath, jsonHeaders, body, e.fleetTimeout(), func(status int, answer []byte) {
+		if s.gen != gen || !s.fleet.pending {
+			return // the request ended while it waited
+		}
+		s.fleet.pending = false
+		e.fleetAnswered(s, status, answer)
+		if s.wake != nil {
+			s.wake(e.gate1Walk(s, s.fleet.inst, e.host.Now(), s.fleet.eos, Verdict{}))
+		}
+	})
+	if err != nil {
+		f.done, f.why = true, "the accountant could not be called: "+err.Error()
+		e.noteFleet(f.why)
+		return Verdict{}, false
+	}
+	f.pending = true
+	v.Action = ActPause
+	return v, true
+}
+
+var jsonHeaders = [][2]string{{"content-type", "application/json"}}
+
+// appendRateStep appends one syncwire.RateStep for instance in, taking n.
+func appendRateStep(dst []byte, in *govern.Instance, n int64) []byte {
+	l := in.Limit
+	dst = append(dst, `{"id":`...)
+	dst = strconv.AppendQuote(dst, in.ID)
+	dst = append(dst, `,"alg":"`...)
+	dst = append(dst, l.Algorithm.String()...)
+	dst = append(dst, `","amount":`...)
+	dst = strconv.AppendInt(dst, in.Amount, 10)
+	dst = append(dst, `,"period_ns":`...)
+	dst = strconv.AppendInt(dst, int64(l.Period.Window), 10)
+	dst = append(dst, `,"burst":`...)
+	dst = strconv.AppendInt(dst, l.Burst, 10)
+	dst = append(dst, `,"n":`...)
+	dst = strconv.AppendInt(dst, n, 10)
+	return append(dst, '}')
+}
+
+// fleetTimeout is the deadline of the whole round trip.
+func (e *Engine) fleetTimeout() time.Duration {
+	if d := e.plan.RedisTimeout(); d > 0 {
+		return d
+	}
+	return govern.DefaultRedisTimeout
+}
+
+// fleetAnswered reads the accountant's answer into s.fleet.
+func (e *Engine) fleetAnswered(s *Stream, status int, answer []byte) {
+	f := &s.fleet
+	f.done = true
+	switch {
+	case status == 0:
+		f.why = "the accountant did not answer"
+	case status == 504:
+		f.why = "no answer within shared_state.redis.timeout (" + e.fleetTimeout().String() + ")"
+	case status != 200:
+		f.why = "the accountant answered " + strconv.Itoa(status)
+	case !gjson.ValidBytes(answer):
+		f.why = "the accountant's answer is not JSON"
+	}
+	if f.why == "" {
+		r := gjson.ParseBytes(answer)
+		if why := r.Get("suspended").String(); why != "" {
+			f.why = why
+		} else {
+			f.results = f.results[:0]
+			r.Get("rate").ForEach(func(_, x gjson.Result) bool {
+				f.results = append(f.results, rate.Result{
+					Allowed:    x.Get("allowed").Bool(),
+					Limit:      x.Get("limit").Int(),
+					Remaining:  x.Get("remaining").Int(),
+					RetryAfter: time.Duration(x.Get("retry_after_ns").Int()),
+					ResetAfter: time.Duration(x.Get("reset_after_ns").Int()),
+					Unfittable: x.Get("unfittable").Bool(),
+				})
+				return true
+			})
+			if len(f.results) == 0 || len(f.results) > len(f.asked) {
+				f.why = "the accountant's answer has " + strconv.Itoa(len(f.results)) + " results for " + strconv.Itoa(len(f.asked)) + " questions"
+			}
+		}
+	}
+	e.noteFleet(f.why)
+}
+
+// noteFleet logs the transitions of the fleet store as this VM sees them:
+// one line when Redis stops deciding (and why), one when it decides again.
+func (e *Engine) noteFleet(why string) {
+	switch {
+	case why != "" && !e.fleetDown:
+		e.fleetDown = true
+		e.logf(LogWarn, "store: redis: %s; the local limiter answers and every such request says suspended until the fleet store answers again", why)
+	case why == "" && e.fleetDown:
+		e.fleetDown = false
+		e.logf(LogInfo, "store: redis: the fleet store answers again")
+	}
+}

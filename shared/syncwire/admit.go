@@ -1,0 +1,58 @@
+package syncwire
+
+// AdmitPath is where the filter asks its accountant to decide a request's
+// store: redis limits in the fleet's shared Redis: one POST per gate, for
+// all of the request's redis instances, while the request waits.
+//
+//	POST /tt/internal/v1/admit
+//	{"rate":[{"id":"team_rpm|rpm|org:acme/team:ml||1m0s|gcra","alg":"gcra","amount":30,"period_ns":60000000000,"burst":30,"n":1}]}
+//
+// The accountant runs one script that takes each step in order and stops at
+// the first that refuses; the answer has one result per step evaluated:
+//
+//	{"rate":[{"allowed":true,"limit":30,"remaining":29,"retry_after_ns":0,"reset_after_ns":2000000000,"unfittable":false}]}
+//
+// When Redis cannot decide (this accountant has none, it is down, or it
+// missed the deadline) the answer is 200 with Suspended saying why and no
+// results: the filter's local limiter answers and the row says suspended.
+const AdmitPath = "/tt/internal/v1/admit"
+
+// AdmitRequest is the body of an admit call.
+type AdmitRequest struct {
+	// Rate are rate cells to take from (rpm at gate 1, a tpm reserve at
+	// gate 2), in seed 004 order.
+	Rate []RateStep `json:"rate,omitempty"`
+	// Adjust are signed corrections to commit without a decision (a tpm
+	// reserve handed back when a later limit refused the request).
+	Adjust []RateStep `json:"adjust,omitempty"`
+}
+
+// RateStep is one rate cell: its counter identity, algorithm (gcra,
+// fixed_window or sliding_window), numbers (the burst 0 means the
+// amount), and N, the cost to take or the signed correction.
+type RateStep struct {
+	ID       string `json:"id"`
+	Alg      string `json:"alg"`
+	Amount   int64  `json:"amount"`
+	PeriodNS int64  `json:"period_ns"`
+	Burst    int64  `json:"burst"`
+	N        int64  `json:"n"`
+}
+
+// AdmitAnswer answers an admit call.
+type AdmitAnswer struct {
+	Rate []RateResult `json:"rate,omitempty"`
+	// Suspended, when set, says why Redis did not decide (no results
+	// follow): the filter answers with its local limiter.
+	Suspended string `json:"suspended,omitempty"`
+}
+
+// RateResult is one step's decision, as shared/rate's Result.
+type RateResult struct {
+	Allowed      bool  `json:"allowed"`
+	Limit        int64 `json:"limit"`
+	Remaining    int64 `json:"remaining"`
+	RetryAfterNS int64 `json:"retry_after_ns"`
+	ResetAfterNS int64 `json:"reset_after_ns"`
+	Unfittable   bool  `json:"unfittable"`
+}
