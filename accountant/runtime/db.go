@@ -125,6 +125,13 @@ func (db *DB) write(fn func(tx *sql.Tx) (audit, []group, error)) error {
 		return fmt.Errorf("runtime: begin write: %w", err)
 	}
 	defer tx.Rollback()
+	var owner string
+	switch err := tx.QueryRow(`SELECT v FROM meta WHERE k = ?`, metaMirrorOf).Scan(&owner); {
+	case err == nil:
+		return ErrMirror
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("runtime: begin write: %w", err)
+	}
 	a, groups, err := fn(tx)
 	if err != nil {
 		return err

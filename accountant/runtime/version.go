@@ -24,7 +24,11 @@ func (db *DB) version(tx *sql.Tx, g group) (string, error) {
 	if err := tx.QueryRow(`SELECT n FROM versions WHERE grp = ?`, string(g)).Scan(&n); err != nil {
 		return "", fmt.Errorf("reading the %s version: %w", g, err)
 	}
-	return fmt.Sprintf("%s.%d", db.id, n), nil
+	id, err := db.identity(tx)
+	if err != nil {
+		return "", fmt.Errorf("reading the %s version: %w", g, err)
+	}
+	return fmt.Sprintf("%s.%d", id, n), nil
 }
 
 // Keys returns the key table as the sync wire publishes it (hashes only,
