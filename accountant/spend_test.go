@@ -67,7 +67,7 @@ func spendFixture(t *testing.T, now time.Time, rotated map[string][]byte, active
 			t.Fatal(err)
 		}
 	}
-	s, err := New(Options{ConfigPath: f.config, DataDir: data, AdminToken: "admin-secret",
+	s, err := New(Options{ConfigPath: f.config, DataDir: data, AdminToken: "admin-secret", InternalToken: testInternalToken,
 		Logger: slog.New(slog.NewTextHandler(f.logs, nil)), Now: f.clock.Now})
 	if err != nil {
 		t.Fatal(err)
