@@ -30,7 +30,7 @@ func spendAccountant(t *testing.T) string {
 		t.Fatal(err)
 	}
 	s, err := accountant.New(accountant.Options{
-		ConfigPath: previewConfig, DataDir: dir, AdminToken: keysTestToken,
+		ConfigPath: previewConfig, DataDir: dir, AdminToken: keysTestToken, InternalToken: "internal-" + keysTestToken,
 		Logger: slog.New(slog.DiscardHandler),
 		Now:    func() time.Time { return time.Date(2026, 9, 10, 12, 0, 0, 0, time.UTC) },
 	})
