@@ -53,10 +53,11 @@ func (p *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		p.counter[i] = proxywasm.DefineCounterMetric(name)
 	}
 	h := Host{
-		Store:   &sharedData{buf: make([]byte, 0, 256)},
-		Now:     time.Now,
-		Metrics: p,
-		Log:     hostLog,
+		Store:    &sharedData{buf: make([]byte, 0, 256)},
+		Now:      time.Now,
+		Metrics:  p,
+		Log:      hostLog,
+		Upstream: upstreamName,
 	}
 	// The runtime's generator is seeded from the host's random source
 	// (WASI random_get); request ids need uniqueness, not secrecy.
@@ -108,6 +109,18 @@ func (p *pluginContext) NewHttpContext(uint32) types.HttpContext {
 	c := &httpContext{e: p.engine, s: p.engine.NewStream()}
 	c.s.wake = c.wake
 	return c
+}
+
+// upstreamName is Host.Upstream: Envoy's upstream.address, else the
+// route's cluster.
+func upstreamName() string {
+	if b, err := proxywasm.GetProperty([]string{"upstream", "address"}); err == nil && len(b) > 0 {
+		return string(b)
+	}
+	if b, err := proxywasm.GetProperty([]string{"xds", "cluster_name"}); err == nil && len(b) > 0 {
+		return "cluster " + string(b)
+	}
+	return ""
 }
 
 func hostLog(level LogLevel, msg string) {

@@ -55,6 +55,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	s.start = now
 	s.id = e.newRequestID()
 	s.method = h.Method
+	s.authority = h.Authority
 	s.path = cleanPath(h.Path)
 
 	s.shape = e.shapeOf(h, s.path)

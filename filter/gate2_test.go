@@ -229,6 +229,14 @@ func TestEstimatedUsage(t *testing.T) {
 // settle, the cell holds exactly the sum of the reported totals.
 func TestConcurrentStreamsSettleExactly(t *testing.T) {
 	const callers = 16
+	// What each stream's provider reports as its output: within the
+	// max_tokens the call set, as a provider's always is.
+	completion := func(i int) int64 {
+		if i%3 == 0 {
+			return min(int64(10*(i+1)), int64(100+i))
+		}
+		return int64(10 * (i + 1))
+	}
 	lim := `{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":400000,"period":"1m"}`
 	up := newGatedUpstream(nil)
 	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key, dev2Key}, accountant: true,
@@ -249,7 +257,7 @@ func TestConcurrentStreamsSettleExactly(t *testing.T) {
 				body = chatBody("gpt-4o", strings.Repeat("w", 4*(i+1)), `,"stream":true,"max_tokens":`+fmt.Sprint(100+i))
 			}
 			resp := r.do(req{path: "/v1/chat/completions", key: k, body: body,
-				headers: map[string]string{"X-Stub-Completion-Tokens": fmt.Sprint(10 * (i + 1)), "X-Stub-Chunk-Delay-Ms": "1"}})
+				headers: map[string]string{"X-Stub-Completion-Tokens": fmt.Sprint(completion(i)), "X-Stub-Chunk-Delay-Ms": "1"}})
 			if resp.Status != 200 {
 				t.Errorf("stream %d: %d %s", i, resp.Status, resp.Body)
 			}
@@ -268,7 +276,7 @@ func TestConcurrentStreamsSettleExactly(t *testing.T) {
 		if !ok {
 			t.Fatalf("stream %d: no row", i)
 		}
-		want := int64(i+1) + int64(10*(i+1))
+		want := int64(i+1) + completion(i)
 		if row.Usage.Total != want || row.Estimated.Output {
 			t.Errorf("stream %d: usage %+v estimated %+v, want total %d reported", i, row.Usage, row.Estimated, want)
 		}
@@ -335,9 +343,10 @@ func jsonRows(rows []ledger.Row) string {
 	return string(b)
 }
 
-// TestAbsurdUsageIsBounded: a provider that reports more tokens than any
-// model can produce charges the tpm window a bounded amount, so one broken
-// answer cannot lock a team out for years; the row keeps the report.
+// TestAbsurdUsageIsBounded: a provider that reports more tokens than the
+// request could produce is held to the bound (here a total past input +
+// output is replaced by their sum): the tpm window is charged that, the
+// row carries it flagged usage_clamped, and the team is not locked out.
 func TestAbsurdUsageIsBounded(t *testing.T) {
 	absurd := http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -347,14 +356,16 @@ func TestAbsurdUsageIsBounded(t *testing.T) {
 	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, upstream: absurd})
 	resp := r.chat(dev1Key, chatGermany)
 	mustStatus(t, resp, 200)
-	if got := r.meLimit(dev1Key, "team_tpm")["observed"]; got != float64(1<<24) {
-		t.Errorf("team_tpm observed %v, want the ceiling %d", got, 1<<24)
+	if got := r.meLimit(dev1Key, "team_tpm")["observed"]; got != float64(2) {
+		t.Errorf("team_tpm observed %v, want the bounded total 2", got)
 	}
 	r.step(time.Second)
-	if row, ok := r.acct.row(resp.Headers.Get("X-Tt-Request-Id")); !ok || row.Usage.Total <= 1<<24 {
-		t.Errorf("row usage %+v: want the reported figure kept", row.Usage)
+	if row, ok := r.acct.row(resp.Headers.Get("X-Tt-Request-Id")); !ok || row.Usage.Total != 2 || !row.UsageClamped {
+		t.Errorf("row usage %+v clamped %v: want the total held to input + output, flagged", row.Usage, row.UsageClamped)
 	}
-	// Ten seconds at 100M a minute drain the 16.7M charged.
+	if n := r.metric("tokentriage.usage_clamped"); n != 1 {
+		t.Errorf("tokentriage.usage_clamped = %d, want 1", n)
+	}
 	r.step(10 * time.Second)
 	mustStatus(t, r.chat(dev1Key, chatGermany), 200)
 }

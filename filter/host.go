@@ -17,6 +17,11 @@ type Host struct {
 	Seed    [32]byte
 	Metrics Metrics
 	Log     func(level LogLevel, msg string)
+	// Upstream names where the current request went (Envoy's
+	// upstream.address, else its cluster), for log lines about what the
+	// upstream answered; nil or "" when the host cannot tell. Called only
+	// on such rare paths, from the request's own callbacks.
+	Upstream func() string
 }
 
 // LogLevel is a proxy-wasm log level.
@@ -58,6 +63,7 @@ const (
 	MetricPlanMismatch
 	MetricThresholdAlerts
 	MetricServedOutOfScope
+	MetricUsageClamped
 	metricCount
 )
 
@@ -82,4 +88,5 @@ var MetricNames = [metricCount]string{
 	MetricPlanMismatch:         "tokentriage.sync.plan_mismatch",
 	MetricThresholdAlerts:      "tokentriage.threshold_alerts",
 	MetricServedOutOfScope:     "tokentriage.served_out_of_scope",
+	MetricUsageClamped:         "tokentriage.usage_clamped",
 }

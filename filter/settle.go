@@ -33,6 +33,7 @@ func (e *Engine) Done(s *Stream) {
 	}
 	if s.refusal.errorType == "" && !s.replied {
 		e.settleUsage(s)
+		e.boundUsage(s)
 		actual := s.usage.Total
 		if actual == 0 {
 			actual = s.usage.Input + s.usage.Output
@@ -103,27 +104,90 @@ func (e *Engine) settleUsage(s *Stream) {
 	}
 }
 
+// boundUsage holds the usage to what the request could have produced
+// (llm.UsageBound: the model's context bound for the input, the output
+// maximum times the completions asked for): a provider's report past it (a
+// broken or hostile upstream, 1e12 prompt tokens) would bill the tenant
+// for tokens no call can consume, and lock its budget until the ledger is
+// edited. A clamped figure is marked estimated, the row is flagged, the
+// metric counts it and the log names the upstream. Cached and reasoning
+// counts are held to the input and output they are part of.
+func (e *Engine) boundUsage(s *Stream) {
+	if !s.parsed {
+		return
+	}
+	in, out := llm.UsageBound(s.req, s.req.Model)
+	if s.served != "" && s.served != s.req.Model && llm.ContextBound(s.served) != llm.MaxContextBound {
+		// A route may answer with another model, of a larger context; the
+		// upstream's word for a model of no known family widens nothing.
+		si, so := llm.UsageBound(s.req, s.served)
+		in, out = max(in, si), max(out, so)
+	}
+	u := s.usage
+	clamped := false
+	if u.Input > in {
+		u.Input, s.estimated.Input, clamped = in, true, true
+	}
+	if u.Output > out {
+		u.Output, s.estimated.Output, clamped = out, true, true
+	}
+	if u.Total > u.Input+u.Output+u.Reasoning || u.Total > in+out {
+		// Some providers count reasoning beside the output in the
+		// total; anything past that, or past the bound, is not a total.
+		u.Total, clamped = u.Input+u.Output, true
+	}
+	// A total under input + output would under-charge tpm; it is not
+	// past any bound, so it is mended without a flag.
+	u.Total = max(u.Total, u.Input+u.Output)
+	u.CachedInput = min(u.CachedInput, u.Input)
+	u.Reasoning = min(u.Reasoning, u.Output)
+	if !clamped {
+		s.usage = u
+		return
+	}
+	s.clamped = true
+	e.host.Metrics.Add(MetricUsageClamped, 1)
+	upstream := ""
+	if e.host.Upstream != nil {
+		upstream = e.host.Upstream()
+	}
+	if upstream == "" {
+		upstream = "(unknown address)"
+	}
+	e.logf(LogWarn, "request %s: the upstream %s (provider %q, authority %q, model %q) reported %d input, %d output and %d total tokens, more than the request could produce (at most %d input and %d output); the row carries %d and %d, marked estimated and usage_clamped",
+		s.id, upstream, s.dims.Provider, s.authority, firstNonEmpty(s.served, s.req.Model), s.usage.Input, s.usage.Output, s.usage.Total, in, out, u.Input, u.Output)
+	s.usage = u
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
 // fillRow writes the ledger row of a finished request into r (the
 // engine's one row, encoded at once).
 func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 	*r = ledger.Row{
-		RequestID: s.id,
-		Start:     s.start.UTC(),
-		End:       now.UTC(),
-		KID:       s.kid,
-		Node:      s.owner,
-		Endpoint:  s.endpoint(),
-		Provider:  s.dims.Provider,
-		Model:     s.req.Model,
-		Served:    s.served,
-		Stream:    s.req.Stream,
-		Usage:     s.usage,
-		Status:    s.status,
-		Estimated: s.estimated,
-		Replica:   e.replica,
-		Shadow:    s.shadow,
-		Breached:  s.breached,
-		Suspended: s.suspended,
+		RequestID:    s.id,
+		Start:        s.start.UTC(),
+		End:          now.UTC(),
+		KID:          s.kid,
+		Node:         s.owner,
+		Endpoint:     s.endpoint(),
+		Provider:     s.dims.Provider,
+		Model:        s.req.Model,
+		Served:       s.served,
+		Stream:       s.req.Stream,
+		Usage:        s.usage,
+		Status:       s.status,
+		Estimated:    s.estimated,
+		Replica:      e.replica,
+		UsageClamped: s.clamped,
+		Shadow:       s.shadow,
+		Breached:     s.breached,
+		Suspended:    s.suspended,
 	}
 	if s.unarmed {
 		r.Suspended = append(r.Suspended, "*")

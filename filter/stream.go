@@ -82,6 +82,11 @@ type Stream struct {
 	usage     ledger.Usage
 	estimated ledger.Estimated
 	served    string
+	// clamped: the provider's usage was past what the request could
+	// produce and was held to the bound (boundUsage).
+	clamped bool
+	// authority is the request's :authority, for log lines.
+	authority string
 	settled   bool
 	out       []byte // scratch for rewritten response chunks
 }

@@ -92,6 +92,15 @@ func (v *vm) property(path []byte, rp, rs uint32) status {
 			return v.outU64(uint64(n), rp, rs)
 		}
 		return statusNotFound
+	case "upstream":
+		// upstream.address: the host and port of the upstream the request
+		// went to, once it went (an in-process handler has none).
+		if st != nil && len(seg) == 2 && string(seg[1]) == "address" && st.px.upStarted {
+			if t := st.upstreamTarget(); t != nil && t.base != nil {
+				return v.outString(t.base.Host, rp, rs)
+			}
+		}
+		return statusNotFound
 	case "xds":
 		if r, ok := v.routeProperty(st, seg[1:], rp, rs); ok {
 			return r

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,4 +133,120 @@ func TestHeaderFloodIsRefusedOrKeptWhole(t *testing.T) {
 			t.Errorf("row %d: %+v", i, r)
 		}
 	}
+}
+
+// usageUpstream answers every request with the usage object its
+// X-Test-Usage header names, as JSON, or as an SSE stream when the request
+// asks for one; the rest is what a provider sends.
+func usageUpstream(w http.ResponseWriter, r *http.Request) {
+	usage := r.Header.Get("X-Test-Usage")
+	body, _ := io.ReadAll(r.Body)
+	if bytes.Contains(body, []byte(`"stream":true`)) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"id\":\"c1\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello there, how are you today?\"}}]}\n\n")
+		io.WriteString(w, "data: {\"id\":\"c1\",\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":"+usage+"}\n\ndata: [DONE]\n\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":`+usage+`}`)
+}
+
+// TestProviderUsageIsBoundedAndRead: an upstream reporting usage no request
+// could produce (1e12, 2^63-1, 1e308 prompt tokens) is billed the bound
+// (the model's context bound, the output maximum), its rows marked
+// estimated and usage_clamped, counted, and logged naming the upstream; so
+// three such answers no longer exhaust an org's month. Usage given as a
+// string, a negative or a fraction is estimated from the prompt and the
+// streamed text, as missing usage is, never read as an exact 0.
+func TestProviderUsageIsBoundedAndRead(t *testing.T) {
+	ctx := testContext(t)
+	up := httptest.NewServer(http.HandlerFunc(usageUpstream))
+	defer up.Close()
+	var filterLog syncBuf
+	s := start(t, Options{Upstream: up.URL, OpenAIKey: "sk-test", FilterLog: &filterLog})
+	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(usage string, stream bool) {
+		t.Helper()
+		body := `{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"What is the capital of Germany?"}]}`
+		if stream {
+			body = `{"model":"gpt-4o-mini","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"What is the capital of Germany?"}]}`
+		}
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+k.Key)
+		req.Header.Set("X-Test-Usage", usage)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", usage, resp.StatusCode, b)
+		}
+	}
+	absurd := []string{
+		`{"prompt_tokens":1e12,"completion_tokens":5,"total_tokens":1000000000005}`,
+		`{"prompt_tokens":9223372036854775807,"completion_tokens":5,"total_tokens":9223372036854775807}`,
+		`{"prompt_tokens":1e308,"completion_tokens":5}`,
+	}
+	for _, u := range absurd {
+		send(u, false)
+	}
+	malformed := []string{`{"prompt_tokens":"10","completion_tokens":5,"total_tokens":15}`, `{"prompt_tokens":-5,"completion_tokens":5}`, `{"prompt_tokens":"ten","completion_tokens":5}`}
+	send(malformed[0], false)
+	send(malformed[1], false)
+	send(malformed[2], true)
+	if n, _ := s.Host().Metric("tokentriage.usage_clamped"); n != 3 {
+		t.Errorf("tokentriage.usage_clamped = %d, want 3", n)
+	}
+	rows := closedRows(t, s)
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 6", len(rows))
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Start.Before(rows[j].Start) })
+	upAddr := strings.TrimPrefix(up.URL, "http://")
+	for i, r := range rows[:3] {
+		// gpt-4o-mini's bound is twice its 128,000-token window; the
+		// output is held to max_tokens.
+		if r.Usage.Input != 256_000 || r.Usage.Output != 5 || !r.Estimated.Input || !r.UsageClamped {
+			t.Errorf("absurd %d: %+v estimated %+v clamped %v", i, r.Usage, r.Estimated, r.UsageClamped)
+		}
+		// 256,000 input tokens of gpt-4o-mini cost cents, not billions.
+		if r.Cost == nil || r.Cost.Nanos > 1e9 {
+			t.Errorf("absurd %d: cost %+v", i, r.Cost)
+		}
+	}
+	if got := strings.Count(filterLog.String(), "the upstream "+upAddr); got != 3 {
+		t.Errorf("%d log lines name the upstream %s, want 3:\n%s", got, upAddr, filterLog.String())
+	}
+	for i, r := range rows[3:] {
+		// "What is the capital of Germany?" is 31 bytes: 8 tokens.
+		if r.Usage.Input != 8 || !r.Estimated.Input || !r.Estimated.Output || r.UsageClamped {
+			t.Errorf("malformed %d (%s): %+v estimated %+v", i, malformed[i], r.Usage, r.Estimated)
+		}
+	}
+	if r := rows[5]; r.Usage.Output != 8 { // 31 bytes of streamed text
+		t.Errorf("malformed streamed usage: output %d, want the streamed text's 8", r.Usage.Output)
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for the filter's log writer and a reader.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -79,6 +79,9 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	if r.ServedOutOfScope {
 		dst = append(dst, `,"served_out_of_scope":true`...)
 	}
+	if r.UsageClamped {
+		dst = append(dst, `,"usage_clamped":true`...)
+	}
 	dst = append(dst, `,"cost":`...)
 	if r.Cost == nil {
 		dst = append(dst, "null"...)

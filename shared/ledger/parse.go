@@ -126,6 +126,7 @@ func (s *scanner) row(r *Row) error {
 		fReplica
 		fCost
 		fOutOfScope
+		fClamped
 	)
 	var seen uint32
 	for first := true; s.next(first, '}'); first = false {
@@ -213,6 +214,9 @@ func (s *scanner) row(r *Row) error {
 		case "served_out_of_scope":
 			bit = fOutOfScope
 			r.ServedOutOfScope, err = s.bool(at)
+		case "usage_clamped":
+			bit = fClamped
+			r.UsageClamped, err = s.bool(at)
 		case "cost":
 			bit = fCost
 			if !s.literal("null") {

@@ -57,6 +57,12 @@ type Row struct {
 	// substituted another): the request was admitted on the model it
 	// named, and the row says what answered. Written only when true.
 	ServedOutOfScope bool `json:"served_out_of_scope,omitempty"`
+	// UsageClamped is set when the provider reported more usage than the
+	// request could have produced (more input than the model's context
+	// bound, more output than the request's output maximum): the row
+	// carries the bound instead, with the clamped figures marked
+	// estimated. Written only when true.
+	UsageClamped bool `json:"usage_clamped,omitempty"`
 	// Cost is set by the accountant when it prices the row; the filter
 	// leaves it nil.
 	Cost *Cost `json:"cost"`

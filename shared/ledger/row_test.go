@@ -64,6 +64,7 @@ func fullRow() Row {
 		Estimated:        Estimated{Input: true, Output: true},
 		Replica:          "envoy-7f9c\"east\"",
 		ServedOutOfScope: true,
+		UsageClamped:     true,
 		Cost:             &Cost{Nanos: 12600, Unpriced: false, Estimated: true},
 	}
 }
@@ -176,6 +177,7 @@ func (randRow) Generate(r *rand.Rand, _ int) reflect.Value {
 		Estimated:        Estimated{r.Intn(2) == 0, r.Intn(2) == 0},
 		Replica:          randString(r),
 		ServedOutOfScope: r.Intn(2) == 0,
+		UsageClamped:     r.Intn(2) == 0,
 	}
 	if r.Intn(2) == 0 {
 		row.RefusedBy = &Ref{LimitID: randString(r), LimitType: randString(r), Node: randString(r)}

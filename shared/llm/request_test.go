@@ -241,3 +241,23 @@ func TestParseRequestCostBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestUsageBound(t *testing.T) {
+	for i, c := range []struct {
+		req     Request
+		model   string
+		in, out int64
+	}{
+		{Request{Endpoint: ChatCompletions, MaxTokens: 16, HasMaxTokens: true, Choices: 1}, "gpt-4o-mini", 256_000, 16},
+		{Request{Endpoint: ChatCompletions, MaxTokens: 16, HasMaxTokens: true, Choices: 3}, "openai/GPT-4o-2024-08-06", 256_000, 48},
+		{Request{Endpoint: ChatCompletions, Choices: 2}, "gpt-4.1-mini", 2_095_152, 4_190_304},
+		{Request{Endpoint: Messages, MaxTokens: 1024, HasMaxTokens: true}, "claude-sonnet-4-20250514", 2_000_000, 1024},
+		{Request{Endpoint: Responses}, "my-finetune", MaxContextBound, MaxContextBound},
+		{Request{Endpoint: Embeddings, PromptBytes: 40_000_000}, "text-embedding-3-small", 40_000_000, 0},
+	} {
+		in, out := UsageBound(c.req, c.model)
+		if in != c.in || out != c.out {
+			t.Errorf("step %d: %d, %d; want %d, %d", i, in, out, c.in, c.out)
+		}
+	}
+}

@@ -314,3 +314,45 @@ func TestLineStop(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamMalformedUsageIsEstimated: a usage chunk or event whose counts
+// are strings, negatives or fractions is no usage: the stream is estimated
+// from the prompt and the streamed text, as when the provider reports
+// none, and flagged; never read as an exact 0. Both readings (the fast
+// paths and gjson) agree.
+func TestStreamMalformedUsageIsEstimated(t *testing.T) {
+	chat := func(usage string) string {
+		return "data: {\"id\":\"c1\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello there, friend\"}}]}\n\n" +
+			"data: {\"id\":\"c1\",\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":" + usage + "}\n\n" +
+			"data: [DONE]\n\n"
+	}
+	msgs := func(start, delta string) string {
+		return "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-3-5-haiku-latest\",\"usage\":" + start + "}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello there, friend\"}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":" + delta + "}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	}
+	both := ledger.Estimated{Input: true, Output: true}
+	for i, c := range []struct {
+		path, in string
+		est      ledger.Estimated
+		usage    ledger.Usage
+	}{
+		{"/v1/chat/completions", chat(`{"prompt_tokens":"ten","completion_tokens":5,"total_tokens":15}`), both, ledger.Usage{Input: 8, Output: 5, Total: 13}},
+		{"/v1/chat/completions", chat(`{"prompt_tokens":-5,"completion_tokens":5,"total_tokens":0}`), both, ledger.Usage{Input: 8, Output: 5, Total: 13}},
+		{"/v1/chat/completions", chat(`{"prompt_tokens":10,"completion_tokens":4.5,"total_tokens":14.5}`), both, ledger.Usage{Input: 8, Output: 5, Total: 13}},
+		{"/v1/chat/completions", chat(`{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}`), ledger.Estimated{}, ledger.Usage{Input: 10, Output: 5, Total: 15}},
+		{"/v1/messages", msgs(`{"input_tokens":"10","output_tokens":1}`, `{"output_tokens":7}`), ledger.Estimated{Input: true}, ledger.Usage{Input: 8, Output: 7, Total: 15}},
+		// message_start's output count is a placeholder; the final one is
+		// message_delta's, and when that is malformed the output is
+		// estimated.
+		{"/v1/messages", msgs(`{"input_tokens":10,"output_tokens":1}`, `{"output_tokens":-7}`), ledger.Estimated{Output: true}, ledger.Usage{Input: 10, Output: 5, Total: 15}},
+		{"/v1/messages", msgs(`{"input_tokens":10,"cache_read_input_tokens":"x"}`, `{"output_tokens":"seven"}`), both, ledger.Usage{Input: 8, Output: 5, Total: 13}},
+	} {
+		for _, r := range []scanResult{scan(c.path, false, 31, []byte(c.in)), scanGJSON(c.path, false, 31, []byte(c.in))} {
+			if r.usage != c.usage || r.est != c.est {
+				t.Errorf("step %d: %+v %+v, want %+v %+v", i, r.usage, r.est, c.usage, c.est)
+			}
+		}
+	}
+}

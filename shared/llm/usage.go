@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"math"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -32,8 +33,10 @@ import (
 //     no field for their premium.
 //
 // OpenAI's cached and reasoning counts are subsets of Input and Output, as
-// the provider reports them. A missing total_tokens is Input + Output.
-// Counts that are not non-negative numbers read as 0.
+// the provider reports them. A missing total_tokens is Input + Output. A
+// usage object whose counts are not non-negative whole numbers (a string,
+// a negative, a fraction) is no usage: ok is false, and settlement
+// estimates the row as it does when a provider reports none.
 //
 // The body is not validated as a whole (it comes from the provider, and
 // may be large); the usage object is.
@@ -84,7 +87,13 @@ const (
 )
 
 // readCounts reads a usage object in one pass. ok is false unless u is a
-// valid object with an input, output or total count.
+// valid object with an input, output or total count, and every count it
+// carries that the fold uses (input, output, total, Anthropic's cache
+// reads and writes) is a non-negative whole number or null: a string, a
+// negative or a fraction is not a count of 0, it is usage the provider did
+// not report readably, and the caller estimates it as it would missing
+// usage. A malformed cached or reasoning count is left out (cached tokens
+// are then billed as plain input).
 func readCounts(u gjson.Result) (c counts, ok bool) {
 	if !u.IsObject() {
 		return counts{}, false
@@ -92,29 +101,48 @@ func readCounts(u gjson.Result) (c counts, ok bool) {
 	if off, _ := checkSyntax(viewBytes(u.Raw)); off >= 0 {
 		return counts{}, false
 	}
+	bad := false
 	u.ForEach(func(k, v gjson.Result) bool {
+		var dst *int64
+		var bit uint8
 		switch k.Str {
 		case "prompt_tokens", "input_tokens":
-			c.in, c.has = count(v), c.has|hasIn
+			dst, bit = &c.in, hasIn
 		case "completion_tokens", "output_tokens":
-			c.out, c.has = count(v), c.has|hasOut
+			dst, bit = &c.out, hasOut
 		case "total_tokens":
-			c.total, c.has = count(v), c.has|hasTotal
-		case "prompt_tokens_details", "input_tokens_details":
-			if d := v.Get("cached_tokens"); d.Exists() {
-				c.cached, c.has = count(d), c.has|hasCached
-			}
-		case "completion_tokens_details", "output_tokens_details":
-			if d := v.Get("reasoning_tokens"); d.Exists() {
-				c.reasoning, c.has = count(d), c.has|hasReasoning
-			}
+			dst, bit = &c.total, hasTotal
 		case "cache_read_input_tokens":
-			c.cacheRead, c.has = count(v), c.has|hasCacheRead
+			dst, bit = &c.cacheRead, hasCacheRead
 		case "cache_creation_input_tokens":
-			c.cacheCreation, c.has = count(v), c.has|hasCacheCreation
+			dst, bit = &c.cacheCreation, hasCacheCreation
+		case "prompt_tokens_details", "input_tokens_details":
+			if n, ok := count(v.Get("cached_tokens")); ok {
+				c.cached, c.has = n, c.has|hasCached
+			}
+			return true
+		case "completion_tokens_details", "output_tokens_details":
+			if n, ok := count(v.Get("reasoning_tokens")); ok {
+				c.reasoning, c.has = n, c.has|hasReasoning
+			}
+			return true
+		default:
+			return true
 		}
+		if v.Type == gjson.Null {
+			return true // null is absent
+		}
+		n, ok := count(v)
+		if !ok {
+			bad = true
+			return false
+		}
+		*dst, c.has = n, c.has|bit
 		return true
 	})
+	if bad {
+		return counts{}, false
+	}
 	return c, c.has&(hasIn|hasOut|hasTotal) != 0
 }
 
@@ -169,13 +197,16 @@ func (c counts) usage(ep Endpoint) ledger.Usage {
 	return u
 }
 
-// count reads a token count: a non-negative number, else 0.
-func count(v gjson.Result) int64 {
-	if v.Type != gjson.Number || !(v.Num > 0) {
-		return 0
+// count reads a token count: a non-negative whole number; ok is false
+// for anything else (a string, a negative number, a fraction, null,
+// absent). Counts from 2^53 up read as 2^53: settlement bounds what a
+// request could have produced long before that.
+func count(v gjson.Result) (int64, bool) {
+	if v.Type != gjson.Number || !(v.Num >= 0) || v.Num != math.Trunc(v.Num) {
+		return 0, false
 	}
 	if v.Num >= maxExactInt {
-		return maxExactInt
+		return maxExactInt, true
 	}
-	return int64(v.Num)
+	return int64(v.Num), true
 }
