@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/accountant/core"
+	"github.com/tokentriage/tokentriage/accountant/dashboard"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/accountant/pricing"
 	"github.com/tokentriage/tokentriage/accountant/redisstore"
@@ -278,6 +280,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+syncwire.AdmitPath, s.internal(s.serveAdmit))
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
+	mux.Handle("GET "+strings.TrimSuffix(dashboard.Prefix, "/"), dashboard.Handler())
 	mux.HandleFunc("/", serveNoRoute)
 	mux.Handle(api.Prefix, api.New(api.Deps{
 		DB:          s.db,
@@ -412,6 +416,6 @@ func serveNoRoute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: method not allowed; this route takes %s", r.Method, r.URL.Path, m))
 		return
 	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the accountant serves POST %s, GET %s, POST %s, POST %s, GET /healthz, GET /metrics and the management API under %s",
-		r.Method, r.URL.Path, syncwire.IngestPath, syncwire.SyncPath, syncwire.AlertsPath, syncwire.AdmitPath, api.Prefix))
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the accountant serves POST %s, GET %s, POST %s, POST %s, GET /healthz, GET /metrics, the management API under %s and the spend dashboard at %s",
+		r.Method, r.URL.Path, syncwire.IngestPath, syncwire.SyncPath, syncwire.AlertsPath, syncwire.AdmitPath, api.Prefix, dashboard.Prefix))
 }

@@ -112,8 +112,9 @@ type Group struct {
 // Source says what a report was computed from.
 type Source struct {
 	// Rows is every row the rollup holds (in or out of the report's range);
-	// First and Last the earliest and latest row end among them.
-	Rows  int64      `json:"rows"`
+	// First and Last the earliest and latest row end among them. All three
+	// are absent from a delegated admin's report.
+	Rows  int64      `json:"rows,omitempty"`
 	First *time.Time `json:"first,omitempty"`
 	Last  *time.Time `json:"last,omitempty"`
 	// HourlyFrom is the earliest instant hourly buckets can report (older
@@ -203,7 +204,11 @@ func (r *Rollup) Run(q Query, scope string, now time.Time) (*Report, error) {
 	defer r.mu.Unlock()
 	r.foldLocked()
 	rep.Source = Source{Rows: r.rows, Ledgers: 1}
-	if !r.first.IsZero() {
+	if scope != "" {
+		// How much traffic the rest of the tree had is not the scope's
+		// business.
+		rep.Source.Rows = 0
+	} else if !r.first.IsZero() {
 		f, l := r.first.UTC(), r.last.UTC()
 		rep.Source.First, rep.Source.Last = &f, &l
 	}

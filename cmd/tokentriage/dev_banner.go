@@ -70,6 +70,7 @@ func (b *banner) print(w io.Writer) {
 	p("  gateway     %s   (%s in %d worker VMs)", b.gateway, b.wasm, b.workers)
 	p("  accountant  %s   (config %s, data %s)", b.accountant, b.config, b.data)
 	p("  upstream    %s", b.upstream)
+	p("  dashboard   %s/tt/ui/   (spend over time; sign in with the admin token)", b.accountant)
 	p("")
 	if b.generated {
 		p("Admin token for the management API (%s/tt/api/v1/), generated as TT_ADMIN_TOKEN was not set:", b.accountant)

@@ -155,6 +155,40 @@ func TestDevCurlLinesDoWhatTheySay(t *testing.T) {
 		}
 	}
 
+	// The dashboard is where the banner says, and the spend report behind
+	// it counts the requests above once their rows reach the accountant.
+	dash := regexp.MustCompile(`(?m)^  dashboard   (http://\S+/tt/ui/)   `).FindStringSubmatch(out)
+	if dash == nil {
+		t.Fatalf("no dashboard line:\n%s", out)
+	}
+	page, err := http.Get(dash[1])
+	if err != nil || page.StatusCode != 200 || !strings.HasPrefix(page.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET %s: %v %v", dash[1], err, page)
+	}
+	page.Body.Close()
+	token := regexp.MustCompile(`(?m)^  export TT_ADMIN_TOKEN=([0-9a-f]{64})$`).FindStringSubmatch(out)[1]
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(dash[1], "/tt/ui/")+"/tt/api/v1/spend?decision=admitted", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Total struct{ Requests int } `json:"total"`
+		}
+		json.NewDecoder(r.Body).Decode(&rep)
+		r.Body.Close()
+		if rep.Total.Requests >= 3 { // block 1's request and block 2's two served ones
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the spend report never counted the served requests (%d)", rep.Total.Requests)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
 	// Stop as SIGINT would: the ledger holds every request.
 	stop()
 	select {
