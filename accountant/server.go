@@ -144,8 +144,12 @@ type Server struct {
 	armedPlan string
 
 	// redis is the fleet's shared Redis; nil when the plan names none.
-	redis    *redisstore.Client
-	redisLog struct {
+	// fleet is the counter store over it, and fleetStop ends its
+	// publishing.
+	redis     *redisstore.Client
+	fleet     *redisstore.Fleet
+	fleetStop context.CancelFunc
+	redisLog  struct {
 		sync.Mutex
 		last  time.Time
 		quiet int
@@ -211,11 +215,6 @@ func New(opts Options) (*Server, error) {
 	}
 
 	start := s.now()
-	s.core = core.New(core.Options{
-		Pricing:       s.pricing,
-		Store:         opts.Store,
-		VersionPrefix: strconv.FormatInt(start.UnixNano(), 36),
-	})
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("accountant: creating the data directory: %w", err)
 	}
@@ -224,6 +223,20 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.lock = lock
+	st := opts.Store
+	if st == nil && s.redis != nil {
+		fleet, err := s.openFleet()
+		if err != nil {
+			lock.Close()
+			return nil, err
+		}
+		st = fleet
+	}
+	s.core = core.New(core.Options{
+		Pricing:       s.pricing,
+		Store:         st,
+		VersionPrefix: strconv.FormatInt(start.UnixNano(), 36),
+	})
 	db, err := runtime.Open(filepath.Join(opts.DataDir, "governance.db"))
 	if err != nil {
 		lock.Close()
@@ -357,6 +370,9 @@ func (s *Server) Close() error {
 		}
 		s.lock.Close() // releases the data directory
 		s.alerts.close()
+		if s.fleetStop != nil {
+			s.fleetStop()
+		}
 		if s.redis != nil {
 			s.redis.Close()
 		}

@@ -61,7 +61,7 @@ func (s *Server) sync(h held) (syncwire.Sync, error) {
 		Plan:     syncwire.Plan{Version: s.plan.Hash},
 		Keys:     syncwire.Keys{Version: s.keys.Version},
 		Runtime:  syncwire.Runtime{Version: s.runtime.Version},
-		Snapshot: syncwire.Snapshot{Version: snap.Version, GeneratedAt: snap.GeneratedAt},
+		Snapshot: syncwire.Snapshot{Version: snap.Version, GeneratedAt: snap.GeneratedAt, Fleet: s.fleetStale()},
 		Prices:   syncwire.Prices{Version: s.prices.Version},
 		Replicas: s.liveReplicasLocked(now),
 	}

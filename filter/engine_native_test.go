@@ -342,12 +342,12 @@ func TestVersionRecordRoundTrip(t *testing.T) {
 // encoded, and truncations are errors.
 func TestSnapshotRoundTrip(t *testing.T) {
 	ids := []string{"a|budget_usd|org:acme||month|", "b|quota_tokens|org:acme/team:ml||day|"}
-	b := appendSnapshot(nil, nativeT0, ids, []int64{100, 200}, []int64{12600, 7})
+	b := appendSnapshot(nil, nativeT0, "redis down", ids, []int64{100, 200}, []int64{12600, 7})
 	s, err := decodeSnapshot(b, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.generatedAt.Equal(nativeT0) || len(s.entries) != 2 || s.entries[ids[0]] != (snapEntry{100, 12600}) || s.entries[ids[1]] != (snapEntry{200, 7}) {
+	if !s.generatedAt.Equal(nativeT0) || s.fleet != "redis down" || len(s.entries) != 2 || s.entries[ids[0]] != (snapEntry{100, 12600}) || s.entries[ids[1]] != (snapEntry{200, 7}) {
 		t.Errorf("decoded %+v", s)
 	}
 	for n := 0; n < len(b); n++ {

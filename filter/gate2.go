@@ -134,9 +134,23 @@ func (e *Engine) checkSettled(s *Stream, in *govern.Instance, now time.Time, v V
 	}
 	observed := e.observed(in, now)
 	if observed < in.Amount {
+		if why := e.fleetDistrust(); why != "" {
+			// The other replicas' spend is as last read: under the cap on
+			// what is known is not under the cap.
+			return e.uncheckable(s, in, v, why)
+		}
 		return nil
 	}
 	return e.refuseSettled(s, in, now, v, observed)
+}
+
+// fleetDistrust says why the snapshot's fleet totals are only as last read
+// (the accountant lost the fleet's shared Redis), or "".
+func (e *Engine) fleetDistrust() string {
+	if e.snap == nil {
+		return ""
+	}
+	return e.snap.fleet
 }
 
 // snapshotDistrust says why the spend snapshot cannot be read now (none

@@ -116,6 +116,10 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 		if s.outMax < 0 || out < s.outMax {
 			s.outMax = out
 		}
+		if why := e.fleetDistrust(); why != "" {
+			// This replica's part holds; the others' is as last read.
+			return e.uncheckable(s, in, v, why)
+		}
 		return nil
 	}
 	return e.uncheckable(s, in, v, errContention.Error())

@@ -570,7 +570,7 @@ func encodeSnapshotPart(s gjson.Result, generatedAt time.Time) ([]byte, error) {
 		starts = append(starts, start.Unix())
 		values = append(values, en.Get("value").Int())
 	}
-	return appendSnapshot(nil, generatedAt, ids, starts, values), nil
+	return appendSnapshot(nil, generatedAt, s.Get("fleet").String(), ids, starts, values), nil
 }
 
 // decodePrices reads the accountant's price catalog: an object of model

@@ -71,6 +71,11 @@ func (c *Core) advance(now time.Time) {
 	}
 }
 
+// Touch marks the snapshot changed without a row: the counter store's
+// values moved on their own (another accountant's totals, read from the
+// fleet's Redis), or whether they can be trusted did.
+func (c *Core) Touch(now time.Time) { c.markChanged(now) }
+
 func (c *Core) markChanged(now time.Time) {
 	c.dirty = true
 	if now.After(c.generatedAt) {

@@ -98,6 +98,12 @@ type Snapshot struct {
 	Version     string    `json:"version"`
 	GeneratedAt time.Time `json:"generated_at"`
 	Entries     []Entry   `json:"entries,omitempty"`
+	// Fleet, when set, says why the entries hold this accountant's own
+	// totals and the other replicas' only as last read: the fleet's shared
+	// Redis has not been read within its trust window. A limit they put
+	// over is over; one they leave under is uncheckable (suspended, or 503
+	// under fail: closed with enforce: hard).
+	Fleet string `json:"fleet,omitempty"`
 }
 
 // Entry is one counter. ID is the counter identity (govern.Identity);
