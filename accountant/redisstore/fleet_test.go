@@ -104,4 +104,3 @@ func TestFleetTotalsSumOwnTotals(t *testing.T) {
 		t.Errorf("with Redis down the last fleet total should stand: %d", va)
 	}
 }
-
