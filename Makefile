@@ -6,7 +6,8 @@
 #   make bench   the benchmarks BENCHMARKS.md reports
 #   make bench-guest PKG=./shared/llm BENCH=Stream
 #                the benchmarks of a pure package compiled to wasm and run in
-#                wazero: what the code costs inside the filter's module
+#                wazero, timed in CPU time (internal/wasmexec): what the code
+#                costs inside the filter's module
 
 export PATH := /usr/local/go/bin:$(PATH)
 GO        ?= go
@@ -53,9 +54,8 @@ PKG   ?= ./shared/llm
 BENCH ?= .
 bench-guest:
 	@mkdir -p build
-	$(GO) build -o build/wazero github.com/tetratelabs/wazero/cmd/wazero
-	PATH=$(abspath build):$$($(GO) env GOROOT)/lib/wasm:$$PATH GOWASIRUNTIME=wazero $(WASM_ENV) \
-	  $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKG)
+	$(GO) build -o build/wasmexec ./internal/wasmexec
+	$(WASM_ENV) $(GO) test -exec $(abspath build/wasmexec) -run '^$$' -bench '$(BENCH)' -benchmem $(PKG)
 
 clean:
 	rm -rf build bin

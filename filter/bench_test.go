@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/internal/cputime"
 	"github.com/tokentriage/tokentriage/internal/stub"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -79,16 +80,18 @@ func pair(b *testing.B, filter, noop *wasmtest.Host, req wasmtest.Request, wantS
 		}
 	}
 	c0 := filter.Counts()
-	var tf, tn time.Duration
+	var tf, tn, cf, cn time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		t := time.Now()
+		t, c := time.Now(), cputime.Now()
 		filter.Do(req)
-		m := time.Now()
+		m, cm := time.Now(), cputime.Now()
 		noop.Do(req)
 		tf += m.Sub(t)
 		tn += time.Since(m)
+		cf += cm - c
+		cn += cputime.Now() - cm
 	}
 	b.StopTimer()
 	c := filter.Counts()
@@ -96,6 +99,11 @@ func pair(b *testing.B, filter, noop *wasmtest.Host, req wasmtest.Request, wantS
 	b.ReportMetric(float64(tf.Nanoseconds())/n, "filter-ns/req")
 	b.ReportMetric(float64(tn.Nanoseconds())/n, "noop-ns/req")
 	b.ReportMetric(float64(tf)/float64(tn), "x-noop")
+	if cputime.Supported() {
+		b.ReportMetric(float64(cf.Nanoseconds())/n, "filter-cpu/req")
+		b.ReportMetric(float64(cn.Nanoseconds())/n, "noop-cpu/req")
+		b.ReportMetric(float64(cf)/float64(cn), "x-noop-cpu")
+	}
 	b.ReportMetric(float64(c.HostCalls-c0.HostCalls)/n, "hostcalls/req")
 	b.ReportMetric(float64(c.GuestCalls-c0.GuestCalls)/n, "guestcalls/req")
 	b.ReportMetric(float64(c.SharedGets+c.SharedSets-c0.SharedGets-c0.SharedSets)/n, "shareddata/req")

@@ -9,14 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/internal/cputime"
 	"github.com/tokentriage/tokentriage/internal/stub"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
 // Growth curves: what one more SSE event, body byte or limit costs the
-// filter, measured as the filter's time per request less the no-op
-// floor's for the same request, at several sizes, with the slope of that
+// filter, measured as the filter's CPU per request less the no-op floor's
+// for the same request, at several sizes, with the slope of that
 // difference and its growth exponent. Run them with
 //
 //	make wasm
@@ -33,10 +34,13 @@ type growthPoint struct {
 }
 
 // curve drives the points through both hosts and reports, per size, the
-// filter's and the floor's time per request (f-ns@size, n-ns@size) and the
-// filter's host calls (hc@size); over all sizes, the least-squares slope
-// of the difference per unit of size (ns/unit, calls/unit), and the growth
-// exponent between the two largest sizes (1.0 is linear).
+// CPU time the process spent on one filter request and on one floor
+// request (f-cpu@size, n-cpu@size; CPU time, not wall time, so that the
+// figures hold on a loaded machine) and the filter's host calls (hc@size);
+// over all sizes, the least-squares slope of the difference per unit of
+// size in CPU time (ns/unit) and in wall time (wall-ns/unit), the slope of
+// the host calls (calls/unit), and the growth exponent of the CPU
+// difference between the two largest sizes (1.0 is linear).
 func curve(b *testing.B, unit string, filter, noop *wasmtest.Host, points []growthPoint, wantStatus int) {
 	b.Helper()
 	for _, p := range points {
@@ -50,37 +54,44 @@ func curve(b *testing.B, unit string, filter, noop *wasmtest.Host, points []grow
 	}
 	tf := make([]time.Duration, len(points))
 	tn := make([]time.Duration, len(points))
+	cf := make([]time.Duration, len(points))
+	cn := make([]time.Duration, len(points))
 	calls := make([]float64, len(points))
 	b.ResetTimer()
 	for b.Loop() {
 		for k, p := range points {
 			c0 := filter.Counts()
-			t := time.Now()
+			t, c := time.Now(), cputime.Now()
 			filter.Do(p.req)
-			m := time.Now()
+			m, cm := time.Now(), cputime.Now()
 			calls[k] += float64(filter.Counts().HostCalls - c0.HostCalls)
 			noop.Do(p.req)
 			tf[k] += m.Sub(t)
 			tn[k] += time.Since(m)
+			cf[k] += cm - c
+			cn[k] += cputime.Now() - cm
 		}
 	}
 	b.StopTimer()
 	n := float64(b.N)
 	xs := make([]float64, len(points))
-	dt := make([]float64, len(points))
 	dc := make([]float64, len(points))
+	dw := make([]float64, len(points))
+	dh := make([]float64, len(points))
 	for k, p := range points {
-		f, z := float64(tf[k].Nanoseconds())/n, float64(tn[k].Nanoseconds())/n
-		b.ReportMetric(f, "f-ns@"+strconv.Itoa(p.size))
-		b.ReportMetric(z, "n-ns@"+strconv.Itoa(p.size))
+		f, z := float64(cf[k].Nanoseconds())/n, float64(cn[k].Nanoseconds())/n
+		b.ReportMetric(f, "f-cpu@"+strconv.Itoa(p.size))
+		b.ReportMetric(z, "n-cpu@"+strconv.Itoa(p.size))
 		b.ReportMetric(calls[k]/n, "hc@"+strconv.Itoa(p.size))
-		xs[k], dt[k], dc[k] = float64(p.size), f-z, calls[k]/n
+		xs[k], dc[k], dh[k] = float64(p.size), f-z, calls[k]/n
+		dw[k] = float64((tf[k] - tn[k]).Nanoseconds()) / n
 	}
-	b.ReportMetric(slope(xs, dt), "ns/"+unit)
-	b.ReportMetric(slope(xs, dc), "calls/"+unit)
+	b.ReportMetric(slope(xs, dc), "ns/"+unit)
+	b.ReportMetric(slope(xs, dw), "wall-ns/"+unit)
+	b.ReportMetric(slope(xs, dh), "calls/"+unit)
 	last := len(points) - 1
-	if dt[last] > 0 && dt[last-1] > 0 {
-		b.ReportMetric(math.Log(dt[last]/dt[last-1])/math.Log(xs[last]/xs[last-1]), "exponent")
+	if dc[last] > 0 && dc[last-1] > 0 {
+		b.ReportMetric(math.Log(dc[last]/dc[last-1])/math.Log(xs[last]/xs[last-1]), "exponent")
 	}
 }
 

@@ -87,6 +87,13 @@ func OpenCache(dir string) (*Cache, error) {
 	return &Cache{dir: abs, mods: map[string]wazero.CompilationCache{}}, nil
 }
 
+// CompilationCache is the wazero compilation cache that holds module's
+// code, for a runtime of the caller's own (see internal/wasmexec).
+func (c *Cache) CompilationCache(module []byte) wazero.CompilationCache {
+	cc, _ := c.forModule(module)
+	return cc
+}
+
 // Dir is the cache's directory, "" when it keeps code in memory only.
 func (c *Cache) Dir() string { return c.dir }
 
