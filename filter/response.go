@@ -102,12 +102,13 @@ func (e *Engine) ResponseBody(s *Stream, chunk []byte, eos bool) ([]byte, bool) 
 		return modelListBody(s, chunk, s.listReadable), true
 	}
 	if s.sse != nil {
-		out := s.sse.Feed(chunk, s.out[:0])
-		if eos {
-			out = s.sse.Finish(out)
+		// Unchanged chunks (all of them unless the usage chunk is
+		// stripped) are neither copied nor compared.
+		out, changed := s.sse.Pass(chunk, eos, s.out[:0])
+		if changed && len(out) > 0 && (len(chunk) == 0 || &out[0] != &chunk[0]) {
+			s.out = out // a copy: keep its buffer for the next chunk
 		}
-		s.out = out
-		return out, !equalBytes(out, chunk)
+		return out, changed
 	}
 	if !s.jsonOver {
 		if len(s.jsonBody)+len(chunk) > maxJSONCopy {
@@ -123,5 +124,3 @@ func (e *Engine) ResponseBody(s *Stream, chunk []byte, eos bool) ([]byte, bool) 
 // complete (the binding pauses each earlier chunk, and hands the whole
 // buffered body to ResponseBody at the end).
 func (s *Stream) HoldsResponseBody() bool { return s.holdBody }
-
-func equalBytes(a, b []byte) bool { return string(a) == string(b) }

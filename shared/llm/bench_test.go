@@ -2,6 +2,7 @@ package llm
 
 import (
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -72,6 +73,51 @@ func BenchmarkStreamScanner(b *testing.B) {
 					b.Fatal("no usage")
 				}
 			}
+		})
+	}
+}
+
+// chatStream is an OpenAI chat stream as include_usage makes it: a role
+// chunk, n token chunks, a finish chunk, the usage chunk and [DONE].
+func chatStream(n int) [][]byte {
+	const head = `data: {"id":"chatcmpl-AzTq9Rl0PL0h3bVmlhcR5Zn0sE1z2","object":"chat.completion.chunk","created":1739186361,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_72ed7ab54c","choices":[`
+	events := [][]byte{[]byte(head + `{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")}
+	words := []string{" The", " capital", " of", " Germany", " is", " Berlin", ".", "\\n"}
+	for i := 0; i < n; i++ {
+		events = append(events, []byte(head+`{"index":0,"delta":{"content":"`+words[i%len(words)]+`"},"logprobs":null,"finish_reason":null}],"usage":null}`+"\n\n"))
+	}
+	events = append(events,
+		[]byte(head+`{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}`+"\n\n"),
+		[]byte(head+`],"usage":{"prompt_tokens":14,"completion_tokens":100,"total_tokens":114,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`+"\n\n"),
+		[]byte("data: [DONE]\n\n"))
+	return events
+}
+
+// BenchmarkStreamEvents is the filter's use of the scanner: a chat stream
+// of 10 to 1,000 token events, one event per chunk as a provider flushes
+// them, through Pass with the usage chunk stripped, on a scanner reused
+// from stream to stream; ns/event is per event of the stream. In the
+// guest: make bench-guest BENCH=StreamEvents.
+func BenchmarkStreamEvents(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		events := chatStream(n)
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			s := NewStreamScanner("/v1/chat/completions", true)
+			var dst []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Reset("/v1/chat/completions", true)
+				for k, ev := range events {
+					out, changed := s.Pass(ev, k == len(events)-1, dst[:0])
+					if changed && len(out) > 0 {
+						dst = out
+					}
+				}
+				if u, _ := s.Usage(); u.Total != 114 {
+					b.Fatalf("usage %+v", u)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(events)), "ns/event")
 		})
 	}
 }

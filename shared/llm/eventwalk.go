@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"strings"
 
@@ -190,31 +189,6 @@ var strClass = func() (t [256]uint8) {
 	t['\\'] = 2
 	return t
 }()
-
-// stringStop returns the offset of the first byte at or after i that ends
-// a run of plain string bytes: a quote, a backslash or a control
-// character (len(b) when there is none). It tests eight bytes at a time:
-// in wasm a loop over single bytes costs several times as much.
-func stringStop(b []byte, i int) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for i+8 <= len(b) {
-		x := binary.LittleEndian.Uint64(b[i:])
-		q := x ^ (ones * '"')
-		bs := x ^ (ones * '\\')
-		// A byte of t has its high bit set where x's byte is a quote, a
-		// backslash or below 0x20; borrows can only mark bytes above a
-		// match, so the lowest mark is exact.
-		t := (((q - ones) &^ q) | ((bs - ones) &^ bs) | ((x - ones*' ') &^ x)) & highs
-		if t != 0 {
-			return i + bits.TrailingZeros64(t)/8
-		}
-		i += 8
-	}
-	for i < len(b) && strClass[b[i]] == 0 {
-		i++
-	}
-	return i
-}
 
 // walkEvent reads the JSON object b in one pass for the endpoint whose
 // top-level context is root (cChatRoot, cRespRoot or cMsgRoot) and fills
@@ -702,15 +676,18 @@ func (sh *eventShape) match(b []byte, f *eventFacts) (n int, ok bool) {
 }
 
 // commonPrefix is the length of the longest common prefix of a and b,
-// found eight bytes at a time.
+// found sixteen bytes at a time.
 func commonPrefix(a, b []byte) int {
 	n := min(len(a), len(b))
 	i := 0
-	for i+8 <= n {
-		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+	for i+16 <= n {
+		if x := word(a, i) ^ word(b, i); x != 0 {
 			return i + bits.TrailingZeros64(x)/8
 		}
-		i += 8
+		if x := word(a, i+8) ^ word(b, i+8); x != 0 {
+			return i + 8 + bits.TrailingZeros64(x)/8
+		}
+		i += 16
 	}
 	for i < n && a[i] == b[i] {
 		i++
@@ -861,7 +838,7 @@ func (sp span) str(b []byte) string {
 // when it is cut short or holds a control byte or a bad escape.
 func stringEnd(b []byte, i int) (end int, esc, ok bool) {
 	for i++; ; i++ {
-		if i = stringStop(b, i); i == len(b) {
+		if i = plainRun(b, i); i == len(b) {
 			return i, esc, false
 		}
 		if k := strClass[b[i]]; k == 1 {

@@ -244,7 +244,8 @@ func FuzzEventWalk(f *testing.F) {
 }
 
 // TestStringStop checks the eight-byte scan against a byte loop.
-func TestStringStop(t *testing.T) {
+// TestPlainRun checks the word-at-a-time scan against a byte loop.
+func TestPlainRun(t *testing.T) {
 	rng := rand.New(rand.NewSource(9))
 	alphabet := []byte("ab\"\\\x00\x1f \x7f\x80\xff~!")
 	for n := 0; n < 20000; n++ {
@@ -264,8 +265,8 @@ func TestStringStop(t *testing.T) {
 		for want < len(b) && b[want] != '"' && b[want] != '\\' && b[want] >= ' ' {
 			want++
 		}
-		if got := stringStop(b, i); got != want {
-			t.Fatalf("stringStop(%q, %d) = %d, want %d", b, i, got, want)
+		if got := plainRun(b, i); got != want {
+			t.Fatalf("plainRun(%q, %d) = %d, want %d", b, i, got, want)
 		}
 	}
 }

@@ -115,5 +115,8 @@ func FuzzStreamScanner(f *testing.F) {
 		if got := scan(path, strip, 10, in, cuts...); !sameResult(got, whole) {
 			t.Fatalf("cuts %v: %s\n%q\nwant\n%s\n%q", cuts, got, got.out, whole, whole.out)
 		}
+		if got, _ := pass(path, strip, 10, in, cuts...); !sameResult(got, whole) {
+			t.Fatalf("Pass, cuts %v: %s\n%q\nwant\n%s\n%q", cuts, got, got.out, whole, whole.out)
+		}
 	})
 }

@@ -156,31 +156,6 @@ func TestReadStringLength(t *testing.T) {
 	}
 }
 
-// TestPlainRun checks the word-at-a-time scan against a byte loop.
-func TestPlainRun(t *testing.T) {
-	rng := rand.New(rand.NewSource(9))
-	for k := 0; k < 20000; k++ {
-		b := make([]byte, rng.Intn(40))
-		for i := range b {
-			b[i] = "abc\"\\\x1f \x7f\xff\x20"[rng.Intn(10)]
-			if rng.Intn(3) > 0 {
-				b[i] = 'x'
-			}
-		}
-		from := 0
-		if len(b) > 0 {
-			from = rng.Intn(len(b))
-		}
-		want := from
-		for want < len(b) && b[want] != '"' && b[want] != '\\' && b[want] >= ' ' {
-			want++
-		}
-		if got := plainRun(b, from); got != want {
-			t.Fatalf("plainRun(%q, %d) = %d, want %d", b, from, got, want)
-		}
-	}
-}
-
 // randomRequest writes a request body for ep: mostly what SDKs send, with
 // members of the wrong type, nulls, repeats, escapes and deep shapes mixed
 // in.

@@ -2,7 +2,6 @@ package llm
 
 import (
 	"bytes"
-	"encoding/binary"
 	"math/bits"
 	"strings"
 
@@ -75,6 +74,13 @@ type StreamScanner struct {
 	textBytes   int64
 	promptBytes int64
 	stripped    int
+
+	// While Pass runs: the chunk, how much of it was forwarded as is
+	// (chunk[:next]), and whether what is forwarded still is that prefix
+	// (lazy) or has been copied into dst.
+	chunk []byte
+	next  int
+	lazy  bool
 }
 
 // NewStreamScanner returns a scanner for a stream answering the endpoint at
@@ -119,9 +125,61 @@ func (s *StreamScanner) SetPromptBytes(n int64) { s.promptBytes = n }
 // Feed processes the next chunk of the stream and returns dst with the
 // bytes to forward for it appended.
 func (s *StreamScanner) Feed(chunk, dst []byte) []byte {
-	if !s.strip {
-		dst = append(dst, chunk...)
+	out, changed := s.Pass(chunk, false, dst)
+	switch {
+	case !changed:
+		return append(dst, chunk...)
+	case s.lazy: // a prefix of chunk
+		return append(dst, out...)
 	}
+	return out
+}
+
+// Pass processes the next chunk of the stream, ending the stream (as
+// Finish does) when eos is set, for a caller that forwards chunk itself:
+// when the bytes to forward are chunk unchanged, it returns chunk and
+// false, without copying; when they are a prefix of chunk (the rest held
+// or dropped), that prefix and true; otherwise dst with them appended, and
+// true. Without stripping, it never copies.
+func (s *StreamScanner) Pass(chunk []byte, eos bool, dst []byte) (out []byte, changed bool) {
+	s.chunk, s.next, s.lazy = chunk, 0, true
+	dst = s.feed(chunk, dst)
+	if eos {
+		dst = s.finish(dst)
+	}
+	lazy, next := s.lazy, s.next
+	s.chunk = nil
+	switch {
+	case !s.strip:
+		return chunk, false
+	case lazy && next == len(chunk):
+		return chunk, false
+	case lazy:
+		return chunk[:next], true
+	}
+	return dst, true
+}
+
+// emit forwards x: while x continues the chunk where the forwarded prefix
+// ends, the prefix grows; otherwise the forwarded bytes are copied into
+// dst, and x after them.
+func (s *StreamScanner) emit(dst, x []byte) []byte {
+	if len(x) == 0 {
+		return dst
+	}
+	if s.lazy {
+		if rest := s.chunk[s.next:]; len(x) <= len(rest) && &x[0] == &rest[0] {
+			s.next += len(x)
+			return dst
+		}
+		dst = append(dst, s.chunk[:s.next]...)
+		s.lazy = false
+	}
+	return append(dst, x...)
+}
+
+// feed scans chunk; with stripping it emits what to forward.
+func (s *StreamScanner) feed(chunk, dst []byte) []byte {
 	start, i := 0, 0
 	if !s.cr {
 		// LF line endings (the common case): jump from line end to line
@@ -133,7 +191,7 @@ func (s *StreamScanner) Feed(chunk, dst []byte) []byte {
 				if n, ok := s.shape.match(chunk[i:], &s.facts); ok {
 					ev := chunk[i : i+n]
 					if drop := s.applyFacts(&s.facts, s.shape.raw, ev); s.strip && !drop {
-						dst = append(dst, ev...)
+						dst = s.emit(dst, ev)
 					}
 					i += n
 					start = i
@@ -200,20 +258,25 @@ func (s *StreamScanner) Feed(chunk, dst []byte) []byte {
 }
 
 // lineStop returns the offset of the first CR or LF in b, or len(b),
-// testing eight bytes at a time (see stringStop).
+// testing sixteen bytes at a time (see plainRun).
 func lineStop(b []byte) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	n := len(b)
 	i := 0
-	for i+8 <= len(b) {
-		x := binary.LittleEndian.Uint64(b[i:])
-		lf := x ^ (ones * '\n')
-		cr := x ^ (ones * '\r')
-		if t := (((lf - ones) &^ lf) | ((cr - ones) &^ cr)) & highs; t != 0 {
-			return i + bits.TrailingZeros64(t)/8
+	for i+16 <= n {
+		x, y := word(b, i), word(b, i+8)
+		lx, cx := x^(ones*'\n'), x^(ones*'\r')
+		t := ((lx - ones) &^ lx) | ((cx - ones) &^ cx)
+		ly, cy := y^(ones*'\n'), y^(ones*'\r')
+		u := ((ly - ones) &^ ly) | ((cy - ones) &^ cy)
+		if (t|u)&highs != 0 {
+			if t &= highs; t != 0 {
+				return i + bits.TrailingZeros64(t)/8
+			}
+			return i + 8 + bits.TrailingZeros64(u&highs)/8
 		}
-		i += 8
+		i += 16
 	}
-	for i < len(b) && b[i] != '\n' && b[i] != '\r' {
+	for i < n && b[i] != '\n' && b[i] != '\r' {
 		i++
 	}
 	return i
@@ -224,6 +287,11 @@ func lineStop(b []byte) int {
 // returned appended to dst. A trailing unterminated event is never
 // stripped.
 func (s *StreamScanner) Finish(dst []byte) []byte {
+	s.chunk, s.next, s.lazy = nil, 0, false
+	return s.finish(dst)
+}
+
+func (s *StreamScanner) finish(dst []byte) []byte {
 	if s.cr {
 		s.cr = false
 		if !s.midLine {
@@ -239,7 +307,7 @@ func (s *StreamScanner) Finish(dst []byte) []byte {
 	case len(s.held) > 0:
 		s.event(s.held)
 		if s.strip {
-			dst = append(dst, s.held...)
+			dst = s.emit(dst, s.held)
 		}
 		s.held = s.held[:0]
 	}
@@ -263,13 +331,13 @@ func (s *StreamScanner) overflow(rest, dst []byte) []byte {
 		s.tail = s.tail[:0]
 		s.keepTail(s.held)
 		if s.strip {
-			dst = append(dst, s.held...)
+			dst = s.emit(dst, s.held)
 		}
 		s.held = s.held[:0]
 	}
 	s.keepTail(rest)
 	if s.strip {
-		dst = append(dst, rest...)
+		dst = s.emit(dst, rest)
 	}
 	return dst
 }
@@ -311,7 +379,7 @@ func (s *StreamScanner) complete(part, dst []byte) []byte {
 		ev = s.held
 	}
 	if drop := s.event(ev); s.strip && !drop {
-		dst = append(dst, ev...)
+		dst = s.emit(dst, ev)
 	}
 	s.held = s.held[:0]
 	return dst

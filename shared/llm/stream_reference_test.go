@@ -96,6 +96,9 @@ func TestStreamAgainstReference(t *testing.T) {
 			cuts = append(cuts, k)
 		}
 		got := scan("/v1/chat/completions", true, 0, in, cuts...)
+		if passed, _ := pass("/v1/chat/completions", true, 0, in, cuts...); !sameResult(passed, got) {
+			t.Fatalf("stream %q cut at %v: Pass forwarded %q, Feed %q", in, cuts, passed.out, got.out)
+		}
 		stripped += got.stripped
 		if !bytes.Equal(got.out, want) {
 			t.Fatalf("stream %q cut at %v:\n got  %q\n want %q", in, cuts, got.out, want)

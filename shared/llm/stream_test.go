@@ -55,6 +55,68 @@ func scanWith(s *StreamScanner, promptBytes int64, in []byte, cuts ...int) scanR
 	return scanResult{out: out, usage: u, est: est, model: s.Model(), textBytes: s.textBytes, stripped: s.Stripped()}
 }
 
+// pass is scan through Pass, as the filter calls it: a chunk forwarded
+// unchanged is taken as is, the end of the stream rides on the last chunk.
+// copies counts the chunks whose bytes Pass had to copy.
+func pass(path string, strip bool, promptBytes int64, in []byte, cuts ...int) (r scanResult, copies int) {
+	s := NewStreamScanner(path, strip)
+	s.SetPromptBytes(promptBytes)
+	var out, dst []byte
+	prev := 0
+	for k := 0; k <= len(cuts); k++ {
+		end := len(in)
+		if k < len(cuts) {
+			end = cuts[k]
+		}
+		chunk := in[prev:end]
+		got, changed := s.Pass(chunk, k == len(cuts), dst[:0])
+		switch {
+		case !changed:
+			if len(got) != len(chunk) || len(chunk) > 0 && &got[0] != &chunk[0] {
+				panic("Pass: unchanged but not the chunk")
+			}
+		case len(got) == 0 || &got[0] == &chunk[0]: // a prefix
+		default:
+			copies++
+			dst = got
+		}
+		out = append(out, got...)
+		prev = end
+	}
+	u, est := s.Usage()
+	return scanResult{out: out, usage: u, est: est, model: s.Model(), textBytes: s.textBytes, stripped: s.Stripped()}, copies
+}
+
+// TestStreamPassCopiesNothing: a stream that arrives an event per chunk is
+// forwarded without a copy, its usage chunk as an empty prefix; without
+// stripping nothing is ever copied.
+func TestStreamPassCopiesNothing(t *testing.T) {
+	in, err := os.ReadFile("testdata/streams/chat_strip.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cuts []int
+	for i := 0; i+1 < len(in); i++ {
+		if in[i] == '\n' && in[i+1] == '\n' {
+			cuts = append(cuts, i+2)
+		}
+	}
+	for _, strip := range []bool{true, false} {
+		got, copies := pass("/v1/chat/completions", strip, 0, in, cuts...)
+		if want := scan("/v1/chat/completions", strip, 0, in); !sameResult(got, want) {
+			t.Fatalf("strip %v: Pass read %s, Feed %s", strip, got, want)
+		}
+		if copies != 0 {
+			t.Fatalf("strip %v: %d chunks copied, want none", strip, copies)
+		}
+	}
+	// Cut inside events: held bytes are copied, never lost.
+	got, copies := pass("/v1/chat/completions", true, 0, in, 100, 400, 401, 900)
+	if want := scan("/v1/chat/completions", true, 0, in); !sameResult(got, want) || copies == 0 {
+		t.Fatalf("cut inside events: Pass read %s (%d copies), Feed %s", got, copies, want)
+	}
+}
+
 func sameResult(a, b scanResult) bool {
 	return bytes.Equal(a.out, b.out) && a.usage == b.usage && a.est == b.est &&
 		a.model == b.model && a.textBytes == b.textBytes && a.stripped == b.stripped
