@@ -141,6 +141,12 @@ func (s *Server) ReloadBy(who string) error {
 // auditReload writes a reload to the audit log; a failed write is logged
 // and does not undo the reload.
 func (s *Server) auditReload(who, before, after, result, problem string) {
+	if s.mirror != nil {
+		// The audit log is the owner's; a mirror's own config reloads are
+		// in its log (above) and tt_accountant_config_reloads_total.
+		return
+	}
+	defer s.wakePulls()
 	err := s.db.RecordReload(runtime.Stamp{Who: who, At: s.now()},
 		runtime.ConfigReload{Config: s.opts.ConfigPath, Plan: before},
 		runtime.ConfigReload{Config: s.opts.ConfigPath, Plan: after, Result: result, Error: problem})
@@ -153,6 +159,7 @@ func (s *Server) auditReload(who, before, after, result, problem string) {
 // runtime plane is re-read, the plan re-armed, counters re-derived, and the
 // new keys and runtime versions are served at the next sync.
 func (s *Server) Changed() {
+	defer s.wakePulls()
 	if err := s.refreshRuntime(); err != nil {
 		s.log.Error("reading the runtime plane after a write", "err", err)
 		return

@@ -77,6 +77,7 @@ func (s *Server) noteArmedLocked() {
 // noteHeldLocked records the versions a polling replica reports holding.
 // s.mu is held.
 func (s *Server) noteHeldLocked(rep *replica, plan, rt string) {
+	was := *rep
 	rep.polled = true
 	rep.plan, rep.runtime = -1, -1
 	if g, ok := s.planGens[plan]; ok {
@@ -85,12 +86,41 @@ func (s *Server) noteHeldLocked(rep *replica, plan, rt string) {
 	if id, n, ok := runtime.VersionSeq(rt); ok && id == s.runtimeID {
 		rep.runtime = n
 	}
+	if !was.polled || was.plan != rep.plan || was.runtime != rep.runtime {
+		if s.mirror != nil {
+			s.mirror.kickPull() // the owner hears of it now, not at the next pull
+		} else {
+			s.wakePulls() // the mirrors hear of it now
+		}
+	}
 }
 
 // Rollout is what the management API is told of how far the armed
-// overrides reached: the live replicas and, per override, how many of them
-// hold it.
+// overrides reached: the live filter replicas of the whole fleet and, per
+// override, how many of them hold it. The owner adds to its own filters
+// the reports of its live mirrors; a mirror answers with the fleet's
+// figures from its last pull, or, when the owner has not answered within
+// LivenessWindow, with its own filters alone.
 func (s *Server) Rollout() api.Rollout {
+	if s.mirror != nil {
+		if ro, ok := s.mirror.fleetRollout(s.now()); ok {
+			return ro
+		}
+		return s.localRollout()
+	}
+	own := s.localRollout()
+	s.mu.Lock()
+	live, holding := s.mirrorsLocked(s.now())
+	s.mu.Unlock()
+	return api.Rollout{
+		Live:    own.Live + live,
+		Window:  LivenessWindow,
+		Holding: func(o govern.Override) int { return own.Holding(o) + holding(o) },
+	}
+}
+
+// localRollout is Rollout over this accountant's own filter replicas.
+func (s *Server) localRollout() api.Rollout {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -123,6 +153,23 @@ func (s *Server) Rollout() api.Rollout {
 			return n
 		},
 	}
+}
+
+// localReport is localRollout as a mirror reports it to the owner: per
+// override of the runtime plane it holds, how many of its live filter
+// replicas hold it.
+func (s *Server) localReport() rolloutReport {
+	ro := s.localRollout()
+	s.mu.Lock()
+	ovs := s.rt.Overrides
+	s.mu.Unlock()
+	out := rolloutReport{Live: ro.Live}
+	for _, o := range ovs {
+		if n := ro.Holding(o); n > 0 {
+			out.Holding = append(out.Holding, heldOverride{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount, Replicas: n})
+		}
+	}
+	return out
 }
 
 // live reports whether the replica polled within LivenessWindow.

@@ -65,6 +65,14 @@ type Options struct {
 	// carry; the filters send it as the plugin configuration's
 	// accountant.token. Required.
 	InternalToken string
+	// Control is the base URL of the accountant that owns the fleet's
+	// runtime plane (keys, nodes, overrides, admins, audit). Set, this
+	// accountant mirrors it (see mirror.go); empty, it owns its own.
+	Control string
+	// Promote lets an accountant started without Control own a
+	// governance.db that mirrored another's plane: it keeps the copy and
+	// writes it from now on. Without it such a start is refused.
+	Promote bool
 	// PricingFile extends or overrides the built-in price catalog.
 	PricingFile string
 	// AlertWebhook, when set, receives a JSON POST per threshold alert.
@@ -154,6 +162,17 @@ type Server struct {
 		last  time.Time
 		quiet int
 	}
+	// mirror pulls the owner's plane when Options.Control is set; nil on
+	// the owner. mirrors are the owner's mirrors, by name, with their
+	// reports; watch is closed and replaced each time the plane moves,
+	// waking the pulls waiting for it.
+	mirror     *mirror
+	mirrors    map[string]mirrorSeen
+	watchMu    sync.Mutex
+	watch      chan struct{}
+	mirrorDone chan struct{}
+	stopping   chan struct{} // closed when Serve stops
+	stopOnce   sync.Once
 
 	closeOnce sync.Once
 	closeErr  error
@@ -192,7 +211,18 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("accountant: the alert webhook %q is not an http(s) URL like https://hooks.example.com/tokentriage", opts.AlertWebhook)
 		}
 	}
-	s := &Server{opts: opts, log: opts.Logger, now: opts.Now, replicas: map[string]replica{}, planGens: map[string]int64{}}
+	owner := ""
+	if opts.Control != "" {
+		u, err := controlURL(opts.Control)
+		if err != nil {
+			return nil, err
+		}
+		owner = u
+		if opts.Promote {
+			return nil, errors.New("accountant: --promote makes this accountant the owner of its runtime plane and --control a mirror of another's; pass one of them")
+		}
+	}
+	s := &Server{opts: opts, log: opts.Logger, now: opts.Now, replicas: map[string]replica{}, planGens: map[string]int64{}, mirrors: map[string]mirrorSeen{}, stopping: make(chan struct{})}
 	s.pricing = pricing.Default()
 	if opts.PricingFile != "" {
 		c, err := pricing.LoadFile(opts.PricingFile)
@@ -243,6 +273,14 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("accountant: %w", err)
 	}
 	s.db = db
+	if err := s.checkPlaneRole(owner); err != nil {
+		db.Close()
+		lock.Close()
+		return nil, err
+	}
+	if owner != "" {
+		s.mirror = newMirror(s, owner)
+	}
 	if err := s.refreshRuntime(); err != nil {
 		db.Close()
 		lock.Close()
@@ -275,6 +313,11 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.tick()
+	if s.mirror != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), FirstPullTimeout)
+		s.mirror.refresh(ctx)
+		cancel()
+	}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -291,12 +334,13 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+syncwire.AlertsPath, s.internal(s.serveAlerts))
 	mux.HandleFunc("GET "+syncwire.SyncPath, s.internal(s.serveSync))
 	mux.HandleFunc("POST "+syncwire.AdmitPath, s.internal(s.serveAdmit))
+	mux.HandleFunc("POST "+PlanePath, s.servePlane)
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
 	mux.Handle("GET "+strings.TrimSuffix(dashboard.Prefix, "/"), dashboard.Handler())
 	mux.HandleFunc("/", serveNoRoute)
-	mux.Handle(api.Prefix, api.New(api.Deps{
+	mux.Handle(api.Prefix, s.forwardWrites(api.New(api.Deps{
 		DB:          s.db,
 		Armed:       s.Armed,
 		Reload:      s.ReloadBy,
@@ -308,7 +352,7 @@ func (s *Server) routes() http.Handler {
 		AdminToken:  s.opts.AdminToken,
 		Now:         s.now,
 		Logger:      s.log,
-	}))
+	})))
 	return mux
 }
 
@@ -332,6 +376,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("accountant listening", "addr", ln.Addr().String(), "data", s.opts.DataDir, "plan", s.planHash())
 	t := time.NewTicker(core.HeartbeatInterval)
 	defer t.Stop()
+	if s.mirror != nil {
+		s.mirrorDone = make(chan struct{})
+		go func() {
+			defer close(s.mirrorDone)
+			s.mirror.run(ctx)
+		}()
+	}
 	var serveErr error
 loop:
 	for {
@@ -345,10 +396,14 @@ loop:
 			s.tick()
 		}
 	}
+	s.stopOnce.Do(func() { close(s.stopping) }) // pulls waiting at this owner answer now
 	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shut); err != nil && serveErr == nil {
 		serveErr = err
+	}
+	if s.mirrorDone != nil {
+		<-s.mirrorDone // ctx ended: the pulls stop before the database closes
 	}
 	if err := s.Close(); err != nil && serveErr == nil {
 		serveErr = err
@@ -407,6 +462,9 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Write([]byte("ok\n"))
+	if s.mirror != nil {
+		w.Write([]byte(s.mirror.status(s.now()) + "\n"))
+	}
 }
 
 // ownRoutes are the accountant's routes outside the management API, with
@@ -416,6 +474,7 @@ var ownRoutes = map[string]string{
 	syncwire.AlertsPath: http.MethodPost,
 	syncwire.SyncPath:   http.MethodGet,
 	syncwire.AdmitPath:  http.MethodPost,
+	PlanePath:           http.MethodPost,
 	"/healthz":          http.MethodGet,
 	"/metrics":          http.MethodGet,
 }

@@ -24,6 +24,7 @@ week and month so counters survive restarts, and serves:
 
   POST /tt/internal/v1/ingest   ledger rows from the filters (acknowledged once on disk)
   GET  /tt/internal/v1/sync     plan, keys, runtime plane and spend snapshot
+  POST /tt/internal/v1/plane    the runtime plane, to the accountants that mirror it
   /tt/api/v1/...                the management API (admin bearer token)
   GET  /healthz, GET /metrics   health and Prometheus metrics
 
@@ -33,6 +34,16 @@ The internal token, which every call to /tt/internal/ must carry (the
 filters send it as the plugin configuration's accountant.token or
 accountant.token_env), is read from TT_ACCOUNTANT_TOKEN or
 --internal-token-file; the accountant refuses to start without one.
+
+A fleet has one runtime plane (keys, nodes, overrides, delegated admins,
+audit log). The accountant started without --control owns it; one started
+with --control URL (the owner's base URL) mirrors it: it pulls the plane
+with its internal token (or the admin token), serves its last copy while
+the owner does not answer (tt_accountant_control_reachable, a log line,
+/healthz), and forwards management writes to the owner (a 503 naming it
+while it is away). A data directory that mirrored a plane starts without
+--control only with --promote, which makes it the owner of its copy.
+
 SIGHUP reloads the config (a config that does not compile is rejected and the
 plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
@@ -45,14 +56,17 @@ plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 		fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token (default: $TT_ADMIN_TOKEN)")
 		fs.StringVar(&o.internalFile, "internal-token-file", "", "file holding the internal token the filters send (default: $"+accountant.InternalTokenEnv+")")
 		fs.BoolVar(&o.insecure, "insecure-no-admin", false, "start without an admin token: the management API refuses every admin request")
+		fs.StringVar(&o.control, "control", "", "mirror the runtime plane (keys, nodes, overrides, admins, audit) of the accountant at this URL, which owns it; management writes sent here are forwarded there")
+		fs.BoolVar(&o.promote, "promote", false, "own the runtime plane this data directory mirrored so far (without --control)")
 		fs.StringVar(&o.redis, "redis", "", "the fleet's shared Redis, HOST:PORT (overrides governance.shared_state.redis.addr)")
 		return func(e *env) int { return runAccountant(e, o) }
 	},
 }
 
 type sidecarFlags struct {
-	config, listen, data, pricing, webhook, tokenFile, internalFile, redis string
-	insecure                                                               bool
+	config, listen, data, pricing, webhook, tokenFile, internalFile, redis, control string
+	promote                                                                         bool
+	insecure                                                                        bool
 }
 
 func runAccountant(e *env, o sidecarFlags) int {
@@ -102,6 +116,7 @@ func runAccountant(e *env, o sidecarFlags) int {
 	s, err := accountant.New(accountant.Options{
 		ConfigPath: o.config, DataDir: o.data, Listen: o.listen, AdminToken: token, InternalToken: internal,
 		PricingFile: o.pricing, AlertWebhook: o.webhook, Logger: log, Redis: o.redis,
+		Control: o.control, Promote: o.promote,
 	})
 	if code, ok := e.bootFailure(err); ok {
 		return code

@@ -45,7 +45,14 @@ whatever credential a client sends never reaches it.
 The admin token is TT_ADMIN_TOKEN when set, else one is generated and
 printed. On start it prints the gateway URL, a demo key minted for
 --demo-owner, and three curl lines to try. SIGINT or SIGTERM stop it with
-the ledger flushed; a second signal exits at once.`,
+the ledger flushed; a second signal exits at once.
+
+Several dev processes on one machine, each with its own --listen,
+--accountant-listen and --data, are a fleet: one started without
+--control owns the runtime plane (keys, nodes, overrides), the others
+mirror it with --control http://<its --accountant-listen>, and --redis
+HOST:PORT shares one Redis. Give them one TT_ADMIN_TOKEN and one
+TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
 		var o devFlags
 		fs.StringVarP(&o.config, "config", "c", "", "configuration file (YAML or JSON); the accountant's, and through it the filter's plan")
@@ -61,14 +68,17 @@ the ledger flushed; a second signal exits at once.`,
 		fs.StringVar(&o.demoOwner, "demo-owner", demoOwner, "node the demo key is minted for")
 		fs.IntVar(&o.maxHeaders, "max-request-headers-count", devserver.DefaultMaxRequestHeadersCount, "most header fields a request may carry; more are answered 431 before the filter runs (Envoy's max_request_headers_count)")
 		fs.IntVar(&o.maxHeadersKB, "max-request-headers-kb", devserver.DefaultMaxRequestHeadersKB, "most KiB of request headers (names, values, method and path); more are answered 431 (Envoy's max_request_headers_kb, at most 8192)")
+		fs.StringVar(&o.control, "control", "", "mirror the runtime plane (keys, nodes, overrides, admins, audit) of the accountant at this URL, which owns it; writes sent here are forwarded there")
+		fs.BoolVar(&o.promote, "promote", false, "own the runtime plane this data directory mirrored so far (without --control)")
 		fs.StringVar(&o.redis, "redis", "", "the fleet's shared Redis, HOST:PORT (overrides governance.shared_state.redis.addr)")
 		return func(e *env) int { return runDev(e, o) }
 	},
 }
 
 type devFlags struct {
-	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis string
-	workers, maxHeaders, maxHeadersKB                                                               int
+	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis, control string
+	promote                                                                                                  bool
+	workers, maxHeaders, maxHeadersKB                                                                        int
 }
 
 func runDev(e *env, o devFlags) int {
@@ -100,6 +110,9 @@ func runDev(e *env, o devFlags) int {
 	// The filter and the accountant share the internal token: the
 	// environment's, or a fresh one (no other process needs it).
 	internalToken := os.Getenv(accountant.InternalTokenEnv)
+	if o.control != "" && internalToken == "" && generated {
+		return e.failf(2, "--control: set %s (or TT_ADMIN_TOKEN) to the owner's: this mirror pulls the runtime plane from %s with it", accountant.InternalTokenEnv, o.control)
+	}
 	if internalToken != "" && internalToken == token {
 		return e.failf(2, "%s is TT_ADMIN_TOKEN; use two different tokens (the filters hold the internal one, which must not open the management API)", accountant.InternalTokenEnv)
 	}
@@ -145,6 +158,8 @@ func runDev(e *env, o devFlags) int {
 		PricingFile:      o.pricing,
 		AlertWebhook:     o.webhook,
 		Redis:            o.redis,
+		Control:          o.control,
+		Promote:          o.promote,
 		Logger:           log,
 		FilterLog:        e.stderr,
 
@@ -165,6 +180,7 @@ func runDev(e *env, o devFlags) int {
 		gateway: s.URL(), accountant: s.AccountantURL(), upstream: s.Upstream(),
 		wasm: o.wasm, workers: s.Workers(), data: o.data, config: o.config,
 		token: token, generated: generated, defaultAcct: o.acctListen == devserver.DefaultAccountantListen,
+		control: o.control,
 	}
 	key, err := s.MintKey(e.ctx, o.demoOwner, vkey.Scopes{})
 	switch {

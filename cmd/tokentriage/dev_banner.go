@@ -18,7 +18,8 @@ type banner struct {
 	workers                       int
 	token                         string
 	generated                     bool
-	defaultAcct                   bool // the accountant is where `keys` looks by default
+	defaultAcct                   bool   // the accountant is where `keys` looks by default
+	control                       string // the owner of the runtime plane, when this mirrors it
 	key, kid, owner               string
 	limit                         *rpmDemo
 }
@@ -71,6 +72,9 @@ func (b *banner) print(w io.Writer) {
 	p("  accountant  %s   (config %s, data %s)", b.accountant, b.config, b.data)
 	p("  upstream    %s", b.upstream)
 	p("  dashboard   %s/tt/ui/   (spend over time; sign in with the admin token)", b.accountant)
+	if b.control != "" {
+		p("  plane       mirror of %s (keys, nodes and overrides are written there; writes sent here are forwarded)", b.control)
+	}
 	p("")
 	if b.generated {
 		p("Admin token for the management API (%s/tt/api/v1/), generated as TT_ADMIN_TOKEN was not set:", b.accountant)

@@ -109,6 +109,11 @@ type Options struct {
 	// config's shared_state.redis.addr, or adds it. Several dev systems
 	// sharing one Redis are a fleet.
 	Redis string
+	// Control is the base URL of the accountant that owns the fleet's
+	// runtime plane; set, this system's accountant mirrors it (see
+	// accountant.Options.Control). Promote takes over a mirrored plane.
+	Control string
+	Promote bool
 	// Logger receives the accountant's and the gateway's operational logs;
 	// nil discards them.
 	Logger *slog.Logger
@@ -279,6 +284,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		AlertWebhook:  o.AlertWebhook,
 		Logger:        o.Logger,
 		Redis:         o.Redis,
+		Control:       o.Control,
+		Promote:       o.Promote,
 	})
 	if err != nil {
 		acctLn.Close()

@@ -1,0 +1,281 @@
+package accountant
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"time"
+
+	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/shared/govern"
+)
+
+// One runtime plane per fleet (RATIONALE.md#why-one-owner-and-mirrors): the
+// accountant started without --control owns keys, nodes, overrides,
+// delegated admins and the audit log; every accountant started with
+// --control URL mirrors them by pulling PlanePath from the owner. A pull
+// names the plane version the mirror holds and waits (a long poll) until
+// the owner's moves, so a write reaches every mirror at once; it reports
+// how far the mirror's own filters got (their live count and, per stored
+// override, how many hold it), and the answer brings the whole fleet's, so
+// an override reads in_force, on any accountant, only once every live
+// replica of the fleet holds it.
+
+// PlanePath is where an owner serves its runtime plane to mirrors. It takes
+// the internal token, or the admin token.
+const PlanePath = "/tt/internal/v1/plane"
+
+// MaxPlaneWait bounds how long the owner holds a pull that is current.
+const MaxPlaneWait = 10 * time.Second
+
+// maxPullBytes bounds a pull's body (a report of overrides held).
+const maxPullBytes = 8 << 20
+
+// planePull is the body of a pull.
+type planePull struct {
+	// Mirror names the mirror (its host and accountant address); its
+	// report replaces the one it sent before.
+	Mirror string `json:"mirror"`
+	// Have is the plane version the mirror holds ("" for none).
+	Have string `json:"have"`
+	// WaitMS: when Have is current, answer when the plane moves, or after
+	// this long (at most MaxPlaneWait).
+	WaitMS int64 `json:"wait_ms"`
+	// Rollout is how far the mirror's own filters got.
+	Rollout rolloutReport `json:"rollout"`
+	// Seen is the hash of the fleet rollout the mirror holds (the last
+	// answer's): a pull answers at once when the fleet's differs.
+	Seen string `json:"seen,omitempty"`
+}
+
+// rolloutReport says how many filter replicas are live and, per stored
+// override (limit, node, amount), how many of them hold it.
+type rolloutReport struct {
+	Live    int            `json:"live"`
+	Holding []heldOverride `json:"holding,omitempty"`
+}
+
+type heldOverride struct {
+	LimitID  string `json:"limit_id"`
+	Node     string `json:"node"`
+	Amount   int64  `json:"amount"`
+	Replicas int    `json:"replicas"`
+}
+
+// planeAnswer is the answer to a pull: the owner's plane version, a copy
+// of the plane when the mirror's is not current, and the fleet's rollout.
+type planeAnswer struct {
+	Version string         `json:"version"`
+	Plane   *runtime.Plane `json:"plane,omitempty"`
+	Rollout rolloutReport  `json:"rollout"`
+}
+
+// mirrorSeen is what the owner keeps of a mirror: when it last pulled and
+// the report it sent.
+type mirrorSeen struct {
+	seen    time.Time
+	live    int
+	holding map[heldKey]int
+}
+
+type heldKey struct {
+	limit, node string
+	amount      int64
+}
+
+// pullWatch returns a channel closed at the next change of the plane or of
+// the fleet's rollout.
+func (s *Server) pullWatch() <-chan struct{} {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.watch == nil {
+		s.watch = make(chan struct{})
+	}
+	return s.watch
+}
+
+// wakePulls wakes the pulls waiting at this owner: the plane moved, or a
+// replica or mirror reported holding other versions. Each compares what it
+// holds with what is current and answers, or waits on.
+func (s *Server) wakePulls() {
+	s.watchMu.Lock()
+	if s.watch != nil {
+		close(s.watch)
+		s.watch = nil
+	}
+	s.watchMu.Unlock()
+}
+
+// servePlane answers a mirror's pull (owner only).
+func (s *Server) servePlane(w http.ResponseWriter, r *http.Request) {
+	if !s.auth.check(w, r, true) {
+		return
+	}
+	if s.mirror != nil {
+		writeError(w, http.StatusConflict, fmt.Sprintf("this accountant mirrors the runtime plane of %s; a mirror pulls from the owner: point --control at %s (the accountant started without --control)", s.mirror.owner, s.mirror.owner))
+		return
+	}
+	var pull planePull
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPullBytes))
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&pull)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "plane: the pull is not a JSON body like {\"mirror\":\"host:port\",\"have\":\"\",\"wait_ms\":10000}: "+err.Error())
+		return
+	}
+	if pull.Mirror == "" || len(pull.Mirror) > 256 {
+		writeError(w, http.StatusBadRequest, "plane: mirror must name the pulling accountant (1 to 256 characters)")
+		return
+	}
+	s.noteMirror(pull)
+	wait := min(time.Duration(pull.WaitMS)*time.Millisecond, MaxPlaneWait)
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		moved := s.pullWatch() // before reading, so no change is missed
+		version, err := s.db.PlaneVersion()
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "plane: "+err.Error())
+			return
+		}
+		fleet := s.fleetReport()
+		if version != pull.Have || fleet.hash() != pull.Seen || timer == nil {
+			s.answerPlane(w, pull.Have, version, fleet)
+			return
+		}
+		select {
+		case <-moved:
+		case <-timer:
+			timer = nil
+		case <-s.stopping:
+			timer = nil
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (s *Server) answerPlane(w http.ResponseWriter, have, version string, fleet rolloutReport) {
+	ans := planeAnswer{Version: version, Rollout: fleet}
+	if have != version {
+		p, err := s.db.Plane(have)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "plane: "+err.Error())
+			return
+		}
+		ans.Plane, ans.Version = &p, p.Version()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(ans)
+}
+
+// noteMirror records a mirror's pull and its report.
+func (s *Server) noteMirror(p planePull) {
+	m := mirrorSeen{seen: s.now(), live: max(p.Rollout.Live, 0), holding: map[heldKey]int{}}
+	for _, h := range p.Rollout.Holding {
+		m.holding[heldKey{h.LimitID, h.Node, h.Amount}] = max(h.Replicas, 0)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, known := s.mirrors[p.Mirror]; !known || prev.live != m.live || !maps.Equal(prev.holding, m.holding) {
+		defer s.wakePulls() // the fleet's rollout changed: the others hear of it now
+	}
+	if _, known := s.mirrors[p.Mirror]; !known && len(s.mirrors) >= MaxReplicas {
+		var oldest string
+		for id, o := range s.mirrors {
+			if oldest == "" || o.seen.Before(s.mirrors[oldest].seen) {
+				oldest = id
+			}
+		}
+		delete(s.mirrors, oldest)
+	}
+	s.mirrors[p.Mirror] = m
+}
+
+// fleetReport is the fleet's rollout as the owner sees it: its own filters
+// and every mirror that pulled within LivenessWindow, per stored override.
+func (s *Server) fleetReport() rolloutReport {
+	ro := s.Rollout()
+	s.mu.Lock()
+	ovs := s.rt.Overrides
+	s.mu.Unlock()
+	out := rolloutReport{Live: ro.Live}
+	for _, o := range ovs {
+		out.Holding = append(out.Holding, heldOverride{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount, Replicas: ro.Holding(o)})
+	}
+	return out
+}
+
+// hash identifies a report, so a mirror can say which it holds.
+func (r rolloutReport) hash() string {
+	b, _ := json.Marshal(r)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// mirrorsLocked sums the reports of the live mirrors; s.mu is held.
+func (s *Server) mirrorsLocked(now time.Time) (live int, holding func(govern.Override) int) {
+	var fresh []mirrorSeen
+	for id, m := range s.mirrors {
+		switch age := now.Sub(m.seen); {
+		case age <= LivenessWindow:
+			live += m.live
+			fresh = append(fresh, m)
+		case age > 10*LivenessWindow:
+			delete(s.mirrors, id)
+		}
+	}
+	return live, func(o govern.Override) int {
+		n := 0
+		for _, m := range fresh {
+			n += m.holding[heldKey{o.LimitID, o.Node, o.Amount}]
+		}
+		return n
+	}
+}
+
+// checkPlaneRole checks that governance.db fits the role the options give
+// this accountant: a mirror's must be empty or a mirror already (mirroring
+// replaces it), and an owner's must not be a mirror's copy unless
+// Options.Promote says to take it over.
+func (s *Server) checkPlaneRole(owner string) error {
+	if owner != "" {
+		err := s.db.CheckMirror()
+		switch {
+		case errors.Is(err, runtime.ErrOwnPlane):
+			return fmt.Errorf("accountant: --control %s: %v (governance.db under %s); a mirror replaces it with the owner's copy: move governance.db aside, or start this accountant without --control as the owner of what it holds", owner, err, s.opts.DataDir)
+		case err != nil:
+			return fmt.Errorf("accountant: %w", err)
+		}
+		return nil
+	}
+	was, err := s.db.MirrorOf()
+	if err != nil {
+		return fmt.Errorf("accountant: %w", err)
+	}
+	if was == "" {
+		return nil
+	}
+	if !s.opts.Promote {
+		return fmt.Errorf("accountant: governance.db under %s mirrors another accountant's runtime plane (database %s); start with --control URL naming its owner to keep mirroring it, or with --promote to make this accountant the owner of the copy it holds", s.opts.DataDir, was)
+	}
+	if _, err := s.db.Promote(); err != nil {
+		return fmt.Errorf("accountant: %w", err)
+	}
+	s.log.Warn("runtime plane: promoted: this accountant owns the copy it mirrored; its writes no longer reach the old owner, so point every mirror's --control here", "was_mirror_of", was)
+	return nil
+}
