@@ -62,38 +62,7 @@ func TestSandboxGolden(t *testing.T) {
 // shadow rpm of 300 (burst 300), and 400000 tokens against a tpm of 200000.
 func TestBurstGolden(t *testing.T) {
 	dir := t.TempDir()
-	var b []byte
-	t0 := time.Date(2026, 8, 10, 12, 0, 0, 0, time.UTC)
-	n := 0
-	id := func() string {
-		n++
-		const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
-		s := []byte("tt_aaaaaaaaaaaaaaaaaaaaaaaaaa")
-		for i, k := len(s)-1, n<<2; k > 0; i-- { // the last character carries two zero bits
-			s[i] = alphabet[k%32]
-			k /= 32
-		}
-		return string(s)
-	}
-	add := func(start, end time.Time, node, model string, in, out int64) {
-		r := ledger.Row{RequestID: id(), Start: start, End: end, Node: node, KID: "vk_FEKZdMs2UQRi", Endpoint: "/v1/chat/completions",
-			Provider: "openai", Model: model, Usage: ledger.Usage{Input: in, Output: out, Total: in + out}, Status: 200, Decision: ledger.Admitted}
-		b = ledgerlog.AppendRow(b, &r)
-	}
-	// 12 flights of dev1 starting 100ms apart, each 2s long: up to 12 overlap.
-	for i := range 12 {
-		s := t0.Add(time.Duration(i) * 100 * time.Millisecond)
-		add(s, s.Add(2*time.Second), "org:acme/team:ml/user:dev1", "gpt-4o", 1000, 500)
-	}
-	// 800 short requests of dev2 in twenty seconds.
-	for i := range 800 {
-		s := t0.Add(10*time.Second + time.Duration(i)*25*time.Millisecond)
-		add(s, s.Add(50*time.Millisecond), "org:acme/team:ml/user:dev2", "gpt-4o-mini", 300, 200)
-	}
-	// Yesterday's row: outside the day period, inside the month.
-	add(t0.Add(-20*time.Hour), t0.Add(-20*time.Hour+time.Second), "org:acme/team:search", "claude-3-5-haiku-latest", 1000, 1000)
-	// An unknown model: a row and tokens, no dollars.
-	add(t0.Add(time.Minute), t0.Add(time.Minute+time.Second), "org:acme/team:search", "llama-9000", 10, 10)
+	b := burstLedger()
 	log := filepath.Join(dir, "decisions.jsonl")
 	if err := os.WriteFile(log, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -171,6 +140,96 @@ func TestRuntimePlane(t *testing.T) {
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// burstLedger is the ledger TestBurstGolden replays.
+func burstLedger() []byte {
+	var b []byte
+	t0 := time.Date(2026, 8, 10, 12, 0, 0, 0, time.UTC)
+	n := 0
+	id := func() string {
+		n++
+		const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+		s := []byte("tt_aaaaaaaaaaaaaaaaaaaaaaaaaa")
+		for i, k := len(s)-1, n<<2; k > 0; i-- { // the last character carries two zero bits
+			s[i] = alphabet[k%32]
+			k /= 32
+		}
+		return string(s)
+	}
+	add := func(start, end time.Time, node, model string, in, out int64) {
+		r := ledger.Row{RequestID: id(), Start: start, End: end, Node: node, KID: "vk_FEKZdMs2UQRi", Endpoint: "/v1/chat/completions",
+			Provider: "openai", Model: model, Usage: ledger.Usage{Input: in, Output: out, Total: in + out}, Status: 200, Decision: ledger.Admitted}
+		b = ledgerlog.AppendRow(b, &r)
+	}
+	// 12 flights of dev1 starting 100ms apart, each 2s long: up to 12 overlap.
+	for i := range 12 {
+		s := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		add(s, s.Add(2*time.Second), "org:acme/team:ml/user:dev1", "gpt-4o", 1000, 500)
+	}
+	// 800 short requests of dev2 in twenty seconds.
+	for i := range 800 {
+		s := t0.Add(10*time.Second + time.Duration(i)*25*time.Millisecond)
+		add(s, s.Add(50*time.Millisecond), "org:acme/team:ml/user:dev2", "gpt-4o-mini", 300, 200)
+	}
+	// Yesterday's row: outside the day period, inside the month.
+	add(t0.Add(-20*time.Hour), t0.Add(-20*time.Hour+time.Second), "org:acme/team:search", "claude-3-5-haiku-latest", 1000, 1000)
+	// An unknown model: a row and tokens, no dollars.
+	add(t0.Add(time.Minute), t0.Add(time.Minute+time.Second), "org:acme/team:search", "llama-9000", 10, 10)
+	return b
+}
+
+// TestFleetLedgersReplayAsOne splits the burst ledger between two
+// replicas' ledgers that share some rows (as a retried batch that reached
+// two accountants would): replayed as a fleet, by repeated paths or as a
+// directory of ledgers, the report is the one ledger's, each shared row
+// counted once and the count said in a note.
+func TestFleetLedgersReplayAsOne(t *testing.T) {
+	rows := bytes.SplitAfter(burstLedger(), []byte("\n"))
+	rows = rows[:len(rows)-1] // the empty piece after the last newline
+	half := len(rows) / 2
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet")
+	a := filepath.Join(fleet, "replica-a", "decisions.jsonl")
+	b := filepath.Join(fleet, "replica-b.jsonl")
+	os.MkdirAll(filepath.Dir(a), 0o755)
+	if err := os.WriteFile(a, bytes.Join(rows[:half+7], nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, bytes.Join(rows[half:], nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	one := filepath.Join(dir, "one.jsonl")
+	os.WriteFile(one, burstLedger(), 0o644)
+
+	report := func(o Options) string {
+		t.Helper()
+		o.ConfigPath, o.At = "testdata/sixlimits.yaml", at
+		var out bytes.Buffer
+		if err := Run(&out, o); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	want := report(Options{LogPath: one})
+	body := func(s string) string { return s[strings.Index(s, "\n\n"):] }
+	for name, o := range map[string]Options{
+		"repeated --log":       {LogPath: filepath.Dir(a), LogPaths: []string{b}},
+		"a directory of them":  {LogPath: fleet},
+		"a ledger named twice": {LogPath: fleet, LogPaths: []string{a}},
+	} {
+		got := report(o)
+		if body(got) != body(want) {
+			t.Errorf("%s: the fleet's report differs from the one ledger's:\n%s\nwant\n%s", name, got, want)
+		}
+		note := "note: fleet: 2 ledgers replayed as one (" + filepath.Dir(a) + ", " + b + "); 7 rows found in more than one ledger counted once\n"
+		if !strings.Contains(got, note) {
+			t.Errorf("%s: no note %q in\n%s", name, note, got)
+		}
+		if !strings.Contains(got, "ledger: 2 file(s), 814 rows") {
+			t.Errorf("%s: the ledger line does not count each row once:\n%s", name, got)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
@@ -11,6 +13,7 @@ import (
 	"github.com/tokentriage/tokentriage/internal/configfile"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // Options are the inputs of a preview run.
@@ -18,8 +21,12 @@ type Options struct {
 	// ConfigPath is the proposed config (YAML or JSON).
 	ConfigPath string
 	// LogPath names the ledger: decisions.jsonl (with its rotated
-	// siblings), a data directory, or any one ledger file.
+	// siblings), a data directory, or any one ledger file; or a directory
+	// of ledgers, one per replica (ledgerlog.LedgersIn).
 	LogPath string
+	// LogPaths name more ledgers. Every ledger named is replayed as one
+	// fleet: a row found in more than one (by request id) counts once.
+	LogPaths []string
 	// At picks the calendar periods EXACT recomputes.
 	At time.Time
 	// Pricing prices rows recorded without a cost. Nil: built-in catalog.
@@ -65,13 +72,13 @@ func Run(w io.Writer, o Options) error {
 	for _, p := range probs {
 		notes = append(notes, "runtime plane: "+p.String())
 	}
-	files, err := ledgerlog.FilesFor(o.LogPath)
+	ledgers, files, err := ledgersOf(o)
 	if err != nil {
 		return err
 	}
-	if len(files) == 0 {
-		return fmt.Errorf("%s holds no ledger (no %s, no decisions-*.jsonl); --log takes decisions.jsonl, the accountant's data directory, or a ledger file", o.LogPath, ledgerlog.ActiveName)
-	}
+	fleet := len(ledgers) > 1
+	seen := map[[16]byte]struct{}{} // request ids replayed, when several ledgers are
+	var repeated int64
 	r := New(armed, o.At, o.Pricing)
 	total := ledgerlog.Size(files)
 	var done, next int64
@@ -90,6 +97,15 @@ func Run(w io.Writer, o Options) error {
 				}
 				return nil
 			}
+			if fleet {
+				if id, ok := wire.ParseRequestID(row.RequestID); ok {
+					if _, dup := seen[id]; dup {
+						repeated++
+						return nil
+					}
+					seen[id] = struct{}{}
+				}
+			}
 			r.Add(&row)
 			return nil
 		})
@@ -101,7 +117,15 @@ func Run(w io.Writer, o Options) error {
 		o.Progress(total, total)
 	}
 	if st := r.stats; st.Rows == 0 && st.Unreadable > 0 {
-		return fmt.Errorf("none of the %d lines of %s is a ledger row; --log takes decisions.jsonl, the accountant's data directory, or a ledger file", st.Unreadable, o.LogPath)
+		return fmt.Errorf("none of the %d lines of %s is a ledger row; --log takes decisions.jsonl, the accountant's data directory, or a ledger file", st.Unreadable, strings.Join(logPaths(o), ", "))
+	}
+	if fleet {
+		names := make([]string, len(ledgers))
+		for i, l := range ledgers {
+			names[i] = l.Name
+		}
+		notes = append(notes, fmt.Sprintf("fleet: %d ledgers replayed as one (%s); %d rows found in more than one ledger counted once",
+			len(ledgers), strings.Join(names, ", "), repeated))
 	}
 	src := Source{Config: o.ConfigPath, Plan: plan.Hash, Files: files, Notes: notes}
 	if o.Live != nil {
@@ -112,6 +136,54 @@ func Run(w io.Writer, o Options) error {
 		return r.WriteJSON(w, src)
 	}
 	return r.Write(w, src)
+}
+
+// logPaths are the ledgers the options name, LogPath first.
+func logPaths(o Options) []string {
+	if o.LogPath == "" {
+		return o.LogPaths
+	}
+	return append([]string{o.LogPath}, o.LogPaths...)
+}
+
+// ledgersOf resolves every ledger the options name, and their files in
+// replay order; a file named twice (a data directory and its
+// decisions.jsonl) is read once.
+func ledgersOf(o Options) ([]ledgerlog.Ledger, []string, error) {
+	paths := logPaths(o)
+	if len(paths) == 0 {
+		return nil, nil, errors.New("no ledger named; --log takes decisions.jsonl, the accountant's data directory, a ledger file, or a directory of them (one per replica)")
+	}
+	var ledgers []ledgerlog.Ledger
+	var files []string
+	read := map[string]bool{}
+	for _, p := range paths {
+		ls, err := ledgerlog.LedgersIn(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(ls) == 0 {
+			return nil, nil, fmt.Errorf("%s holds no ledger (no %s, no decisions-*.jsonl, no data directory or .jsonl file of one in it); --log takes decisions.jsonl, the accountant's data directory, a ledger file, or a directory of them (one per replica)", p, ledgerlog.ActiveName)
+		}
+		for _, l := range ls {
+			var fresh []string
+			for _, f := range l.Files {
+				abs, err := filepath.Abs(f)
+				if err != nil {
+					abs = f
+				}
+				if !read[abs] {
+					read[abs] = true
+					fresh = append(fresh, f)
+				}
+			}
+			if len(fresh) > 0 {
+				ledgers = append(ledgers, ledgerlog.Ledger{Name: l.Name, Files: fresh})
+				files = append(files, fresh...)
+			}
+		}
+	}
+	return ledgers, files, nil
 }
 
 func compile(path string) (*govern.Plan, error) {

@@ -31,7 +31,10 @@ under three labels:
                (peak in flight, flights it would refuse)
 
 --log takes decisions.jsonl (its rotated decisions-*.jsonl siblings are read
-too), a data directory, or one ledger file. --runtime arms the config with
+too), a data directory, or one ledger file. A fleet keeps one ledger per
+replica: repeat --log, or name a directory of them (each subdirectory that
+is a data directory, each .jsonl file), and they are replayed as one fleet,
+a row found in more than one ledger (by request id) counted once. --runtime arms the config with
 the runtime nodes and overrides of an accountant's governance.db, as the
 accountant itself does. When stderr is a terminal, a ledger that takes
 more than half a second to read shows a progress bar there.
@@ -48,7 +51,7 @@ does not compile or the live counters could not be read (the report is still
 printed), 2 a usage or input error.`,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
 		cfg := fs.StringP("config", "c", "", "proposed configuration file (YAML or JSON)")
-		log := fs.String("log", "", "ledger: decisions.jsonl, a data directory, or a ledger file")
+		log := fs.StringArray("log", nil, "ledger: decisions.jsonl, a data directory, a ledger file, or a directory of them; repeat it to replay a fleet's ledgers as one")
 		at := fs.String("at", "", "instant whose calendar periods EXACT recomputes (RFC 3339; default now)")
 		pricingFile := fs.String("pricing", "", "pricing file for rows recorded without a cost")
 		rtdb := fs.String("runtime", "", "governance.db whose runtime nodes and overrides to arm with (read, never written)")
@@ -63,7 +66,8 @@ printed), 2 a usage or input error.`,
 
 // previewArgs are the flags of govern preview.
 type previewArgs struct {
-	cfg, log, at, pricing, runtime string
+	cfg, at, pricing, runtime string
+	log                       []string
 	accountant, tokenFile          string
 	format                         string
 }
@@ -73,7 +77,7 @@ func runPreview(e *env, a previewArgs) int {
 	switch {
 	case cfg == "":
 		return e.failf(2, "-c FILE is required")
-	case log == "":
+	case len(log) == 0:
 		return e.failf(2, "--log decisions.jsonl is required")
 	case len(e.args) > 0:
 		return e.failf(2, "unexpected argument %q", e.args[0])
@@ -88,7 +92,7 @@ func runPreview(e *env, a previewArgs) int {
 		}
 		when = t.UTC()
 	}
-	o := preview.Options{ConfigPath: cfg, LogPath: log, At: when, JSON: a.format == "json"}
+	o := preview.Options{ConfigPath: cfg, LogPath: log[0], LogPaths: log[1:], At: when, JSON: a.format == "json"}
 	switch {
 	case a.accountant != "":
 		c, code := adminClient(e, a.accountant, a.tokenFile)
