@@ -68,8 +68,8 @@ printed), 2 a usage or input error.`,
 type previewArgs struct {
 	cfg, at, pricing, runtime string
 	log                       []string
-	accountant, tokenFile          string
-	format                         string
+	accountant, tokenFile     string
+	format                    string
 }
 
 func runPreview(e *env, a previewArgs) int {
