@@ -221,23 +221,39 @@ func (r *Rollup) Run(q Query, scope string, now time.Time) (*Report, error) {
 	}
 
 	a := aggregator{q: &q, node: node, rep: rep, memo: make([]int32, len(r.dims)), kinds: make([]kind, len(r.dims)),
-		groupOf: map[string]int32{}, at: map[uint64]int32{}}
+		groupOf: map[string]int32{}}
 	for i := range a.memo {
 		a.memo[i] = memoUnset
 	}
-	// Hours in range, then the days kept daily.
 	fromH, toH := floorDiv(q.From.Unix(), 3600), floorDiv(q.To.Unix(), 3600)
-	for h := fromH; h < toH; h++ {
-		if s := r.hours[h]; s != nil {
-			a.slot(r, s, time.Unix(h*3600, 0).UTC())
-		}
-	}
-	if len(r.days) > 0 {
-		for d := floorDiv(fromH, 24); d*24 < toH; d++ {
-			if s := r.days[d]; s != nil {
-				a.slot(r, s, time.Unix(d*86400, 0).UTC())
+	hours := func(from, to int64) {
+		for h := from; h < to; h++ {
+			if s := r.hours[h]; s != nil {
+				a.slot(r, s, time.Unix(h*3600, 0).UTC())
 			}
 		}
+	}
+	if q.Bucket == Hour {
+		hours(fromH, toH)
+	} else {
+		// Whole days from their daily cells, the hours of a day the range
+		// cuts from the hourly ones.
+		firstDay, endDay := floorDiv(fromH+23, 24), floorDiv(toH, 24)
+		if firstDay >= endDay {
+			hours(fromH, toH)
+		} else {
+			hours(fromH, firstDay*24)
+			for d := firstDay; d < endDay; d++ {
+				if s := r.days[d]; s != nil {
+					a.slot(r, s, time.Unix(d*86400, 0).UTC())
+				}
+			}
+			hours(endDay*24, toH)
+		}
+	}
+	if a.tooMany {
+		return nil, &QueryError{Problems: []string{fmt.Sprintf("grouped by %s over %d %s buckets, the report has more than %d group-buckets; ask for fewer dims, a wider bucket, a shorter range or a narrower node",
+			strings.Join(rep.GroupBy, ","), len(rep.Buckets), rep.Bucket, MaxAnswer)}}
 	}
 	a.finish()
 	return rep, nil
@@ -284,12 +300,13 @@ type aggregator struct {
 	kinds   []kind
 	groupOf map[string]int32
 	keys    [][]string // values of each group's dims
-	// at finds the values of (group, bucket); vals holds them
-	at    map[uint64]int32
-	vals  []Values
-	ats   []uint64
-	total Values
+	// vals[g][b] is the sum of group g in bucket b, nil while empty
+	vals    [][]*Values
+	tooMany bool // the groups × buckets passed MaxAnswer
 }
+
+// MaxAnswer bounds groups × buckets in one report.
+const MaxAnswer = 4_000_000
 
 func (a *aggregator) slot(r *Rollup, s *slot, t time.Time) {
 	b := sort.Search(len(a.rep.Buckets), func(i int) bool { return a.rep.Buckets[i].After(t) }) - 1
@@ -307,15 +324,12 @@ func (a *aggregator) slot(r *Rollup, s *slot, t time.Time) {
 		if g == memoOut {
 			continue
 		}
-		k := uint64(g)<<32 | uint64(b)
-		j, ok := a.at[k]
-		if !ok {
-			j = int32(len(a.vals))
-			a.at[k] = j
-			a.vals = append(a.vals, Values{})
-			a.ats = append(a.ats, k)
+		v := a.vals[g][b]
+		if v == nil {
+			v = &Values{}
+			a.vals[g][b] = v
 		}
-		a.vals[j].addCell(a.kinds[c.dims], &c.sums)
+		v.addCell(a.kinds[c.dims], &c.sums)
 	}
 }
 
@@ -345,9 +359,14 @@ func (a *aggregator) classify(d *Dims) int32 {
 	s := strings.Join(key, "\x00")
 	g, ok := a.groupOf[s]
 	if !ok {
+		if (len(a.keys)+1)*len(a.rep.Buckets) > MaxAnswer {
+			a.tooMany = true
+			return memoOut
+		}
 		g = int32(len(a.keys))
 		a.groupOf[s] = g
 		a.keys = append(a.keys, key)
+		a.vals = append(a.vals, make([]*Values, len(a.rep.Buckets)))
 	}
 	return g
 }
@@ -358,13 +377,14 @@ func (a *aggregator) finish() {
 	groups := make([]Group, len(a.keys))
 	series := make([]Values, len(rep.Buckets))
 	used := make([]bool, len(rep.Buckets))
-	byGroup := make([][]int32, len(a.keys))
-	for j, k := range a.ats {
-		g, b := int32(k>>32), int(uint32(k))
-		groups[g].Total.Add(&a.vals[j])
-		series[b].Add(&a.vals[j])
-		used[b] = true
-		byGroup[g] = append(byGroup[g], int32(j))
+	for g, vs := range a.vals {
+		for b, v := range vs {
+			if v != nil {
+				groups[g].Total.Add(v)
+				series[b].Add(v)
+				used[b] = true
+			}
+		}
 	}
 	for b := range rep.Buckets {
 		if used[b] {
@@ -380,11 +400,11 @@ func (a *aggregator) finish() {
 		for i, dim := range a.q.GroupBy {
 			groups[g].Key[dim.String()] = a.keys[g][i]
 		}
-		js := byGroup[g]
-		sort.Slice(js, func(x, y int) bool { return uint32(a.ats[js[x]]) < uint32(a.ats[js[y]]) })
-		groups[g].Series = make([]Point, 0, len(js))
-		for _, j := range js {
-			groups[g].Series = append(groups[g].Series, Point{Start: rep.Buckets[uint32(a.ats[j])], Values: a.vals[j]})
+		groups[g].Series = []Point{}
+		for b, v := range a.vals[g] {
+			if v != nil {
+				groups[g].Series = append(groups[g].Series, Point{Start: rep.Buckets[b], Values: *v})
+			}
 		}
 	}
 	sort.Slice(groups, func(i, j int) bool { return ranksBefore(&groups[i], &groups[j], a.q.GroupBy) })

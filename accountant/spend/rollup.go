@@ -16,7 +16,6 @@ package spend
 
 import (
 	"math"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -134,8 +133,11 @@ type Rollup struct {
 	mu    sync.Mutex
 	dims  []Dims
 	index map[Dims]uint32
+	// Every row is summed twice: in its hour's cells (for days from
+	// hourlyFrom on) and in its UTC day's cells (always), so a report by
+	// day, week or month reads one cell per dims and day, not 24.
 	hours map[int64]*slot // Unix hour → cells
-	days  map[int64]*slot // Unix day → cells, for days before hourlyFrom
+	days  map[int64]*slot // Unix day → cells
 	// hourlyFrom is the first Unix day whose rows are kept hourly.
 	hourlyFrom int64
 	rows       int64
@@ -271,7 +273,12 @@ func (r *Rollup) addLocked(rows []ledger.Row, keep func(int) bool) {
 			r.lastDims, r.lastID, r.haveLast = d, id, true
 		}
 		s := sumsOf(row)
-		r.slotFor(row.End).cell(id).add(&s)
+		h := floorDiv(row.End.Unix(), 3600)
+		day := floorDiv(h, 24)
+		getSlot(r.days, day).cell(id).add(&s)
+		if day >= r.hourlyFrom {
+			getSlot(r.hours, h).cell(id).add(&s)
+		}
 		r.rows++
 		if r.first.IsZero() || row.End.Before(r.first) {
 			r.first = row.End
@@ -280,15 +287,6 @@ func (r *Rollup) addLocked(rows []ledger.Row, keep func(int) bool) {
 			r.last = row.End
 		}
 	}
-}
-
-// slotFor returns the slot a row ending at t is summed in.
-func (r *Rollup) slotFor(t time.Time) *slot {
-	h := floorDiv(t.Unix(), 3600)
-	if day := floorDiv(h, 24); day < r.hourlyFrom {
-		return getSlot(r.days, day)
-	}
-	return getSlot(r.hours, h)
 }
 
 func getSlot(m map[int64]*slot, k int64) *slot {
@@ -307,10 +305,11 @@ func (d Dims) clone() Dims {
 		Limit: strings.Clone(d.Limit), LimitType: strings.Clone(d.LimitType), Cost: d.Cost}
 }
 
-// Compact merges the hourly cells of days more than HourlyDays before
-// now's day into daily cells, and drops the lookup index of hours that
-// ended more than two hours ago (a late row rebuilds it). Reports for
-// hourly buckets can then start no earlier than HourlyFrom.
+// Compact drops the hourly cells of days more than HourlyDays before
+// now's day (their daily cells stay), and the lookup index of hours and
+// days that ended a while ago (a late row rebuilds it). Reports with
+// hourly buckets, or range edges off midnight, can then start no earlier
+// than HourlyFrom.
 func (r *Rollup) Compact(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -318,6 +317,11 @@ func (r *Rollup) Compact(now time.Time) {
 	nowHour := floorDiv(now.Unix(), 3600)
 	for h, s := range r.hours {
 		if h < nowHour-2 {
+			s.index = nil
+		}
+	}
+	for d, s := range r.days {
+		if d < floorDiv(nowHour, 24)-1 {
 			s.index = nil
 		}
 	}
@@ -329,23 +333,9 @@ func (r *Rollup) Compact(now time.Time) {
 		return
 	}
 	r.hourlyFrom = from
-	var old []int64
 	for h := range r.hours {
 		if floorDiv(h, 24) < from {
-			old = append(old, h)
-		}
-	}
-	sort.Slice(old, func(i, j int) bool { return old[i] < old[j] })
-	for _, h := range old {
-		day := getSlot(r.days, floorDiv(h, 24))
-		for _, c := range r.hours[h].cells {
-			day.cell(c.dims).add(&c.sums)
-		}
-		delete(r.hours, h)
-	}
-	for k, s := range r.days {
-		if k < from-1 {
-			s.index = nil
+			delete(r.hours, h)
 		}
 	}
 }
@@ -381,36 +371,26 @@ func (r *Rollup) Merge(o *Rollup) {
 		}
 		ids[i] = id
 	}
-	merge := func(m map[int64]*slot, daily bool) {
-		for k, s := range m {
-			for _, c := range s.cells {
-				var dst *slot
-				switch {
-				case daily:
-					dst = getSlot(r.days, k)
-				case floorDiv(k, 24) < r.hourlyFrom:
-					dst = getSlot(r.days, floorDiv(k, 24))
-				default:
-					dst = getSlot(r.hours, k)
-				}
-				dst.cell(ids[c.dims]).add(&c.sums)
-			}
+	r.hourlyFrom = max(r.hourlyFrom, o.hourlyFrom)
+	for h := range r.hours {
+		if floorDiv(h, 24) < r.hourlyFrom {
+			delete(r.hours, h) // o has no hours for these days
 		}
 	}
-	merge(o.hours, false)
-	if len(o.days) > 0 {
-		// Days o kept daily cannot be split into hours here.
-		r.hourlyFrom = max(r.hourlyFrom, o.hourlyFrom)
-		for h, s := range r.hours {
-			if floorDiv(h, 24) < r.hourlyFrom {
-				day := getSlot(r.days, floorDiv(h, 24))
-				for _, c := range s.cells {
-					day.cell(c.dims).add(&c.sums)
-				}
-				delete(r.hours, h)
-			}
+	for k, s := range o.hours {
+		if floorDiv(k, 24) < r.hourlyFrom {
+			continue
 		}
-		merge(o.days, true)
+		dst := getSlot(r.hours, k)
+		for _, c := range s.cells {
+			dst.cell(ids[c.dims]).add(&c.sums)
+		}
+	}
+	for k, s := range o.days {
+		dst := getSlot(r.days, k)
+		for _, c := range s.cells {
+			dst.cell(ids[c.dims]).add(&c.sums)
+		}
 	}
 	r.rows = addSat(r.rows, o.rows)
 	if !o.first.IsZero() && (r.first.IsZero() || o.first.Before(r.first)) {

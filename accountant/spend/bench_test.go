@@ -1,0 +1,147 @@
+package spend
+
+import (
+	"fmt"
+	"math/rand"
+	"net/url"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
+)
+
+// monthRows is how many rows the month benchmarks sum: 10 million over
+// 30 days, about 13,900 an hour.
+const monthRows = 10_000_000
+
+var bench struct {
+	once  sync.Once
+	r     *Rollup
+	heap  float64 // MB the rollup holds
+	cells int
+	from  time.Time
+}
+
+// monthRollup builds, once per process, the rollup of a month of
+// synthetic traffic: 5 orgs × 5 teams × 20 users, two keys each (1,000
+// keys, their traffic Zipf-skewed, each with a model and an endpoint of
+// its own it calls 85% and 90% of the time), 8 models, 3 endpoints; 95% admitted,
+// 3% refused by one of 4 limits, 1% shadow-refused, 1% soft breaches; 90%
+// priced, 5% estimated, 5% UNPRICED.
+func monthRollup(b *testing.B) *Rollup {
+	bench.once.Do(func() {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		rng := rand.New(rand.NewSource(7))
+		zipf := rand.NewZipf(rng, 1.1, 4, 999)
+		models := []string{"gpt-4o-mini", "gpt-4o", "gpt-4.1", "gpt-4.1-mini", "o3-mini", "claude-sonnet-4", "claude-haiku-3.5", "text-embedding-3-small"}
+		endpoints := []string{"/v1/chat/completions", "/v1/chat/completions", "/v1/chat/completions", "/v1/chat/completions", "/v1/responses", "/v1/embeddings"}
+		limits := []string{"user_rpm", "team_tpm", "acme_month", "user_concurrency"}
+		// A key is an application: it calls its own model and endpoint
+		// most of the time (85% and 90%), any other now and then.
+		type key struct{ node, kid, model, endpoint string }
+		keys := make([]key, 1000)
+		for i := range keys {
+			u := i / 2
+			keys[i] = key{fmt.Sprintf("org:o%d/team:t%d/user:u%d", u/100, u/20%5, u), fmt.Sprintf("vk_%012d", i),
+				models[rng.Intn(len(models))], endpoints[rng.Intn(len(endpoints))]}
+		}
+		bench.from = time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+		span := int64(30 * 24 * time.Hour)
+		r := New(Options{HourlyDays: -1})
+		rows := make([]ledger.Row, 0, 8192)
+		for n := 0; n < monthRows; n++ {
+			k := keys[zipf.Uint64()]
+			m, ep := k.model, k.endpoint
+			if rng.Intn(100) < 15 {
+				m = models[rng.Intn(len(models))]
+			}
+			if rng.Intn(100) < 10 {
+				ep = endpoints[rng.Intn(len(endpoints))]
+			}
+			row := ledger.Row{
+				End: bench.from.Add(time.Duration(int64(n) * (span / monthRows))), Node: k.node, KID: k.kid,
+				Model: m, Served: m + "-2025", Provider: "openai", Endpoint: ep,
+				Decision: ledger.Admitted, Usage: ledger.Usage{Input: rng.Int63n(4000), Output: rng.Int63n(800)},
+				Cost: &ledger.Cost{Nanos: rng.Int63n(5_000_000)},
+			}
+			switch p := rng.Intn(100); {
+			case p < 3:
+				row.Decision, row.ErrorType, row.Usage, row.Cost, row.Served = ledger.Refused, "rate_limited", ledger.Usage{}, nil, ""
+				row.RefusedBy = &ledger.Ref{LimitID: limits[rng.Intn(len(limits))], LimitType: "rpm"}
+			case p < 4:
+				row.Decision = ledger.ShadowRefused
+			case p < 5:
+				row.Decision = ledger.SoftBreach
+			}
+			if row.Cost != nil {
+				switch p := rng.Intn(100); {
+				case p < 5:
+					row.Cost = &ledger.Cost{Unpriced: true}
+				case p < 10:
+					row.Cost.Estimated = true
+				}
+			}
+			rows = append(rows, row)
+			if len(rows) == cap(rows) {
+				r.Add(rows)
+				rows = rows[:0]
+			}
+		}
+		r.Add(rows)
+		r.Compact(bench.from.AddDate(0, 0, 31)) // as the accountant's tick does
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		bench.r = r
+		bench.heap = float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
+		bench.cells = r.Stats().Cells
+	})
+	return bench.r
+}
+
+func benchmarkReport(b *testing.B, v url.Values) {
+	r := monthRollup(b)
+	v.Set("from", bench.from.Format(time.RFC3339))
+	v.Set("to", bench.from.AddDate(0, 0, 30).Format(time.RFC3339))
+	q, err := ParseQuery(v, bench.from)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var rep *Report
+	for i := 0; i < b.N; i++ {
+		rep, err = r.Run(q, "", bench.from)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if v.Get("node") == "" && rep.Total.Requests != monthRows {
+		b.Fatalf("the report counts %d rows; want %d", rep.Total.Requests, monthRows)
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/report")
+	b.ReportMetric(bench.heap, "rollup-MB")
+	b.ReportMetric(float64(bench.cells), "cells")
+}
+
+// BenchmarkMonthReport: a month of 10 million rows by team and day, the
+// dashboard's default view.
+func BenchmarkMonthReport(b *testing.B) {
+	benchmarkReport(b, url.Values{"group_by": {"team"}, "bucket": {"day"}})
+}
+
+// BenchmarkMonthReportByKeyHour: the widest cut of the same month: every
+// key, every hour, the top 20 kept.
+func BenchmarkMonthReportByKeyHour(b *testing.B) {
+	benchmarkReport(b, url.Values{"group_by": {"key"}, "bucket": {"hour"}, "top": {"20"}})
+}
+
+// BenchmarkMonthReportSubtree: one team's month by user and model, as a
+// delegated admin of that team sees it.
+func BenchmarkMonthReportSubtree(b *testing.B) {
+	benchmarkReport(b, url.Values{"group_by": {"user,model"}, "bucket": {"day"}, "node": {"org:o0/team:t0"}})
+}
