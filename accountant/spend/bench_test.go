@@ -145,3 +145,26 @@ func BenchmarkMonthReportByKeyHour(b *testing.B) {
 func BenchmarkMonthReportSubtree(b *testing.B) {
 	benchmarkReport(b, url.Values{"group_by": {"user,model"}, "bucket": {"day"}, "node": {"org:o0/team:t0"}})
 }
+
+// BenchmarkRollupAdd is what the rollup costs per ingested row, off the
+// ingest path (the accountant's fold goroutine pays it): batches of 512
+// rows of the month's shape summed into an hour's and a day's cells.
+func BenchmarkRollupAdd(b *testing.B) {
+	rng := rand.New(rand.NewSource(9))
+	models := []string{"gpt-4o-mini", "gpt-4o", "gpt-4.1", "claude-sonnet-4"}
+	t0 := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+	rows := make([]ledger.Row, 512)
+	for i := range rows {
+		u := rng.Intn(500)
+		rows[i] = ledger.Row{End: t0.Add(time.Duration(i) * time.Second), Node: fmt.Sprintf("org:o%d/team:t%d/user:u%d", u/100, u/20%5, u),
+			KID: fmt.Sprintf("vk_%012d", 2*u+rng.Intn(2)), Model: models[rng.Intn(len(models))], Served: "served", Provider: "openai",
+			Endpoint: "/v1/chat/completions", Decision: ledger.Admitted, Usage: ledger.Usage{Input: 100, Output: 20}, Cost: &ledger.Cost{Nanos: 27000}}
+	}
+	r := New(Options{})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.Enqueue(rows, nil)
+		r.Fold()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
+}
