@@ -74,17 +74,21 @@ func (v *Values) addCell(k kind, s *Sums) {
 
 // Add adds o to v.
 func (v *Values) Add(o *Values) {
-	for _, p := range [...][2]*int64{
-		{&v.Requests, &o.Requests}, {&v.Admitted, &o.Admitted}, {&v.Refused, &o.Refused},
-		{&v.ShadowRefused, &o.ShadowRefused}, {&v.SoftBreach, &o.SoftBreach},
-		{&v.InputTokens, &o.InputTokens}, {&v.OutputTokens, &o.OutputTokens},
-		{&v.CachedInputTokens, &o.CachedInputTokens}, {&v.ReasoningTokens, &o.ReasoningTokens},
-		{&v.PricedUSD.Nanos, &o.PricedUSD.Nanos}, {&v.PricedRequests, &o.PricedRequests},
-		{&v.EstimatedUSD.Nanos, &o.EstimatedUSD.Nanos}, {&v.EstimatedRequests, &o.EstimatedRequests},
-		{&v.UnpricedRequests, &o.UnpricedRequests}, {&v.UnpricedTokens, &o.UnpricedTokens},
-	} {
-		*p[0] = addSat(*p[0], *p[1])
-	}
+	v.Requests = addSat(v.Requests, o.Requests)
+	v.Admitted = addSat(v.Admitted, o.Admitted)
+	v.Refused = addSat(v.Refused, o.Refused)
+	v.ShadowRefused = addSat(v.ShadowRefused, o.ShadowRefused)
+	v.SoftBreach = addSat(v.SoftBreach, o.SoftBreach)
+	v.InputTokens = addSat(v.InputTokens, o.InputTokens)
+	v.OutputTokens = addSat(v.OutputTokens, o.OutputTokens)
+	v.CachedInputTokens = addSat(v.CachedInputTokens, o.CachedInputTokens)
+	v.ReasoningTokens = addSat(v.ReasoningTokens, o.ReasoningTokens)
+	v.PricedUSD.Nanos = addSat(v.PricedUSD.Nanos, o.PricedUSD.Nanos)
+	v.PricedRequests = addSat(v.PricedRequests, o.PricedRequests)
+	v.EstimatedUSD.Nanos = addSat(v.EstimatedUSD.Nanos, o.EstimatedUSD.Nanos)
+	v.EstimatedRequests = addSat(v.EstimatedRequests, o.EstimatedRequests)
+	v.UnpricedRequests = addSat(v.UnpricedRequests, o.UnpricedRequests)
+	v.UnpricedTokens = addSat(v.UnpricedTokens, o.UnpricedTokens)
 }
 
 // spent is the dollars a group is ranked by: priced and estimated (both
@@ -400,24 +404,40 @@ func (a *aggregator) finish() {
 		for i, dim := range a.q.GroupBy {
 			groups[g].Key[dim.String()] = a.keys[g][i]
 		}
-		groups[g].Series = []Point{}
+	}
+	order := make([]int, len(groups))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(i, j int) bool { return ranksBefore(&groups[order[i]], &groups[order[j]], a.q.GroupBy) })
+	keep := order
+	if a.q.Top > 0 && len(order) > a.q.Top {
+		keep = order[:a.q.Top]
+	}
+	// Series only for the groups reported; those past top= are summed
+	// bucket by bucket into one.
+	out := make([]Group, 0, len(keep)+1)
+	for _, g := range keep {
+		grp := groups[g]
+		grp.Series = []Point{}
 		for b, v := range a.vals[g] {
 			if v != nil {
-				groups[g].Series = append(groups[g].Series, Point{Start: rep.Buckets[b], Values: *v})
+				grp.Series = append(grp.Series, Point{Start: rep.Buckets[b], Values: *v})
 			}
 		}
+		out = append(out, grp)
 	}
-	sort.Slice(groups, func(i, j int) bool { return ranksBefore(&groups[i], &groups[j], a.q.GroupBy) })
-	if a.q.Top > 0 && len(groups) > a.q.Top {
-		other := Group{Key: map[string]string{}, Other: true, Groups: len(groups) - a.q.Top}
+	if len(keep) < len(order) {
+		other := Group{Key: map[string]string{}, Other: true, Groups: len(order) - len(keep), Series: []Point{}}
 		vals := make([]Values, len(rep.Buckets))
 		hit := make([]bool, len(rep.Buckets))
-		for _, g := range groups[a.q.Top:] {
-			other.Total.Add(&g.Total)
-			for _, p := range g.Series {
-				b := sort.Search(len(rep.Buckets), func(i int) bool { return !rep.Buckets[i].Before(p.Start) })
-				vals[b].Add(&p.Values)
-				hit[b] = true
+		for _, g := range order[len(keep):] {
+			other.Total.Add(&groups[g].Total)
+			for b, v := range a.vals[g] {
+				if v != nil {
+					vals[b].Add(v)
+					hit[b] = true
+				}
 			}
 		}
 		for b := range rep.Buckets {
@@ -425,8 +445,9 @@ func (a *aggregator) finish() {
 				other.Series = append(other.Series, Point{Start: rep.Buckets[b], Values: vals[b]})
 			}
 		}
-		groups = append(groups[:a.q.Top], other)
+		out = append(out, other)
 	}
+	groups = out
 	rep.Groups = groups
 }
 
