@@ -117,6 +117,20 @@ func nodeParam(w http.ResponseWriter, field, id string, allowGlobal bool) bool {
 	return true
 }
 
+// overrideNodeParam is nodeParam for an override's node, which may also
+// be a key's node (<owner>/key:<kid>): the instance of a key-level
+// template.
+func overrideNodeParam(w http.ResponseWriter, field, id string) bool {
+	if _, _, ok := govern.SplitKeyLeaf(id); ok {
+		if err := govern.ValidKeyLeaf(id); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "%s: %v", field, err)
+			return false
+		}
+		return true
+	}
+	return nodeParam(w, field, id, true)
+}
+
 // forbidNode answers 403 for a node outside a delegated admin's subtree.
 func forbidNode(w http.ResponseWriter, p principal, field, node string, below bool) {
 	if below && node == p.scope {

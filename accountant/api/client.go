@@ -50,12 +50,39 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // MintKey mints a virtual key owned by owner.
 func (c *Client) MintKey(ctx context.Context, owner string, scopes vkey.Scopes) (MintedKey, error) {
+	return c.Mint(ctx, MintRequest{Owner: owner, Scopes: scopes})
+}
+
+// Mint mints a virtual key as req says: its owner, scopes and own
+// overrides of key-level limits.
+func (c *Client) Mint(ctx context.Context, req MintRequest) (MintedKey, error) {
 	var out MintedKey
-	err := c.do(ctx, http.MethodPost, "keys", nil, MintRequest{Owner: owner, Scopes: scopes}, &out)
+	err := c.do(ctx, http.MethodPost, "keys", nil, req, &out)
 	if err == nil && (out.Key == "" || out.KID == "" || out.Owner == "") {
 		err = c.notAnAnswer(http.MethodPost, "keys", "it names no key, kid or owner")
 	}
 	return out, err
+}
+
+// LimitDefinition is what a client needs of an armed limit's definition.
+type LimitDefinition struct {
+	LimitID   string `json:"limit_id"`
+	LimitType string `json:"limit_type"`
+	Level     string `json:"level"`
+}
+
+// Limits lists the armed limits (GET governance/limits).
+func (c *Client) Limits(ctx context.Context) ([]LimitDefinition, error) {
+	var out struct {
+		Definitions *[]LimitDefinition `json:"definitions"`
+	}
+	if err := c.do(ctx, http.MethodGet, "governance/limits", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	if out.Definitions == nil {
+		return nil, c.notAnAnswer(http.MethodGet, "governance/limits", "it has no definitions member")
+	}
+	return *out.Definitions, nil
 }
 
 // ListKeys lists the keys owned by owner or below it; every key the token

@@ -1,18 +1,33 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // MintRequest is the body of POST keys. Owner is the node the key belongs
 // to; nil scope lists leave the key unrestricted on that dimension.
+// Overrides set the key's own amount of key-level spend or quota templates
+// (attach: { level: key }), each within its template's ceiling.
 type MintRequest struct {
-	Owner  string      `json:"owner"`
-	Scopes vkey.Scopes `json:"scopes"`
+	Owner     string        `json:"owner"`
+	Scopes    vkey.Scopes   `json:"scopes"`
+	Overrides []KeyOverride `json:"overrides,omitempty"`
+}
+
+// KeyOverride is one of a minted key's own overrides: amount_usd (dollars)
+// for a budget_usd template, amount (a count) for quota_tokens and
+// quota_requests.
+type KeyOverride struct {
+	LimitID   string      `json:"limit_id"`
+	Amount    *int64      `json:"amount,omitempty"`
+	AmountUSD *config.USD `json:"amount_usd,omitempty"`
 }
 
 // MintedKey answers POST keys: the key itself, shown this once, and its
@@ -25,6 +40,9 @@ type MintedKey struct {
 	CreatedAt time.Time   `json:"created_at"`
 	CreatedBy string      `json:"created_by"`
 	Note      string      `json:"note"`
+	// Overrides are the key's own overrides, set with it, as GET
+	// overrides shows them.
+	Overrides []OverrideView `json:"overrides,omitempty"`
 	// Warnings says what the mint could not check (runtime.ScopeWarnings):
 	// a provider scope that only the filter's providers mapping can give.
 	Warnings []string `json:"warnings,omitempty"`
@@ -51,14 +69,32 @@ func (h *handler) mintKey(w http.ResponseWriter, r *http.Request, p principal) {
 	if !ok {
 		return
 	}
-	key, k, err := h.DB.MintKey(plan, req.Owner, req.Scopes, runtime.Stamp{Who: p.who, At: h.Now()})
+	limits := make([]govern.Override, 0, len(req.Overrides))
+	for i, o := range req.Overrides {
+		amount, ok := overrideAmount(w, plan, o.LimitID, o.Amount, o.AmountUSD, fmt.Sprintf("overrides[%d]: ", i))
+		if !ok {
+			return
+		}
+		limits = append(limits, govern.Override{LimitID: o.LimitID, Amount: amount})
+	}
+	key, k, set, err := h.DB.MintKeyWithOverrides(plan, req.Owner, req.Scopes, limits, runtime.Stamp{Who: p.who, At: h.Now()})
 	if err != nil {
 		h.writeRefusal(w, r, err)
 		return
 	}
 	h.wrote(p, runtime.ActionKeyMint, k.KID)
-	writeJSON(w, http.StatusCreated, MintedKey{Key: key, KID: k.KID, Owner: k.Owner, Scopes: k.Scopes,
-		CreatedAt: k.CreatedAt, CreatedBy: k.CreatedBy, Note: MintNote, Warnings: runtime.ScopeWarnings(k.Scopes)})
+	out := MintedKey{Key: key, KID: k.KID, Owner: k.Owner, Scopes: k.Scopes,
+		CreatedAt: k.CreatedAt, CreatedBy: k.CreatedBy, Note: MintNote, Warnings: runtime.ScopeWarnings(k.Scopes)}
+	ro := h.rollout()
+	for _, o := range set {
+		h.wrote(p, runtime.ActionOverridePut, o.LimitID+"@"+o.Node)
+		v := overrideView(h.Armed(), ro, o)
+		if v.State == StateInForce && ro == nil {
+			v.State, v.Reason = StateArmed, ArmedReason
+		}
+		out.Overrides = append(out.Overrides, v)
+	}
+	writeJSON(w, http.StatusCreated, out)
 }
 
 // listKeys lists the keys owned by the owner query parameter or below it

@@ -98,7 +98,7 @@ func (h *handler) listOverrides(w http.ResponseWriter, r *http.Request, p princi
 	q := r.URL.Query()
 	root := p.scope
 	if node := q.Get("node"); node != "" {
-		if !nodeParam(w, "node", node, true) {
+		if !overrideNodeParam(w, "node", node) {
 			return
 		}
 		if !p.owns(node) {
@@ -128,7 +128,7 @@ func (h *handler) listOverrides(w http.ResponseWriter, r *http.Request, p princi
 
 func (h *handler) putOverride(w http.ResponseWriter, r *http.Request, p principal) {
 	var req OverrideRequest
-	if !decodeBody(w, r, &req) || !nodeParam(w, "node", req.Node, true) {
+	if !decodeBody(w, r, &req) || !overrideNodeParam(w, "node", req.Node) {
 		return
 	}
 	if !p.ownsBelow(req.Node) {
@@ -140,30 +140,11 @@ func (h *handler) putOverride(w http.ResponseWriter, r *http.Request, p principa
 		return
 	}
 	o := govern.Override{LimitID: req.LimitID, Node: req.Node}
-	if l := plan.Limit(req.LimitID); l != nil && l.Type.Overridable() {
-		switch {
-		case req.Amount == nil && req.AmountUSD == nil && l.Type == govern.BudgetUSD:
-			writeError(w, http.StatusBadRequest, "invalid_request",
-				"the amount is missing: limit %q is budget_usd, so send amount_usd in dollars (for example 2500 or 0.5)", l.ID)
-			return
-		case req.Amount == nil && req.AmountUSD == nil:
-			writeError(w, http.StatusBadRequest, "invalid_request",
-				"the amount is missing: limit %q is %s, so send amount as a count of %s", l.ID, l.Type, l.Type.Unit())
-			return
-		case l.Type == govern.BudgetUSD && req.AmountUSD != nil && req.Amount == nil:
-			o.Amount = req.AmountUSD.Nanos
-		case l.Type == govern.BudgetUSD:
-			writeError(w, http.StatusBadRequest, "invalid_request",
-				"limit %q is budget_usd: send amount_usd in dollars (for example 2500 or 0.5), not amount", l.ID)
-			return
-		case req.Amount != nil && req.AmountUSD == nil:
-			o.Amount = *req.Amount
-		default:
-			writeError(w, http.StatusBadRequest, "invalid_request",
-				"limit %q is %s: send amount as a count of %s, not amount_usd", l.ID, l.Type, l.Type.Unit())
-			return
-		}
+	amount, ok := overrideAmount(w, plan, req.LimitID, req.Amount, req.AmountUSD, "")
+	if !ok {
+		return
 	}
+	o.Amount = amount
 	saved, err := h.DB.PutOverride(plan, o, runtime.Stamp{Who: p.who, At: h.Now()})
 	if err != nil {
 		h.writeRefusal(w, r, err)
@@ -178,10 +159,41 @@ func (h *handler) putOverride(w http.ResponseWriter, r *http.Request, p principa
 	writeJSON(w, http.StatusOK, v)
 }
 
+// overrideAmount reads an override's amount in its limit's own shape:
+// amount_usd (dollars) for budget_usd, amount (a count) for the quota
+// types; at prefixes the messages with where the amount was ("overrides[1]:
+// "). A limit that is not armed or takes no overrides reads as 0, for the
+// runtime plane's own refusal to name.
+func overrideAmount(w http.ResponseWriter, plan runtime.Plan, limitID string, amount *int64, amountUSD *config.USD, at string) (int64, bool) {
+	l := plan.Limit(limitID)
+	if l == nil || !l.Type.Overridable() {
+		return 0, true
+	}
+	switch {
+	case amount == nil && amountUSD == nil && l.Type == govern.BudgetUSD:
+		writeError(w, http.StatusBadRequest, "invalid_request",
+			"%sthe amount is missing: limit %q is budget_usd, so send amount_usd in dollars (for example 2500 or 0.5)", at, l.ID)
+	case amount == nil && amountUSD == nil:
+		writeError(w, http.StatusBadRequest, "invalid_request",
+			"%sthe amount is missing: limit %q is %s, so send amount as a count of %s", at, l.ID, l.Type, l.Type.Unit())
+	case l.Type == govern.BudgetUSD && amountUSD != nil && amount == nil:
+		return amountUSD.Nanos, true
+	case l.Type == govern.BudgetUSD:
+		writeError(w, http.StatusBadRequest, "invalid_request",
+			"%slimit %q is budget_usd: send amount_usd in dollars (for example 2500 or 0.5), not amount", at, l.ID)
+	case amount != nil && amountUSD == nil:
+		return *amount, true
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_request",
+			"%slimit %q is %s: send amount as a count of %s, not amount_usd", at, l.ID, l.Type, l.Type.Unit())
+	}
+	return 0, false
+}
+
 func (h *handler) deleteOverride(w http.ResponseWriter, r *http.Request, p principal) {
 	q := r.URL.Query()
 	limitID, node := q.Get("limit_id"), q.Get("node")
-	if !nodeParam(w, "node", node, true) {
+	if !overrideNodeParam(w, "node", node) {
 		return
 	}
 	if limitID == "" {

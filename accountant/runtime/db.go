@@ -118,6 +118,15 @@ func (db *DB) Path() string { return db.path }
 // change and the version groups it touched; both are written in the same
 // transaction, so a write and its audit row commit together or not at all.
 func (db *DB) write(fn func(tx *sql.Tx) (audit, []group, error)) error {
+	return db.writeAll(func(tx *sql.Tx) ([]audit, []group, error) {
+		a, groups, err := fn(tx)
+		return []audit{a}, groups, err
+	})
+}
+
+// writeAll is write for a change audited as several entries, in order (a
+// key minted with its own overrides).
+func (db *DB) writeAll(fn func(tx *sql.Tx) ([]audit, []group, error)) error {
 	db.wmu.Lock()
 	defer db.wmu.Unlock()
 	tx, err := db.sql.BeginTx(context.Background(), nil)
@@ -132,12 +141,14 @@ func (db *DB) write(fn func(tx *sql.Tx) (audit, []group, error)) error {
 	case !errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("runtime: begin write: %w", err)
 	}
-	a, groups, err := fn(tx)
+	audits, groups, err := fn(tx)
 	if err != nil {
 		return err
 	}
-	if err := a.insert(tx); err != nil {
-		return err
+	for _, a := range audits {
+		if err := a.insert(tx); err != nil {
+			return err
+		}
 	}
 	for _, g := range groups {
 		if _, err := tx.Exec(`UPDATE versions SET n = n + 1 WHERE grp = ?`, string(g)); err != nil {
@@ -145,7 +156,7 @@ func (db *DB) write(fn func(tx *sql.Tx) (audit, []group, error)) error {
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("runtime: commit %s: %w", a.Action, err)
+		return fmt.Errorf("runtime: commit %s: %w", audits[0].Action, err)
 	}
 	return nil
 }

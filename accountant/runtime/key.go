@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
@@ -32,41 +33,84 @@ type Key struct {
 // config's tenants or the runtime plane), and stores only its SHA-256. The
 // key is returned here and never again.
 func (db *DB) MintKey(p Plan, owner string, scopes vkey.Scopes, s Stamp) (key string, k Key, err error) {
+	key, k, _, err = db.MintKeyWithOverrides(p, owner, scopes, nil, s)
+	return key, k, err
+}
+
+// MintKeyWithOverrides mints a key as MintKey does and, in the same
+// transaction, sets the key's own overrides: each names a key-level
+// template (attach: { level: key }) of a spend or quota type and an
+// amount within its ceiling, and applies at the key's node
+// (<owner>/key:<kid>). Each is checked by PutOverride's rules and audited
+// as an override.put after the key.mint; one that fails refuses the whole
+// mint, so no key is left without the limits it was minted with.
+func (db *DB) MintKeyWithOverrides(p Plan, owner string, scopes vkey.Scopes, limits []govern.Override, s Stamp) (key string, k Key, set []Override, err error) {
 	const op = "mint key"
 	if err := checkNodeID(op, "owner", owner); err != nil {
-		return "", Key{}, err
+		return "", Key{}, nil, err
 	}
 	if err := checkScopes(op, scopes); err != nil {
-		return "", Key{}, err
+		return "", Key{}, nil, err
+	}
+	seen := map[string]bool{}
+	for _, o := range limits {
+		l := p.Limit(o.LimitID)
+		switch {
+		case l == nil:
+			return "", Key{}, nil, refuse(NotFound, op, "limit %q is not armed; GET /tt/api/v1/governance/limits lists the armed limit ids", o.LimitID)
+		case l.Level != govern.LevelKey:
+			return "", Key{}, nil, refuse(Invalid, op, "limit %q is not a key-level template (attach: { level: key }), so a key has no instance of it to override; set a node's override with PUT /tt/api/v1/overrides", l.ID)
+		case seen[l.ID]:
+			return "", Key{}, nil, refuse(Invalid, op, "limit %q is named twice; give each limit one amount", l.ID)
+		}
+		seen[l.ID] = true
+		if err := checkOverrideRule(op, l, o); err != nil {
+			return "", Key{}, nil, err
+		}
 	}
 	enc, err := json.Marshal(scopes)
 	if err != nil {
-		return "", Key{}, fmt.Errorf("runtime: %s: encoding scopes: %w", op, err)
+		return "", Key{}, nil, fmt.Errorf("runtime: %s: encoding scopes: %w", op, err)
 	}
 	key, kid, err := vkey.Mint(rand.Reader)
 	if err != nil {
-		return "", Key{}, fmt.Errorf("runtime: %s: %w", op, err)
+		return "", Key{}, nil, fmt.Errorf("runtime: %s: %w", op, err)
 	}
 	k = Key{KID: kid, Owner: owner, Scopes: scopes, CreatedAt: s.At.UTC(), CreatedBy: s.Who}
-	err = db.write(func(tx *sql.Tx) (audit, []group, error) {
+	err = db.writeAll(func(tx *sql.Tx) ([]audit, []group, error) {
 		ok, err := treeNode(tx, p, owner)
 		if err != nil {
-			return audit{}, nil, fmt.Errorf("runtime: %s: %w", op, err)
+			return nil, nil, fmt.Errorf("runtime: %s: %w", op, err)
 		}
 		if !ok {
-			return audit{}, nil, refuse(Invalid, op, "owner %q is not a node of the tenancy tree; declare it in the config's tenants or create it with POST /tt/api/v1/nodes first", owner)
+			return nil, nil, refuse(Invalid, op, "owner %q is not a node of the tenancy tree; declare it in the config's tenants or create it with POST /tt/api/v1/nodes first", owner)
 		}
 		_, err = tx.Exec(`INSERT INTO keys (kid, sha256, owner, scopes, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)`,
 			kid, vkey.Hash(key), owner, string(enc), fmtTime(s.At), s.Who)
 		if err != nil {
-			return audit{}, nil, fmt.Errorf("runtime: %s: %w", op, err)
+			return nil, nil, fmt.Errorf("runtime: %s: %w", op, err)
 		}
-		return audit{Stamp: s, Action: ActionKeyMint, Target: kid, Node: owner, After: k}, []group{groupKeys}, nil
+		audits := []audit{{Stamp: s, Action: ActionKeyMint, Target: kid, Node: owner, After: k}}
+		groups := []group{groupKeys}
+		set = set[:0]
+		for _, o := range limits {
+			o.Node = govern.KeyLeaf(owner, kid)
+			out, a, err := putOverride(tx, op, o, s)
+			if err != nil {
+				return nil, nil, err
+			}
+			set = append(set, out)
+			audits = append(audits, a)
+		}
+		if len(limits) > 0 {
+			groups = append(groups, groupRuntime)
+		}
+		return audits, groups, nil
 	})
 	if err != nil {
-		return "", Key{}, err
+		return "", Key{}, nil, err
 	}
-	return key, k, nil
+	return key, k, set, nil
 }
 
 // RevokeKey revokes a key. The row stays, marked revoked, so the filter

@@ -41,31 +41,59 @@ func (db *DB) PutOverride(p Plan, o govern.Override, s Stamp) (Override, error) 
 	if err := checkOverrideRule(op, l, o); err != nil {
 		return Override{}, err
 	}
-	out := Override{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount, SetBy: s.Who, SetAt: s.At.UTC()}
+	var out Override
 	err := db.write(func(tx *sql.Tx) (audit, []group, error) {
-		if err := checkInstance(op, l, o.Node, func(n string) (bool, error) { return treeNode(tx, p, n) }); err != nil {
+		if err := checkInstance(op, l, o.Node, func(n string) (bool, error) { return instanceNode(tx, p, n) }); err != nil {
 			return audit{}, nil, err
 		}
-		var before any
-		prev, err := getOverride(tx, o.LimitID, o.Node)
-		switch {
-		case err == nil:
-			before = prev
-		case !errors.Is(err, sql.ErrNoRows):
-			return audit{}, nil, fmt.Errorf("runtime: %s: %w", op, err)
-		}
-		_, err = tx.Exec(`INSERT INTO overrides (limit_id, node, amount, set_by, set_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (limit_id, node) DO UPDATE SET amount = excluded.amount, set_by = excluded.set_by, set_at = excluded.set_at`,
-			o.LimitID, o.Node, o.Amount, s.Who, fmtTime(s.At))
-		if err != nil {
-			return audit{}, nil, fmt.Errorf("runtime: %s: %w", op, err)
-		}
-		return audit{Stamp: s, Action: ActionOverridePut, Target: o.LimitID + "@" + o.Node, Node: o.Node, Before: before, After: out}, []group{groupRuntime}, nil
+		var a audit
+		var err error
+		out, a, err = putOverride(tx, op, o, s)
+		return a, []group{groupRuntime}, err
 	})
 	if err != nil {
 		return Override{}, err
 	}
 	return out, nil
+}
+
+// putOverride writes one checked override in tx and returns it with its
+// audit entry.
+func putOverride(tx *sql.Tx, op string, o govern.Override, s Stamp) (Override, audit, error) {
+	out := Override{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount, SetBy: s.Who, SetAt: s.At.UTC()}
+	var before any
+	prev, err := getOverride(tx, o.LimitID, o.Node)
+	switch {
+	case err == nil:
+		before = prev
+	case !errors.Is(err, sql.ErrNoRows):
+		return Override{}, audit{}, fmt.Errorf("runtime: %s: %w", op, err)
+	}
+	_, err = tx.Exec(`INSERT INTO overrides (limit_id, node, amount, set_by, set_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (limit_id, node) DO UPDATE SET amount = excluded.amount, set_by = excluded.set_by, set_at = excluded.set_at`,
+		o.LimitID, o.Node, o.Amount, s.Who, fmtTime(s.At))
+	if err != nil {
+		return Override{}, audit{}, fmt.Errorf("runtime: %s: %w", op, err)
+	}
+	return out, audit{Stamp: s, Action: ActionOverridePut, Target: o.LimitID + "@" + o.Node, Node: o.Node, Before: before, After: out}, nil
+}
+
+// instanceNode reports whether a node a limit may have an instance at
+// exists: a node of the armed tree or the runtime plane, or the leaf of a
+// key that is minted, owned by the leaf's owner, and not revoked.
+func instanceNode(tx *sql.Tx, p Plan, n string) (bool, error) {
+	owner, kid, ok := govern.SplitKeyLeaf(n)
+	if !ok {
+		return treeNode(tx, p, n)
+	}
+	k, err := getKey(tx, kid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return k.Owner == owner && k.RevokedAt == nil, nil
 }
 
 // DeleteOverride removes an override; the instance returns to the
@@ -116,9 +144,17 @@ func (db *DB) Overrides(root string) ([]Override, error) {
 }
 
 // checkOverrideNode charset-checks an override's node; __global is the one
-// id outside the charset a limit can be pinned to.
+// id outside the charset a limit can be pinned to, and a key's node
+// (<owner>/key:<kid>, a key-level template's instance) the one whose last
+// segment may hold capitals.
 func checkOverrideNode(op, node string) error {
 	if node == govern.Global {
+		return nil
+	}
+	if _, _, ok := govern.SplitKeyLeaf(node); ok {
+		if err := govern.ValidKeyLeaf(node); err != nil {
+			return refuse(Invalid, op, "node %q is not a valid key node: %v", node, err)
+		}
 		return nil
 	}
 	return checkNodeID(op, "node", node)
@@ -155,6 +191,9 @@ func checkInstance(op string, l *govern.Limit, node string, inTree func(string) 
 		return refuse(Invalid, op, "limit %q is a template at level %q and has no instance at node %q", l.ID, l.Level, node)
 	}
 	if kind, _ := level(node); kind != l.Level {
+		if l.Level == govern.LevelKey {
+			return refuse(Invalid, op, "limit %q is a template at level \"key\" and has no instance at the %s node %q; name a key's node, <owner>/key:<kid> (keys list shows the kids)", l.ID, kind, node)
+		}
 		return refuse(Invalid, op, "limit %q is a template at level %q and has no instance at the %s node %q; name %s %s node", l.ID, l.Level, kind, node, article(l.Level), l.Level)
 	}
 	ok, err := inTree(node)
@@ -162,6 +201,9 @@ func checkInstance(op string, l *govern.Limit, node string, inTree func(string) 
 		return fmt.Errorf("runtime: %s: %w", op, err)
 	}
 	if !ok {
+		if l.Level == govern.LevelKey {
+			return refuse(Invalid, op, "node %q is not the node of a live key: no key with that kid is owned by that node, or it was revoked; keys list shows the keys and their owners", node)
+		}
 		return refuse(Invalid, op, "node %q is not a node of the tenancy tree; declare it in the config's tenants or create it with POST /tt/api/v1/nodes first", node)
 	}
 	return nil
@@ -183,7 +225,15 @@ func CheckOverride(p Plan, o govern.Override) *Error {
 	if err := checkOverrideRule(op, l, o); err != nil {
 		return asRefusal(op, err)
 	}
-	if err := checkInstance(op, l, o.Node, func(n string) (bool, error) { return p.TreeNode(n), nil }); err != nil {
+	// A key's node is the runtime plane's to vouch for; the plan knows
+	// only its shape.
+	inPlan := func(n string) (bool, error) {
+		if _, _, ok := govern.SplitKeyLeaf(n); ok {
+			return true, nil
+		}
+		return p.TreeNode(n), nil
+	}
+	if err := checkInstance(op, l, o.Node, inPlan); err != nil {
 		return asRefusal(op, err)
 	}
 	return nil

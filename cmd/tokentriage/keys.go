@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/vkey"
+	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // defaultAccountant is where keys commands find the accountant.
@@ -43,7 +46,14 @@ exact values. An endpoint is one of /v1/chat/completions, /v1/completions,
 /v1/embeddings, /v1/responses, /v1/messages; any other is refused. A
 provider is the name the gateway gives a request: openai or anthropic by
 path, or a name of the filter's providers mapping, which the accountant
-cannot see, so any other name is minted with a warning to check it.` + keysAuthHelp,
+cannot see, so any other name is minted with a warning to check it.
+
+--override LIMIT=AMOUNT sets the key's own amount of a key-level limit
+(attach: { level: key }) of type budget_usd (AMOUNT in dollars: 5, 0.25),
+quota_tokens or quota_requests (a count), within the ceiling its
+override: { allow: true, max_amount… } declares; repeat it for several.
+The overrides are written with the key, audited, and enforced from the
+filters' next sync; one the accountant refuses refuses the whole mint.` + keysAuthHelp,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
 		c := accountantFlags(fs)
 		owner := fs.String("owner", "", "node the key belongs to, e.g. org:acme/team:ml/user:dev1 (required)")
@@ -51,6 +61,7 @@ cannot see, so any other name is minted with a warning to check it.` + keysAuthH
 		providers := fs.StringSlice("providers", nil, "providers the key may reach (comma-separated; default any)")
 		endpoints := fs.StringSlice("endpoints", nil, "endpoints the key may call, e.g. /v1/chat/completions (comma-separated; default any)")
 		pass := fs.Bool("allow-passthrough", false, "let the key call paths that are not a governed provider endpoint")
+		overrides := fs.StringArray("override", nil, "LIMIT=AMOUNT: the key's own amount of a key-level spend or quota limit (dollars for budget_usd); repeatable")
 		return func(e *env) int {
 			if *owner == "" {
 				return e.failf(2, "--owner NODE is required")
@@ -73,18 +84,91 @@ cannot see, so any other name is minted with a warning to check it.` + keysAuthH
 			if client == nil {
 				return code
 			}
-			k, err := client.MintKey(e.ctx, *owner, sc)
+			req := api.MintRequest{Owner: *owner, Scopes: sc}
+			if len(*overrides) > 0 {
+				var code int
+				if req.Overrides, code = keyOverrides(e, c, client, *overrides); code != 0 {
+					return code
+				}
+			}
+			k, err := client.Mint(e.ctx, req)
 			if err != nil {
 				return c.fail(e, err)
 			}
 			fmt.Fprintln(e.stdout, k.Key)
 			fmt.Fprintf(e.stderr, "minted %s for %s\n  scopes: %s\n  %s\n", k.KID, k.Owner, scopesText(k.Scopes), k.Note)
+			for _, o := range k.Overrides {
+				fmt.Fprintf(e.stderr, "  override: %s at %s = %s (%s)\n", o.LimitID, o.Node, overrideText(o), o.State)
+			}
 			for _, w := range k.Warnings {
 				fmt.Fprintf(e.stderr, "  warning: %s\n", w)
 			}
 			return 0
 		}
 	},
+}
+
+// keyOverrides reads --override LIMIT=AMOUNT values into the mint request's
+// overrides, reading each limit's type from the accountant's armed limits
+// (a budget_usd amount is dollars, a quota's a count).
+func keyOverrides(e *env, c *accountantConn, client *api.Client, values []string) ([]api.KeyOverride, int) {
+	defs, err := client.Limits(e.ctx)
+	if err != nil {
+		return nil, c.fail(e, err)
+	}
+	types := map[string]string{}
+	var keyLevel []string
+	for _, d := range defs {
+		types[d.LimitID] = d.LimitType
+		if d.Level == "key" {
+			keyLevel = append(keyLevel, d.LimitID)
+		}
+	}
+	out := make([]api.KeyOverride, 0, len(values))
+	for _, v := range values {
+		id, amount, ok := strings.Cut(v, "=")
+		if !ok || id == "" || amount == "" {
+			return nil, e.failf(2, "--override %q: write LIMIT=AMOUNT, e.g. --override key_daily=5", v)
+		}
+		t, known := types[id]
+		if !known {
+			return nil, e.failf(1, "--override %q: no limit %q is armed; the key-level limits are %s", v, id, listOrNone(keyLevel))
+		}
+		o := api.KeyOverride{LimitID: id}
+		if t == "budget_usd" {
+			n, err := wire.ParseUSD(strings.TrimPrefix(amount, "$"))
+			if err != nil {
+				return nil, e.failf(2, "--override %q: limit %s is budget_usd, so AMOUNT is dollars (5, 0.25): %v", v, id, err)
+			}
+			o.AmountUSD = &config.USD{Nanos: n}
+		} else {
+			n, err := strconv.ParseInt(amount, 10, 64)
+			if err != nil {
+				return nil, e.failf(2, "--override %q: limit %s is %s, so AMOUNT is a whole count", v, id, t)
+			}
+			o.Amount = &n
+		}
+		out = append(out, o)
+	}
+	return out, 0
+}
+
+func listOrNone(ids []string) string {
+	if len(ids) == 0 {
+		return "none (a key's own override is of a limit with attach: { level: key })"
+	}
+	return strings.Join(ids, ", ")
+}
+
+// overrideText is an override's amount as the API shows it.
+func overrideText(o api.OverrideView) string {
+	switch {
+	case o.Amount != nil:
+		return "$" + string(o.Amount.USD)
+	case o.AmountCount != nil:
+		return strconv.FormatInt(*o.AmountCount, 10)
+	}
+	return "?"
 }
 
 var keysListCmd = &command{

@@ -21,14 +21,17 @@ const keysTestToken = "keys-test-admin-token"
 
 // accountantServer runs the management API over a fresh governance.db and
 // the seed 004 config, as the accountant mounts it.
-func accountantServer(t *testing.T) string {
+func accountantServer(t *testing.T) string { return accountantServerWith(t, "testdata/seed004.yaml") }
+
+// accountantServerWith is accountantServer with another config.
+func accountantServerWith(t *testing.T, config string) string {
 	t.Helper()
 	db, err := runtime.Open(filepath.Join(t.TempDir(), "governance.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	b, err := os.ReadFile("testdata/seed004.yaml")
+	b, err := os.ReadFile(config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,5 +188,45 @@ func TestKeysMintScopeValues(t *testing.T) {
 	want := "  warning: provider \"openia\" is not one the gateway infers from the path (openai, anthropic): the key reaches it only if the filter's providers mapping names a provider exactly \"openia\"\n"
 	if !strings.HasSuffix(stderr, api.MintNote+"\n"+want) {
 		t.Fatalf("stderr\n%s\nwant it to end with\n%s", stderr, want)
+	}
+}
+
+// TestKeysMintOverrides: --override LIMIT=AMOUNT sets the key's own amount of
+// a key-level limit, dollars for a budget and a count for a quota, read
+// by the limit's type; a limit that is not armed, or an amount that is
+// not one, is refused before anything is minted.
+func TestKeysMintOverrides(t *testing.T) {
+	url := accountantServerWith(t, "testdata/keylevel.yaml")
+	t.Setenv("TT_ADMIN_TOKEN", keysTestToken)
+	code, stdout, stderr := runKeys("keys", "mint", "--owner", "org:acme/team:ml/user:dev1", "--accountant", url,
+		"--override", "key_day=12.5", "--override", "key_requests=300")
+	if code != 0 {
+		t.Fatalf("keys mint: exit %d\n%s%s", code, stdout, stderr)
+	}
+	kid, err := vkey.KID(strings.TrimSpace(stdout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := govern.KeyLeaf("org:acme/team:ml/user:dev1", kid)
+	// This accountant does not re-arm on a write, so they read pending.
+	for _, want := range []string{"  override: key_day at " + leaf + " = $12.5 (pending)\n", "  override: key_requests at " + leaf + " = 300 (pending)\n"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	for _, c := range []struct {
+		arg  string
+		code int
+		msg  string
+	}{
+		{"key_nope=5", 1, `--override "key_nope=5": no limit "key_nope" is armed; the key-level limits are key_day, key_requests, key_rpm`},
+		{"key_day", 2, `--override "key_day": write LIMIT=AMOUNT, e.g. --override key_daily=5`},
+		{"key_requests=1.5", 2, `--override "key_requests=1.5": limit key_requests is quota_requests, so AMOUNT is a whole count`},
+		{"key_day=51", 1, `override amount $51 of limit "key_day" exceeds its ceiling $50 (override.max_amount_usd); raise the ceiling in the config first`},
+	} {
+		code, stdout, stderr := runKeys("keys", "mint", "--owner", "org:acme", "--accountant", url, "--override", c.arg)
+		if code != c.code || stdout != "" || !strings.Contains(stderr, c.msg) {
+			t.Errorf("--override %s: exit %d, stdout %q, stderr %q\nwant exit %d and %q", c.arg, code, stdout, stderr, c.code, c.msg)
+		}
 	}
 }

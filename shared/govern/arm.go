@@ -26,6 +26,7 @@ type Armed struct {
 	gate      [3][]int32          // Gate1, Gate2 -> armed limits, ascending id
 	all       []int32             // every armed limit, ascending id
 	overrides []Override          // the overrides kept, in runtime order
+	keyLevel  bool                // some armed limit is a key-level template
 }
 
 // nodeInfo is what resolution needs of a tree node, found with one map
@@ -43,6 +44,7 @@ type armedLimit struct {
 	ids   []string         // identities by instance: byLevel index, or [0] when pinned
 	over  map[string]int64 // instance node -> override amount
 	cache *modelCache      // glob model: identities per instance and model
+	keys  *keyCache        // key level: identities per key leaf (and model)
 }
 
 // Arm folds the runtime plane into the plan. Runtime nodes are checked
@@ -78,7 +80,11 @@ func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
 		for end := len(n); end > 0; {
 			prefix := n[:end]
 			if levels[prefix] == lvNone {
-				levels[prefix] = levelCode(NodeLevel(prefix))
+				lv := levelCode(NodeLevel(prefix))
+				if lv == lvKey {
+					lv = lvOther // a key leaf is never a tree node
+				}
+				levels[prefix] = lv
 			}
 			end = strings.LastIndexByte(prefix, '/')
 			if end < 0 {
@@ -109,9 +115,13 @@ func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
 			continue
 		}
 		nodes := a.Instances(l)
-		if l.glob {
+		switch {
+		case l.Level == LevelKey:
+			al.keys = &keyCache{m: map[string]string{}}
+			a.keyLevel = true
+		case l.glob:
 			al.cache = &modelCache{m: make([]map[string]string, len(nodes))}
-		} else {
+		default:
 			al.ids = make([]string, len(nodes))
 			d := Dims{Model: l.Match.Model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint}
 			for k, n := range nodes {
@@ -165,7 +175,12 @@ func (a *Armed) checkOverride(o Override) (*Limit, string) {
 	if !l.OverrideAllow {
 		return l, at + "the limit does not allow per-node overrides (set override: { allow: true } on it); the override is dropped"
 	}
-	if o.Node != Global {
+	switch {
+	case l.Level == LevelKey:
+		if err := ValidKeyLeaf(o.Node); err != nil {
+			return l, at + err.Error() + "; the override is dropped"
+		}
+	case o.Node != Global:
 		if err := ValidNodeID(o.Node); err != nil {
 			return l, at + err.Error() + "; the override is dropped"
 		}
@@ -191,8 +206,11 @@ func (a *Armed) checkOverride(o Override) (*Limit, string) {
 }
 
 func (a *Armed) instantiates(l *Limit, node string) bool {
-	if l.Node != "" {
+	switch {
+	case l.Node != "":
 		return node == l.Node
+	case l.Level == LevelKey:
+		return ValidKeyLeaf(node) == nil // whether the key exists is the runtime plane's to say
 	}
 	return a.tree[node].level == levelCode(l.Level)
 }
@@ -204,8 +222,9 @@ func (a *Armed) Nodes() []string { return a.nodes }
 // HasNode reports whether node is in the merged tree.
 func (a *Armed) HasNode(node string) bool { return a.tree[node].level != lvNone }
 
-// Instances lists the nodes l instantiates at over the merged tree.
-// The slice is shared: do not modify it.
+// Instances lists the nodes l instantiates at over the merged tree: none
+// for a key-level template, whose instances are the keys' leaves, met in
+// the chains of requests and rows. The slice is shared: do not modify it.
 func (a *Armed) Instances(l *Limit) []string {
 	if l.Node != "" {
 		return []string{l.Node}
@@ -238,6 +257,37 @@ type modelCache struct {
 }
 
 const modelCacheMax = 4096
+
+// keyCache memoizes the identities of a key-level limit: one counter per
+// key leaf (and, when match.model is a glob, per requested model). It is
+// bounded; past the bound an identity is built per call.
+type keyCache struct {
+	mu sync.Mutex
+	m  map[string]string // key leaf, or key leaf NUL model -> identity
+}
+
+const keyCacheMax = 16384
+
+func (c *keyCache) identity(l *Limit, node string, d Dims) string {
+	k := node
+	if l.glob {
+		k = node + "\x00" + d.Model
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id, ok := c.m[k]; ok {
+		return id
+	}
+	model := l.Match.Model
+	if l.glob {
+		model = d.Model
+	}
+	id := Identity(l, node, Dims{Model: model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint})
+	if len(c.m) < keyCacheMax {
+		c.m[strings.Clone(k)] = id
+	}
+	return id
+}
 
 func (c *modelCache) identity(l *Limit, idx int32, node string, d Dims) string {
 	c.mu.Lock()

@@ -82,6 +82,15 @@ func describeLimit(b *strings.Builder, l *Limit, nodes []string) {
 	if l.Mode == ModeOff {
 		fmt.Fprintf(b, "    not armed: mode off compiles and resolves to nothing\n")
 	}
+	if l.Level == LevelKey {
+		leaf, model := KeyLeaf("<owner>", "<kid>"), l.Match.Model
+		if l.glob {
+			model = "<model>"
+		}
+		fmt.Fprintf(b, "    instances: one per virtual key, at its node %s: identity e.g. %s\n", leaf,
+			Identity(l, leaf, Dims{Model: model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint}))
+		return
+	}
 	fmt.Fprintf(b, "    instances (%d):\n", len(nodes))
 	for _, n := range nodes {
 		if l.glob {

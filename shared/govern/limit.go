@@ -61,14 +61,12 @@ func (c *compiler) attach(l *Limit, p string, a config.Attach, tree map[string]u
 		c.at(p+".attach", "must set exactly one of {node, level}")
 	case a.Level != "":
 		switch a.Level {
-		case LevelOrg, LevelTeam, LevelUser:
+		case LevelOrg, LevelTeam, LevelUser, LevelKey:
 			l.Level = a.Level
 		case "global":
 			c.at(p+".attach.level", `"global" instantiates no node (no tree node exists at that level), so the limit would bind nothing; write attach: { node: __global } for a fleet-wide limit`)
-		case "key":
-			c.at(p+".attach.level", `"key" instantiates no node (a key is counted through the node that owns it), so the limit would bind nothing; attach at user, team or org to cap each owner, or write attach: { node: __global } for a fleet-wide limit`)
 		default:
-			c.at(p+".attach.level", "unknown level %q (known: org, team, user; a fleet-wide limit is attach: { node: __global })", a.Level)
+			c.at(p+".attach.level", "unknown level %q (known: org, team, user, key; a fleet-wide limit is attach: { node: __global })", a.Level)
 		}
 	case a.Node == Global:
 		l.Node = Global

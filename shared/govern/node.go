@@ -3,6 +3,8 @@ package govern
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // Node ids (seed 004): one or more <kind>:<id> segments joined by "/". The
@@ -11,12 +13,46 @@ import (
 // nodes are org:<o>, org:<o>/team:<t> and org:<o>/team:<t>/user:<u>;
 // __global is the synthetic root and not a node id.
 
-// Levels a template may attach at.
+// Levels a template may attach at. A key-level template has one instance
+// per virtual key: at the key leaf of its chain, <owner>/key:<kid>.
 const (
 	LevelOrg  = "org"
 	LevelTeam = "team"
 	LevelUser = "user"
+	LevelKey  = "key"
 )
+
+// KeyLeaf is the node of a virtual key, first in its chain (seed 004):
+// <owner>/key:<kid>.
+func KeyLeaf(owner, kid string) string { return owner + "/key:" + kid }
+
+// SplitKeyLeaf splits a key leaf into its owner and kid; ok is false for
+// a node that is not one (the last segment is not key:<kid>). It does not
+// validate either half (ValidKeyLeaf does).
+func SplitKeyLeaf(node string) (owner, kid string, ok bool) {
+	i := strings.LastIndexByte(node, '/')
+	if i <= 0 || !strings.HasPrefix(node[i+1:], "key:") {
+		return "", "", false
+	}
+	return node[:i], node[i+len("/key:"):], true
+}
+
+// ValidKeyLeaf reports whether s is a key leaf: a valid owner node id, then
+// key: and a kid (vk_ and 12 letters or digits: the one segment whose id
+// may hold capitals, as a kid does).
+func ValidKeyLeaf(s string) error {
+	owner, kid, ok := SplitKeyLeaf(s)
+	if !ok {
+		return fmt.Errorf("%q is not a key's node (write <owner node>/key:<kid>, e.g. org:acme/team:ml/user:dev1/key:vk_FEKZdMs2UQRi)", s)
+	}
+	if err := ValidNodeID(owner); err != nil {
+		return fmt.Errorf("key node %q: owner: %w", s, err)
+	}
+	if !vkey.ValidKID(kid) {
+		return fmt.Errorf("key node %q: %q is not a kid (vk_ followed by 12 letters and digits)", s, kid)
+	}
+	return nil
+}
 
 // MaxNodeIDBytes bounds a node id: it is written into every counter
 // identity, ledger row and key of the node.

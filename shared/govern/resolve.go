@@ -70,6 +70,14 @@ func (a *Armed) resolve(chain []string, d Dims, limits []int32, all bool, buf []
 	for _, n := range chain {
 		infos = append(infos, a.tree[n])
 	}
+	// The key leaf, first in a keyed request's chain: the one instance of
+	// a key-level template.
+	keyLeaf := ""
+	if a.keyLevel && len(chain) > 0 {
+		if _, _, ok := SplitKeyLeaf(chain[0]); ok {
+			keyLeaf = chain[0]
+		}
+	}
 
 	for _, li := range limits {
 		al := &a.limits[li]
@@ -86,6 +94,10 @@ func (a *Armed) resolve(chain []string, d Dims, limits []int32, all bool, buf []
 					buf = al.instance(buf, n, int(infos[i].depth), 0, d, all)
 					break
 				}
+			}
+		case al.level == lvKey:
+			if keyLeaf != "" {
+				buf = al.instance(buf, keyLeaf, NodeDepth(keyLeaf), -1, d, all)
 			}
 		default:
 			for i, n := range chain {
@@ -110,10 +122,12 @@ func (al *armedLimit) instance(buf []Instance, node string, depth int, idx int32
 		}
 	}
 	switch {
+	case l.glob && d.Model == "" && all:
+		inst.Unresolved = true
+	case al.keys != nil:
+		inst.ID = al.keys.identity(l, node, d)
 	case !l.glob:
 		inst.ID = al.ids[idx]
-	case d.Model == "" && all:
-		inst.Unresolved = true
 	default:
 		inst.ID = al.cache.identity(l, idx, node, d)
 	}

@@ -13,6 +13,7 @@ const (
 	lvOrg
 	lvTeam
 	lvUser
+	lvKey   // key leaves: never tree nodes, found in a request's chain
 	lvOther // a runtime node of another kind: in the tree, at no template level
 )
 
@@ -24,6 +25,8 @@ func levelCode(level string) uint8 {
 		return lvTeam
 	case LevelUser:
 		return lvUser
+	case LevelKey:
+		return lvKey
 	}
 	return lvOther
 }

@@ -23,7 +23,7 @@ type Definition struct {
 	Period  string
 	Posture Posture
 	Node    string // pinned
-	Level   string // template: org, team, user
+	Level   string // template: org, team, user, key
 	// Amount is nanodollars for budget_usd, a count otherwise.
 	Amount          int64
 	OverrideAllowed bool
