@@ -41,9 +41,10 @@ By default the report comes from the running accountant (GET
 /tt/api/v1/spend at --accountant, with the admin token or a delegated
 admin token, which sees its subtree only). With --log it is computed here
 from ledgers instead: --log takes decisions.jsonl (with its rotated
-siblings), a data directory, or a ledger file, and may be repeated, one
-per accountant of a fleet; a row several ledgers hold (a retried batch that
-reached two accountants) is counted once, by its request id.
+siblings), a data directory, a directory of data directories (one per
+accountant of a fleet), or a ledger file, and may be repeated; a row
+several ledgers hold (a retried batch that reached two accountants) is
+counted once, by its request id.
 
 --from and --to take a date (2026-08-01, midnight UTC) or an RFC 3339 time
 on the hour; --to is exclusive. The default is the current month so far.
@@ -155,14 +156,16 @@ func flagWording(p string) string {
 func spendFromLedgers(e *env, logs []string, pricingFile string, q spend.Query) (*spend.Report, int) {
 	o := spend.BuildOptions{Rollup: spend.Options{HourlyDays: -1}}
 	for _, l := range logs {
-		files, err := ledgerlog.FilesFor(l)
+		ledgers, err := ledgerlog.LedgersIn(l)
 		if err != nil {
 			return nil, e.failf(2, "--log %s: %v", l, err)
 		}
-		if len(files) == 0 {
-			return nil, e.failf(2, "--log %s holds no ledger (no %s, no decisions-*.jsonl); it takes decisions.jsonl, an accountant's data directory, or a ledger file", l, ledgerlog.ActiveName)
+		if len(ledgers) == 0 || len(ledgers[0].Files) == 0 {
+			return nil, e.failf(2, "--log %s holds no ledger (no %s, no decisions-*.jsonl, no data directory or .jsonl file inside); it takes decisions.jsonl, an accountant's data directory, a directory of them, or a ledger file", l, ledgerlog.ActiveName)
 		}
-		o.Ledgers = append(o.Ledgers, files)
+		for _, lg := range ledgers {
+			o.Ledgers = append(o.Ledgers, lg.Files)
+		}
 	}
 	if pricingFile != "" {
 		c, err := pricing.LoadFile(pricingFile)

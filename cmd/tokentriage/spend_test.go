@@ -133,9 +133,12 @@ func TestSpendAcrossLedgers(t *testing.T) {
 	if rep.Total.Requests != 10 || rep.Source.Ledgers != 2 || rep.Source.Duplicates != 3 || rep.Total.PricedUSD.String() != "0.0036515" {
 		t.Fatalf("total %+v, source %+v", rep.Total, rep.Source)
 	}
-	code, out, _ = runKeys("spend", "--log", a, "--log", c, "--from", "2026-08-01", "--to", "2026-10-01")
-	if code != 0 || !strings.Contains(out, "10 rows summed from 2 ledgers (3 rows held by more than one, counted once)") {
-		t.Errorf("table heading:\n%s", out)
+	// The directory holding both data directories is the same fleet.
+	for _, args := range [][]string{{"--log", a, "--log", c}, {"--log", dir}} {
+		code, out, _ = runKeys(append([]string{"spend", "--from", "2026-08-01", "--to", "2026-10-01"}, args...)...)
+		if code != 0 || !strings.Contains(out, "10 rows summed from 2 ledgers (3 rows held by more than one, counted once)") {
+			t.Errorf("%v: table heading:\n%s", args, out)
+		}
 	}
 }
 
