@@ -88,6 +88,7 @@ func (s *Server) openFleet() (*redisstore.Fleet, error) {
 		}
 		s.mu.Unlock()
 	})
+	f.CountReplicas(s.liveReplicaIDs)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.fleet, s.fleetStop = f, cancel
 	go f.Run(ctx)

@@ -63,7 +63,7 @@ func (s *Server) sync(h held) (syncwire.Sync, error) {
 		Runtime:  syncwire.Runtime{Version: s.runtime.Version},
 		Snapshot: syncwire.Snapshot{Version: snap.Version, GeneratedAt: snap.GeneratedAt, Fleet: s.fleetStale()},
 		Prices:   syncwire.Prices{Version: s.prices.Version},
-		Replicas: s.liveReplicasLocked(now),
+		Replicas: s.shareReplicasLocked(now),
 	}
 	if h.plan != out.Plan.Version {
 		out.Plan.Governance = s.plan.Source
@@ -156,6 +156,33 @@ func (s *Server) liveReplicasLocked(now time.Time) int {
 		}
 	}
 	return n
+}
+
+// shareReplicasLocked is the replica count store: share divides by: the
+// fleet's, counted from every accountant's heartbeats in the shared Redis
+// (as last read, so a Redis that is down keeps the last count), or without
+// one this accountant's own live replicas. Only replicas that polled with
+// the internal token are counted anywhere.
+func (s *Server) shareReplicasLocked(now time.Time) int {
+	n := s.liveReplicasLocked(now)
+	if s.fleet != nil {
+		n = max(n, s.fleet.Replicas())
+	}
+	return n
+}
+
+// liveReplicaIDs names the replicas that polled within LivenessWindow.
+func (s *Server) liveReplicaIDs() []string {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.replicas))
+	for id, r := range s.replicas {
+		if r.live(now) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // droppedReported sums the cumulative dropped counts the replicas reported.

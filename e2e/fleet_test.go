@@ -250,6 +250,29 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
+	// store: share divides by the fleet's live replicas, counted from the
+	// heartbeats every accountant writes into Redis for the replicas that
+	// polled it with the internal token; a poll without it counts nothing.
+	t.Run("share_counts_the_fleet", func(t *testing.T) {
+		for i := 0; i < 5; i++ {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.Replica(1).AccountantURL+"/tt/internal/v1/sync?replica=made-up-"+fmt.Sprint(i), nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 401 {
+				t.Fatalf("a sync poll without the internal token: %d, want 401", resp.StatusCode)
+			}
+		}
+		for i, rep := range f.Replicas() {
+			eventually(ctx, t, fmt.Sprintf("replica %d's accountant counts the fleet", i), func() (bool, string) {
+				n := fleetReplicas(ctx, t, rep.AccountantURL, f.InternalToken)
+				return n == 3, fmt.Sprintf("replicas %d", n)
+			})
+		}
+	})
+
 	// Redis killed mid-traffic: every replica keeps serving and says
 	// suspended; Redis restarted empty: the fleet's spend comes back from
 	// the ledgers, and the rate cells start again.
@@ -300,3 +323,24 @@ func TestFleet(t *testing.T) {
 		}
 	})
 }
+
+// fleetReplicas is the replica count an accountant's sync answer gives
+// (what store: share divides by).
+func fleetReplicas(ctx context.Context, t testing.TB, acct, token string) int {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, acct+"/tt/internal/v1/sync", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s struct {
+		Replicas int `json:"replicas"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("sync: %d %v", resp.StatusCode, err)
+	}
+	return s.Replicas
+}
+

@@ -235,10 +235,19 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, 
 	if l.Store == govern.StoreRedis {
 		res, fleet = s.fleet.result(i)
 		if !fleet {
-			if !contains(s.suspended, l.ID) {
-				s.suspended = append(s.suspended, l.ID)
+			// The fleet store did not decide: uncheckable, which a fail:
+			// closed hard limit answers with a 503; otherwise the local
+			// cell answers and the request says suspended.
+			why := s.fleet.why
+			switch {
+			case e.host.Caller == nil:
+				why = "no accountant is configured, and the filter reaches the fleet store (store: redis) through it"
+			case why == "":
+				why = "the fleet store (store: redis) was not asked: a limit before it was over when the request arrived"
 			}
-			e.host.Metrics.Add(MetricSuspended, 1)
+			if reply := e.uncheckable(s, in, v, why); reply != nil {
+				return reply
+			}
 		}
 	}
 	if !fleet {

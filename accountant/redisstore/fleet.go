@@ -48,6 +48,9 @@ const (
 	// successful refresh.
 	StaleAfter   = 5 * time.Second
 	keepAfterEnd = 24 * time.Hour
+	// LivenessWindow is how long a replica's heartbeat counts it live
+	// (the accountant's own window for the replicas that poll it).
+	LivenessWindow = 30 * time.Second
 )
 
 const publishSource = `
@@ -71,14 +74,22 @@ return 1
 `
 
 const totalsSource = `
-local p, fresh = ARGV[1], ARGV[2]
+local p, fresh, nowms, window, nids = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local epoch = redis.call('GET', p .. 'epoch')
 if not epoch then
   redis.call('SET', p .. 'epoch', fresh)
   epoch = fresh
 end
-local out = { epoch }
-for i = 3, #ARGV, 2 do
+-- the replicas' heartbeats: a member per live replica, scored by when its
+-- accountant last saw it
+local hb = p .. 'replicas'
+for i = 6, 5 + nids do
+  redis.call('ZADD', hb, nowms, ARGV[i])
+end
+redis.call('ZREMRANGEBYSCORE', hb, '-inf', '(' .. (nowms - window))
+redis.call('PEXPIRE', hb, window * 2)
+local out = { epoch, redis.call('ZCARD', hb) }
+for i = 6 + nids, #ARGV, 2 do
   local unit, start = ARGV[i], ARGV[i + 1]
   local ids = redis.call('SMEMBERS', p .. 'totals:' .. unit .. ':' .. start)
   for _, id in ipairs(ids) do
@@ -111,6 +122,10 @@ type Fleet struct {
 	lastRead  time.Time
 	readErr   error
 	onChange  func()
+	// liveIDs names this accountant's live filter replicas (those that
+	// polled it with the internal token); replicas counts the fleet's.
+	liveIDs  func() []string
+	replicas int
 }
 
 var _ store.Store = (*Fleet)(nil)
@@ -212,6 +227,24 @@ func (f *Fleet) Expire(ctx context.Context, t time.Time) error {
 		}
 	}
 	return nil
+}
+
+// CountReplicas makes the fleet store heartbeat this accountant's live
+// replicas, named by ids, into Redis at every refresh, and count the
+// fleet's (store: share divides by it).
+func (f *Fleet) CountReplicas(ids func() []string) {
+	f.mu.Lock()
+	f.liveIDs = ids
+	f.mu.Unlock()
+}
+
+// Replicas is the fleet's live replica count as last read from Redis (the
+// heartbeats of every accountant's authenticated replicas within
+// LivenessWindow), 0 before the first read.
+func (f *Fleet) Replicas() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.replicas
 }
 
 // Stale says why the others' totals cannot be trusted now (Redis down, or
@@ -353,7 +386,17 @@ func (f *Fleet) publish(ctx context.Context) error {
 func (f *Fleet) refresh(ctx context.Context) bool {
 	now := f.now()
 	starts := currentStarts(now)
-	args := []any{f.c.prefix, newEpoch()}
+	f.mu.Lock()
+	liveIDs := f.liveIDs
+	f.mu.Unlock()
+	var ids []string
+	if liveIDs != nil {
+		ids = liveIDs() // outside f.mu: it takes the server's lock
+	}
+	args := []any{f.c.prefix, newEpoch(), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(LivenessWindow.Milliseconds(), 10), strconv.Itoa(len(ids))}
+	for _, id := range ids {
+		args = append(args, id)
+	}
 	for _, u := range []calendar.Unit{calendar.Day, calendar.Week, calendar.Month} {
 		args = append(args, u.String(), strconv.FormatInt(starts[u], 10))
 	}
@@ -364,9 +407,10 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 		return err
 	})
 	var epoch string
+	var replicas int
 	others := map[store.Key]int64{}
 	if err == nil {
-		epoch, err = f.parseTotals(reply, others)
+		epoch, replicas, err = f.parseTotals(reply, others)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -376,6 +420,8 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 	}
 	f.readErr = nil
 	f.lastRead = now
+	changedReplicas := replicas != f.replicas
+	f.replicas = replicas
 	if epoch != f.epoch {
 		// A new data set (Redis lost its data, or this is the first
 		// read): everything we published may be gone.
@@ -390,21 +436,22 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 		}
 	}
 	f.others = others
-	return changed
+	return changed || changedReplicas
 }
 
 // parseTotals reads the totals script's answer into others: per counter,
 // the sum of every accountant's field but this one's.
-func (f *Fleet) parseTotals(reply any, others map[store.Key]int64) (string, error) {
+func (f *Fleet) parseTotals(reply any, others map[store.Key]int64) (string, int, error) {
 	rows, ok := reply.([]any)
-	if !ok || len(rows) == 0 {
-		return "", fmt.Errorf("redis: the totals script answered %T", reply)
+	if !ok || len(rows) < 2 {
+		return "", 0, fmt.Errorf("redis: the totals script answered %T", reply)
 	}
 	epoch, _ := rows[0].(string)
-	for _, r := range rows[1:] {
+	replicas, _ := rows[1].(int64)
+	for _, r := range rows[2:] {
 		row, ok := r.([]any)
 		if !ok || len(row) != 4 {
-			return "", fmt.Errorf("redis: a totals row is %v", r)
+			return "", 0, fmt.Errorf("redis: a totals row is %v", r)
 		}
 		unitName, _ := row[0].(string)
 		startS, _ := row[1].(string)
@@ -413,7 +460,7 @@ func (f *Fleet) parseTotals(reply any, others map[store.Key]int64) (string, erro
 		unit, ok := calendar.ParseUnit(unitName)
 		start, err := strconv.ParseInt(startS, 10, 64)
 		if !ok || err != nil {
-			return "", fmt.Errorf("redis: a totals row names period %q %q", unitName, startS)
+			return "", 0, fmt.Errorf("redis: a totals row names period %q %q", unitName, startS)
 		}
 		k := store.Key{ID: id, Unit: unit, Start: start}
 		sum := int64(0)
@@ -433,7 +480,7 @@ func (f *Fleet) parseTotals(reply any, others map[store.Key]int64) (string, erro
 			others[k] = sum
 		}
 	}
-	return epoch, nil
+	return epoch, int(replicas), nil
 }
 
 func newEpoch() string {
