@@ -343,4 +343,3 @@ func fleetReplicas(ctx context.Context, t testing.TB, acct, token string) int {
 	}
 	return s.Replicas
 }
-
