@@ -274,8 +274,8 @@ func (m *mirror) apply(p runtime.Plane) error {
 	if err != nil {
 		return err
 	}
-	if id, seq, ok := runtime.VersionSeq(have); ok && id == p.ID && seq >= p.Seq && len(p.Audit) == 0 {
-		return nil // a pull that started before another one applied a newer copy
+	if id, seq, ok := runtime.VersionSeq(have); ok && id == p.ID && seq >= p.Seq {
+		return nil // a pull that crossed another one, which applied this copy or a newer
 	}
 	if err := m.s.db.ApplyPlane(p); err != nil {
 		return fmt.Errorf("applying the owner's plane: %w", err)
@@ -314,7 +314,7 @@ func (m *mirror) away(err error) {
 	version := m.version
 	m.mu.Unlock()
 	if first {
-		m.log.Warn("runtime plane: the owner does not answer; serving the last copy until it does", "err", err.Error(), "version", version)
+		m.log.Warn("runtime plane: no copy from the owner; serving the last copy until one arrives", "err", err.Error(), "version", version)
 	}
 }
 

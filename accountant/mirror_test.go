@@ -248,7 +248,7 @@ func TestMirrorForwardsWrites(t *testing.T) {
 		metrics := get(t, m.url()+"/metrics")
 		return strings.Contains(h, "the owner has not answered since") && strings.Contains(h, "serving the last copy") &&
 			strings.Contains(metrics, "tt_accountant_control_reachable 0") &&
-			strings.Contains(m.logs.String(), "runtime plane: the owner does not answer; serving the last copy until it does"), h
+			strings.Contains(m.logs.String(), "runtime plane: no copy from the owner; serving the last copy until one arrives"), h
 	})
 
 	owner = startNode(t, cfg, ownerData, ownerURL, "")

@@ -304,6 +304,20 @@ func (db *DB) ApplyPlane(p Plane) error {
 	if err != nil {
 		return fmt.Errorf("runtime: apply the plane: %w", err)
 	}
+	if was.Valid && was.String == p.ID && p.Seq <= last {
+		return nil // not newer than the copy held (a pull that crossed another)
+	}
+	// Entries the mirror already holds (a copy asked for before another
+	// one arrived) are the owner's same append-only entries: skip them.
+	audit := p.Audit
+	for len(audit) > 0 && audit[0] != nil && len(audit[0]) > 0 && audit[0][0] != nil {
+		seq, err := strconv.ParseInt(*audit[0][0], 10, 64)
+		if err != nil || seq > last || !was.Valid || was.String != p.ID {
+			break
+		}
+		audit = audit[1:]
+	}
+	p.Audit = audit
 	for i, row := range p.Audit {
 		if len(row) != len(auditColumns) || row[0] == nil {
 			return fmt.Errorf("runtime: the plane copy's audit entry %d has %d columns, want %d", i, len(row), len(auditColumns))

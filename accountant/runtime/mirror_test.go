@@ -194,7 +194,7 @@ func TestMirrorRefusesABadCopy(t *testing.T) {
 		{"schema", func(p *Plane) { p.Schema++ }, "run the same tokentriage release on every accountant of the fleet"},
 		{"width", func(p *Plane) { p.Tables["nodes"][0] = p.Tables["nodes"][0][:2] }, "the plane copy's nodes row 0 has 2 columns, want 3"},
 		{"table", func(p *Plane) { delete(p.Tables, "keys") }, "the plane copy has no keys table"},
-		{"sequence", func(p *Plane) { s := "1"; p.Audit[0][0] = &s }, `the plane copy's audit entry "1" does not follow entry 1`},
+		{"sequence", func(p *Plane) { p.Audit = append(p.Audit, p.Audit[0]) }, `the plane copy's audit entry "2" does not follow entry 2`},
 		{"seq", func(p *Plane) { p.Seq = 9 }, "the plane copy ends at audit entry 2 but says 9"},
 		{"id", func(p *Plane) { p.ID = "" }, "without the owner's database id"},
 	} {
@@ -238,4 +238,31 @@ func TestPromotedMirrorOwnsItsPlane(t *testing.T) {
 	if err := mirror.CheckMirror(); !errors.Is(err, ErrOwnPlane) {
 		t.Fatalf("a promoted mirror can mirror again: %v", err)
 	}
+}
+
+// TestCrossingPullsApplyOnce: a copy asked for before another one arrived
+// is skipped when it is not newer, and applied without the entries already
+// held when it is.
+func TestCrossingPullsApplyOnce(t *testing.T) {
+	p := seedPlan()
+	owner, _ := openTemp(t)
+	mirror, _ := openTemp(t)
+	mustDo(t, func() error { _, err := owner.CreateNode(p, "org:acme/team:a", admin(t0)); return err })
+	early, err := owner.Plane("") // asked for at entry 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	pull(t, owner, mirror)
+	if err := mirror.ApplyPlane(early); err != nil {
+		t.Fatalf("a copy the mirror already holds: %v", err)
+	}
+	mustDo(t, func() error { _, err := owner.CreateNode(p, "org:acme/team:b", admin(t1)); return err })
+	overlapping, err := owner.Plane("") // entries 1 and 2; the mirror holds 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mirror.ApplyPlane(overlapping); err != nil {
+		t.Fatalf("a copy overlapping the one held: %v", err)
+	}
+	sameState(t, "after crossing pulls", owner, mirror)
 }
