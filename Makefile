@@ -1,6 +1,7 @@
 # tokentriage: governance for LLM API traffic, enforced inside the proxy.
 #
 #   make run     build everything and run the whole system on 127.0.0.1
+#   make fleet   a redis-server and three dev replicas sharing it and one runtime plane
 #   make test    build the filter and run every test
 #   make check   formatting, vet, the wasip1 builds, tests, and a tidy go.mod
 #   make bench   the benchmarks BENCHMARKS.md reports
@@ -18,7 +19,7 @@ WASM_ENV  := GOOS=wasip1 GOARCH=wasm
 WASM_FLAGS := -buildmode=c-shared -trimpath -ldflags='-s -w'
 TEST_ENV  := TT_FILTER_WASM=$(abspath $(WASM)) TT_NOOP_WASM=$(abspath $(NOOP_WASM))
 
-.PHONY: all build wasm cli run test check bench bench-guest clean
+.PHONY: all build wasm cli run fleet test check bench bench-guest clean
 
 all: build
 
@@ -35,6 +36,9 @@ cli:
 
 run: build
 	$(CLI) dev -c examples/tokentriage.yaml --wasm $(WASM)
+
+fleet: build
+	CLI=$(CLI) WASM=$(WASM) scripts/fleet.sh
 
 test: wasm
 	$(TEST_ENV) $(GO) test -timeout 25m ./...
