@@ -71,9 +71,9 @@ func everywhere(ctx context.Context, t *testing.T, f *fleettest.Fleet, key strin
 // replica 0 owning the runtime plane and the others mirroring it: a key
 // minted on the owner works on all three, and revoked, stops on all
 // three; a key minted through a mirror is made on the owner; with the
-// owner killed the mirrors keep serving their copy, refuse management
-// writes naming the owner, and say so in /healthz, and mirror it again
-// once it is back.
+// owner killed the mirrors keep serving their copy (one restarted
+// meanwhile too), refuse management writes naming the owner, and say so
+// in /healthz, and mirror it again once it is back.
 func TestFleetSharesOneRuntimePlane(t *testing.T) {
 	ctx := testContext(t)
 	f := fleettest.Start(t, fleettest.Options{Replicas: 3, Config: writeConfig(t, planeConfig)})
@@ -115,6 +115,12 @@ func TestFleetSharesOneRuntimePlane(t *testing.T) {
 		h := httpGet(ctx, t, f.Replica(2).AccountantURL+"/healthz")
 		return strings.Contains(h, "the owner has not answered since") && strings.Contains(h, "serving the last copy"), h
 	})
+	// A mirror restarted while the owner is away serves the copy on its disk.
+	f.Kill(2)
+	f.Restart(2)
+	if got := statusOn(ctx, t, f.Replica(2), viaMirror.Key); got != http.StatusOK {
+		t.Errorf("a mirror restarted with the owner down answered %d", got)
+	}
 
 	// The owner is back: the mirrors follow it again.
 	f.Restart(0)
