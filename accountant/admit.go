@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant/core"
 	"github.com/tokentriage/tokentriage/accountant/redisstore"
+	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/rate"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
@@ -129,3 +133,60 @@ func (s *Server) noteRedisFailure(what string, err error) {
 // redisLogEvery spaces the log lines of failed Redis operations: a slow
 // Redis fails every request, and one line says so.
 const redisLogEvery = 10 * time.Second
+
+// reconcileTimeout bounds the commit of one batch's tpm reconciles (off the
+// request path: the filter's flush waits for it).
+const reconcileTimeout = time.Second
+
+// reconcileAcknowledged commits, in the fleet's Redis, the tpm reconciles
+// of the rows of one batch that were newly recorded: each row is recorded
+// once by its request id, so a retried batch reconciles nothing twice. A
+// reconcile that cannot be committed (Redis down) is logged and dropped:
+// the reserve it would have corrected drains with its window.
+func (s *Server) reconcileAcknowledged(rows []ledger.Row, res core.Result) {
+	if s.redis == nil {
+		return
+	}
+	var steps []redisstore.RateStep
+	for i := range rows {
+		if i >= len(res.Outcomes) || res.Outcomes[i] != core.Accepted {
+			continue
+		}
+		for _, rc := range rows[i].Reconcile {
+			st, err := parseReconcile(rc)
+			if err != nil {
+				s.log.Warn("ingest: a row's tpm reconcile is unreadable; skipped", "request_id", rows[i].RequestID, "err", err.Error())
+				continue
+			}
+			steps = append(steps, st)
+		}
+	}
+	if len(steps) == 0 {
+		return
+	}
+	if err := s.redis.Adjust(context.Background(), time.Time{}, steps, reconcileTimeout); err != nil {
+		s.noteRedisFailure("committing "+strconv.Itoa(len(steps))+" tpm reconciles", err)
+	}
+}
+
+// parseReconcile reads one ledger.Row.Reconcile entry.
+func parseReconcile(rc string) (redisstore.RateStep, error) {
+	f := strings.SplitN(rc, " ", 6)
+	if len(f) != 6 {
+		return redisstore.RateStep{}, fmt.Errorf("%q: want six fields", rc)
+	}
+	alg, ok := rate.ParseAlgorithm(f[0])
+	var n [4]int64
+	for i := range n {
+		v, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil {
+			return redisstore.RateStep{}, fmt.Errorf("%q: field %d: %v", rc, i+2, err)
+		}
+		n[i] = v
+	}
+	if !ok || alg == rate.TokenBucket || n[0] <= 0 || n[1] <= 0 || n[2] < 0 || f[5] == "" {
+		return redisstore.RateStep{}, fmt.Errorf("%q: not an algorithm, amount, period, burst, tokens and identity", rc)
+	}
+	return redisstore.RateStep{ID: f[5], Alg: alg, N: n[3],
+		Params: rate.Params{Amount: n[0], Period: time.Duration(n[1]), Burst: n[2]}}, nil
+}

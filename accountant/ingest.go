@@ -144,6 +144,7 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 			s.settle(seq, werr)
 			if werr == nil {
 				s.spendAcknowledged(rows, res)
+				s.reconcileAcknowledged(rows, res)
 			}
 		}()
 		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable yet: %w", werr)
@@ -153,8 +154,10 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 	if werr != nil {
 		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable: %w", werr)
 	}
-	// Durable: now, and only now, the rows count in spend reports.
+	// Durable: now, and only now, the rows count in spend reports, and
+	// their tpm reconciles reach the fleet's Redis.
 	s.spendAcknowledged(rows, res)
+	s.reconcileAcknowledged(rows, res)
 	if res.WaitTag != 0 && res.WaitTag != seq {
 		// A duplicate is acknowledged only once the batch that recorded it
 		// is durable; if that commit failed, so does this answer, and the

@@ -65,6 +65,13 @@ const fleetConfig = `governance:
       algorithm: sliding_window
       store: redis
       match: { endpoint: /v1/embeddings }
+    - id: fleet_tpm
+      attach: { node: __global }
+      type: tpm
+      amount: 20000
+      period: 24h
+      store: redis
+      match: { endpoint: /v1/messages }
     - id: fleet_budget
       attach: { node: __global }
       type: budget_usd
@@ -97,15 +104,20 @@ var fleetBodies = map[string]string{
 	"/v1/completions":      `{"model":"gpt-4o-mini","max_tokens":16,"prompt":"Say hi"}`,
 	"/v1/embeddings":       `{"model":"text-embedding-3-small","input":"Say hi"}`,
 	"/v1/responses":        `{"model":"gpt-4o","max_output_tokens":16,"input":"Say hi"}`,
+	"/v1/messages":         `{"model":"claude-3-5-haiku-latest","max_tokens":16000,"messages":[{"role":"user","content":"Say hi"}]}`,
 }
 
-// call sends one request to the gateway at base.
-func call(ctx context.Context, base, path string) (answer, error) {
+// call sends one request to the gateway at base; headers are name, value
+// pairs to add.
+func call(ctx context.Context, base, path string, headers ...string) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(fleetBodies[path]))
 	if err != nil {
 		return answer{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return answer{}, err
@@ -248,6 +260,45 @@ func TestFleet(t *testing.T) {
 				t.Fatalf("replica %d after A spent the budget: %+v %v; want 429 by fleet_budget", i+1, ans, err)
 			}
 		}
+	})
+
+	// tpm on store: redis: the reserve is taken in Redis at gate 2, fleet-
+	// wide, and the reconcile at settlement gives back what the call did
+	// not use. Burst 20,000 holds one 16,002-token reserve (a prompt and
+	// max_tokens 16,000) but not two; the stub answers in 22 tokens.
+	t.Run("tpm_reserve_and_reconcile", func(t *testing.T) {
+		held := make(chan answer, 1)
+		go func() {
+			// Held at the stub for two seconds: its reserve is in Redis
+			// until it settles.
+			a, err := call(ctx, f.Replica(0).URL, "/v1/messages", "x-stub-delay-ms", "2000")
+			if err != nil {
+				a.body = err.Error()
+			}
+			held <- a
+		}()
+		eventually(ctx, t, "the second reserve is refused on another replica while the first is held", func() (bool, string) {
+			a, err := call(ctx, f.Replica(1).URL, "/v1/messages")
+			if err != nil {
+				return false, err.Error()
+			}
+			if a.status == 200 {
+				t.Fatalf("a second 16,002-token reserve was admitted beside the first: %+v", a)
+			}
+			return a.status == 429 && a.refusedBy == "fleet_tpm", fmt.Sprintf("%d %s", a.status, a.body)
+		})
+		if a := <-held; a.status != 200 || strings.Contains(a.suspended, "fleet_tpm") {
+			t.Fatalf("the held call: %+v", a)
+		}
+		// Reconciled to its 22 tokens, the window has room for a reserve
+		// again, on any replica.
+		eventually(ctx, t, "a reserve fits again once the first call is reconciled", func() (bool, string) {
+			a, err := call(ctx, f.Replica(2).URL, "/v1/messages")
+			if err != nil {
+				return false, err.Error()
+			}
+			return a.status == 200, fmt.Sprintf("%d %s", a.status, a.body)
+		})
 	})
 
 	// store: share divides by the fleet's live replicas, counted from the

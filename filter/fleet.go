@@ -206,3 +206,126 @@ func (e *Engine) noteFleet(why string) {
 		e.logf(LogInfo, "store: redis: the fleet store answers again")
 	}
 }
+
+// fleetReserve is a store: redis tpm instance gate 2 reserves in the
+// fleet's Redis, and its cost.
+type fleetReserve struct {
+	in   govern.Instance
+	cost int64
+}
+
+// askTPM asks the accountant for the request's store: redis tpm reserves,
+// in one callout, and pauses the request (its body callback, v carrying
+// the body's rewrite); false when the callout cannot be made.
+func (e *Engine) askTPM(s *Stream, v Verdict) (Verdict, bool) {
+	f := &s.fleet
+	f.reset()
+	body := append(e.buf[:0], `{"rate":[`...)
+	for k := range s.fleetTPM {
+		if k > 0 {
+			body = append(body, ',')
+		}
+		body = appendRateStep(body, &s.fleetTPM[k].in, s.fleetTPM[k].cost)
+		f.asked = append(f.asked, k)
+	}
+	body = append(body, "]}"...)
+	e.buf = body[:0]
+	gen := s.gen
+	err := e.host.Caller.Call("POST", syncwire.AdmitPath, jsonHeaders, body, e.fleetTimeout(), func(status int, answer []byte) {
+		if s.gen != gen || !s.fleet.pending {
+			return
+		}
+		s.fleet.pending = false
+		e.fleetAnswered(s, status, answer)
+		now := e.host.Now()
+		v := Verdict{}
+		if reply := e.judgeFleetTPM(s, now, v); reply != nil {
+			v = *reply
+		} else {
+			v.Action = ActContinue
+			s.forwarded = true
+		}
+		if s.wake != nil {
+			s.wake(v)
+		}
+	})
+	if err != nil {
+		f.done, f.why = true, "the accountant could not be called: "+err.Error()
+		e.noteFleet(f.why)
+		return Verdict{}, false
+	}
+	f.pending = true
+	v.Action = ActPause
+	return v, true
+}
+
+// judgeFleetTPM carries out the fleet's answers to the tpm reserves in
+// order (or, where Redis did not decide, the local cells' answers, and the
+// request says suspended); on a refusal everything the request holds is
+// handed back.
+func (e *Engine) judgeFleetTPM(s *Stream, now time.Time, v Verdict) *Verdict {
+	for k := range s.fleetTPM {
+		fr := &s.fleetTPM[k]
+		in := &fr.in
+		res, ok := s.fleet.result(k)
+		var reply *Verdict
+		if !ok {
+			why := s.fleet.why
+			if why == "" {
+				why = "the fleet store (store: redis) did not answer for it"
+			}
+			reply = e.uncheckable(s, in, v, why)
+			if reply == nil {
+				var err error
+				res, err = e.cells.rateTake(in.ID, in.Limit.Algorithm, now, fr.cost, e.rateParams(in))
+				if err != nil {
+					reply = e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
+				}
+			}
+		}
+		if reply == nil {
+			reply = e.tpmJudged(s, in, now, v, res, fr.cost, ok)
+		}
+		if reply != nil {
+			e.returnReserves(s, now)
+			e.settleSpend(s, false, now)
+			e.releaseLeases(s, now)
+			return reply
+		}
+	}
+	return nil
+}
+
+// appendAdjust appends one syncwire.RateStep correcting reserve r by n.
+func appendAdjust(dst []byte, r reserve, n int64) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = strconv.AppendQuote(dst, r.key)
+	dst = append(dst, `,"alg":"`...)
+	dst = append(dst, r.alg.String()...)
+	dst = append(dst, `","amount":`...)
+	dst = strconv.AppendInt(dst, r.params.Amount, 10)
+	dst = append(dst, `,"period_ns":`...)
+	dst = strconv.AppendInt(dst, int64(r.params.Period), 10)
+	dst = append(dst, `,"burst":`...)
+	dst = strconv.AppendInt(dst, r.params.Burst, 10)
+	dst = append(dst, `,"n":`...)
+	dst = strconv.AppendInt(dst, n, 10)
+	return append(dst, '}')
+}
+
+// reconcileEntry is a ledger.Row.Reconcile entry correcting reserve r by n.
+func reconcileEntry(r reserve, n int64) string {
+	b := make([]byte, 0, 64+len(r.key))
+	b = append(b, r.alg.String()...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, r.params.Amount, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(r.params.Period), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, r.params.Burst, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, ' ')
+	b = append(b, r.key...)
+	return string(b)
+}

@@ -7,6 +7,8 @@ import (
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/llm"
+	"github.com/tokentriage/tokentriage/shared/rate"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
@@ -89,6 +91,10 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 			in := &e.inst[i]
 			var reply *Verdict
 			switch {
+			case in.Limit.Type == govern.TPM && e.fleetRate(in):
+				// Reserved in the fleet's Redis, all of them in one
+				// question once the rest of the walk admitted.
+				s.fleetTPM = append(s.fleetTPM, fleetReserve{in: *in, cost: llm.Reserve(s.req)})
 			case in.Limit.Type == govern.TPM:
 				reply = e.checkTPM(s, in, now, v)
 			case in.Limit.Reserve && in.Limit.Mode == govern.ModeOn:
@@ -119,6 +125,16 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 			v.Body = nb // the length header went at gate 1
 			s.stripUsage = true
 			s.replacedBody = true
+		}
+	}
+	if len(s.fleetTPM) > 0 {
+		// The body is rewritten now, in its own callback; the request
+		// waits for the fleet's answer.
+		if pv, paused := e.askTPM(s, v); paused {
+			return pv
+		}
+		if reply := e.judgeFleetTPM(s, now, v); reply != nil {
+			return *reply
 		}
 	}
 	v.Action = ActContinue
@@ -219,8 +235,16 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 	if err != nil {
 		return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
 	}
+	return e.tpmJudged(s, in, now, v, res, cost, false)
+}
+
+// tpmJudged carries out a tpm reserve's decision: the reserve recorded
+// (fleet: taken in the fleet's Redis) and disclosed, or the 429.
+func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verdict, res rate.Result, cost int64, fleet bool) *Verdict {
+	l := in.Limit
+	p := e.rateParams(in)
 	if res.Allowed {
-		s.reserves = append(s.reserves, reserve{key: in.ID, alg: l.Algorithm, params: p, amount: cost})
+		s.reserves = append(s.reserves, reserve{key: in.ID, alg: l.Algorithm, params: p, amount: cost, fleet: fleet})
 		disclose(&s.disclosure.Tokens, l, p, res.Remaining)
 		if len(l.Thresholds) > 0 {
 			used := res.Limit - res.Remaining
@@ -248,14 +272,31 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 }
 
 // returnReserves gives back every tpm reserve of a request refused before
-// it was forwarded.
+// it was forwarded: the local ones in their cells, the fleet's in one
+// correction the accountant commits in Redis.
 func (e *Engine) returnReserves(s *Stream, now time.Time) {
+	var back []byte
 	for _, r := range s.reserves {
+		if r.fleet {
+			if back == nil {
+				back = append(make([]byte, 0, 128), `{"adjust":[`...)
+			} else {
+				back = append(back, ',')
+			}
+			back = appendAdjust(back, r, -r.amount)
+			continue
+		}
 		if err := e.cells.rateAdjust(r.key, r.alg, now, -r.amount, r.params); err != nil {
 			e.logf(LogWarn, "returning a tpm reserve on %s: %v (it drains with the window)", r.key, err)
 		}
 	}
 	s.reserves = s.reserves[:0]
+	if back != nil && e.host.Caller != nil {
+		back = append(back, "]}"...)
+		if err := e.host.Caller.Call("POST", syncwire.AdmitPath, jsonHeaders, back, e.callTimeout(), func(int, []byte) {}); err != nil {
+			e.logf(LogWarn, "returning tpm reserves to the fleet store: %v (they drain with the window)", err)
+		}
+	}
 }
 
 // modelAllowed checks a model against a key's model scope (path.Match

@@ -46,6 +46,12 @@ func (e *Engine) Done(s *Stream) {
 			actual = maxSettleTokens
 		}
 		for _, r := range s.reserves {
+			if r.fleet {
+				// Committed in the fleet's Redis by the accountant when it
+				// records this row (exactly once, by request id).
+				s.reconcile = append(s.reconcile, reconcileEntry(r, actual-r.amount))
+				continue
+			}
 			if err := e.cells.rateAdjust(r.key, r.alg, now, actual-r.amount, r.params); err != nil {
 				e.logf(LogWarn, "reconciling a tpm reserve on %s: %v", r.key, err)
 			}
@@ -188,6 +194,7 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 		Shadow:       s.shadow,
 		Breached:     s.breached,
 		Suspended:    s.suspended,
+		Reconcile:    s.reconcile,
 	}
 	if s.unarmed {
 		r.Suspended = append(r.Suspended, "*")

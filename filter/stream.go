@@ -47,8 +47,12 @@ type Stream struct {
 	unarmed    bool // no plan in force yet: nothing was checked
 
 	// fleet is the question to the fleet store (store: redis) the request
-	// waits for, and its answer.
-	fleet fleetAsk
+	// waits for, and its answer; fleetTPM are the store: redis tpm
+	// reserves gate 2 asks for, and reconcile their corrections for the
+	// row (ledger.Row.Reconcile).
+	fleet     fleetAsk
+	fleetTPM  []fleetReserve
+	reconcile []string
 	// gen changes every time the stream is reused, so an answer to a
 	// callout of an earlier request is recognised and dropped.
 	gen uint64
@@ -97,12 +101,14 @@ type lease struct {
 	released bool
 }
 
-// reserve is one tpm reserve taken at gate 2.
+// reserve is one tpm reserve taken at gate 2; fleet: in the fleet's
+// Redis (store: redis), reconciled by the accountant from the row.
 type reserve struct {
 	key    string
 	alg    rate.Algorithm
 	params rate.Params
 	amount int64
+	fleet  bool
 }
 
 // refusalInfo is what the ledger row records of a refusal.
@@ -115,9 +121,9 @@ func (s *Stream) reset() {
 	leases, reserves, spend := s.leases[:0], s.reserves[:0], s.spend[:0]
 	shadow, breached, suspended := s.shadow[:0], s.breached[:0], s.suspended[:0]
 	chain, out, jsonBody, scanner := s.chain[:0], s.out[:0], s.jsonBody[:0], s.scanner
-	fleet, gen := s.fleet, s.gen+1
+	fleet, gen, fleetTPM, reconcile := s.fleet, s.gen+1, s.fleetTPM[:0], s.reconcile[:0]
 	fleet.reset()
-	*s = Stream{fleet: fleet, gen: gen}
+	*s = Stream{fleet: fleet, gen: gen, fleetTPM: fleetTPM, reconcile: reconcile}
 	s.leases, s.reserves, s.spend = leases, reserves, spend
 	s.shadow, s.breached, s.suspended = shadow, breached, suspended
 	s.chain, s.out, s.jsonBody, s.scanner = chain, out, jsonBody, scanner

@@ -244,9 +244,6 @@ func (c *compiler) rateKnobs(l *Limit, p string, cl *config.Limit, amountOK bool
 		if alg != rate.GCRA {
 			c.boot(l, p+".algorithm", `type "tpm" (reserve/reconcile) requires algorithm "gcra", got %q (only gcra can hand back the unused part of a reserve); remove algorithm: or set it to gcra`, cl.Algorithm)
 		}
-		if store == StoreRedis {
-			c.boot(l, p+".store", `type "tpm" (reserve/reconcile) cannot bind store "redis"`)
-		}
 	} else {
 		switch {
 		case alg == rate.TokenBucket && (store == StoreRedis || store == StoreShare):

@@ -82,6 +82,16 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	if r.UsageClamped {
 		dst = append(dst, `,"usage_clamped":true`...)
 	}
+	if len(r.Reconcile) > 0 {
+		dst = append(dst, `,"reconcile":[`...)
+		for i, s := range r.Reconcile {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = wire.AppendJSONString(dst, s)
+		}
+		dst = append(dst, ']')
+	}
 	dst = append(dst, `,"cost":`...)
 	if r.Cost == nil {
 		dst = append(dst, "null"...)

@@ -127,6 +127,7 @@ func (s *scanner) row(r *Row) error {
 		fCost
 		fOutOfScope
 		fClamped
+		fReconcile
 	)
 	var seen uint32
 	for first := true; s.next(first, '}'); first = false {
@@ -217,6 +218,9 @@ func (s *scanner) row(r *Row) error {
 		case "usage_clamped":
 			bit = fClamped
 			r.UsageClamped, err = s.bool(at)
+		case "reconcile":
+			bit = fReconcile
+			r.Reconcile, err = s.strings(at)
 		case "cost":
 			bit = fCost
 			if !s.literal("null") {

@@ -63,6 +63,12 @@ type Row struct {
 	// carries the bound instead, with the clamped figures marked
 	// estimated. Written only when true.
 	UsageClamped bool `json:"usage_clamped,omitempty"`
+	// Reconcile carries the tpm reconciles of the request's store: redis
+	// instances, which the accountant commits in the fleet's Redis when it
+	// records the row (once: a row is recorded once by its request id).
+	// Each is "<algorithm> <amount> <period ns> <burst> <signed tokens>
+	// <counter identity>". Written only when there are some.
+	Reconcile []string `json:"reconcile,omitempty"`
 	// Cost is set by the accountant when it prices the row; the filter
 	// leaves it nil.
 	Cost *Cost `json:"cost"`
