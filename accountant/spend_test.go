@@ -2,10 +2,12 @@ package accountant
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -282,3 +284,103 @@ func TestSpendCountsOnlyDurableRows(t *testing.T) {
 }
 
 var _ = ledger.Admitted
+
+// TestSpendAPIScript runs spend/testdata/report.txt, the hand-counted
+// reports of every grouping and bucket, through GET /tt/api/v1/spend as
+// CSV: a block's scope= is a delegated admin of that subtree.
+func TestSpendAPIScript(t *testing.T) {
+	active, err := os.ReadFile(filepath.Join("spend", "testdata", "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := spendFixture(t, time.Date(2026, 9, 10, 12, 0, 0, 0, time.UTC), nil, active)
+	src, err := os.ReadFile(filepath.Join("spend", "testdata", "report.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]string{"": "admin-secret"}
+	token := func(scope string) string {
+		if tk, ok := tokens[scope]; ok {
+			return tk
+		}
+		_, body := f.admin(t, http.MethodPost, api.Prefix+"admins", `{"scope":"`+scope+`"}`)
+		var adm struct{ Token string }
+		json.Unmarshal([]byte(body), &adm)
+		tokens[scope] = adm.Token
+		return adm.Token
+	}
+	lines := strings.Split(string(src), "\n")
+	blocks := 0
+	for i := 0; i < len(lines); i++ {
+		cmd, ok := strings.CutPrefix(lines[i], "query ")
+		if !ok {
+			continue
+		}
+		var want []string
+		for j := i + 2; j < len(lines) && lines[j] != ""; j++ {
+			want = append(want, lines[j])
+		}
+		v, _ := url.ParseQuery(cmd)
+		scope, cols := v.Get("scope"), v.Get("cols")
+		v.Del("scope")
+		v.Del("cols")
+		v.Set("format", "csv")
+		code, _, body := f.get(t, token(scope), api.Prefix+"spend?"+v.Encode())
+		blocks++
+		if msg, isErr := strings.CutPrefix(want[0], "error: "); isErr {
+			var eb api.ErrorBody
+			json.Unmarshal([]byte(body), &eb)
+			switch {
+			case strings.Contains(msg, "outside the subtree"):
+				if code != http.StatusForbidden {
+					t.Errorf("line %d: %s: %d %s; want 403", i+1, cmd, code, body)
+				}
+			case code != http.StatusBadRequest || eb.Error.Message != msg:
+				t.Errorf("line %d: %s: %d %s\nwant 400 %s", i+1, cmd, code, body, msg)
+			}
+			continue
+		}
+		if code != http.StatusOK {
+			t.Fatalf("line %d: %s: %d %s", i+1, cmd, code, body)
+		}
+		if got := projectCSV(t, body, len(strings.Split(v.Get("group_by"), ",")), v.Get("group_by") != "", cols); got != strings.Join(want, "\n") {
+			t.Errorf("line %d: %s\ngot:\n%s\nwant:\n%s", i+1, cmd, got, strings.Join(want, "\n"))
+		}
+	}
+	if blocks < 20 {
+		t.Fatalf("only %d blocks ran", blocks)
+	}
+}
+
+// projectCSV keeps bucket_start, the group columns and cols (default:
+// report.txt's) of a CSV report.
+func projectCSV(t *testing.T, s string, groups int, grouped bool, cols string) string {
+	if !grouped {
+		groups = 0
+	}
+	keep := []string{"requests", "refused", "input_tokens", "output_tokens", "priced_usd", "estimated_usd", "unpriced_requests", "unpriced_tokens"}
+	if cols != "" {
+		keep = strings.Split(cols, ",")
+	}
+	recs, err := csv.NewReader(strings.NewReader(s)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, rec := range recs {
+		row := append([]string{}, rec[:1+groups]...)
+		for _, c := range keep {
+			for k, h := range recs[0] {
+				if h == c {
+					row = append(row, rec[k])
+				}
+			}
+		}
+		var b strings.Builder
+		w := csv.NewWriter(&b)
+		w.Write(row)
+		w.Flush()
+		out = append(out, strings.TrimSuffix(b.String(), "\n"))
+	}
+	return strings.Join(out, "\n")
+}
