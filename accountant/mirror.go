@@ -40,7 +40,7 @@ const (
 	// pullRetry and maxPullRetry space the pulls while the owner does not
 	// answer.
 	pullRetry    = 500 * time.Millisecond
-	maxPullRetry = 5 * time.Second
+	maxPullRetry = 2 * time.Second
 	// forwardTimeout bounds a management write forwarded to the owner.
 	forwardTimeout = 30 * time.Second
 )
@@ -119,15 +119,20 @@ func newMirror(s *Server, owner string) *mirror {
 func (m *mirror) run(ctx context.Context) {
 	retry := pullRetry
 	for ctx.Err() == nil {
-		more, err := m.pull(ctx, PullWait)
+		// A mirror that has not heard from the owner asks without waiting,
+		// so it knows the owner is back at its first answer.
+		wait := PullWait
+		m.mu.Lock()
+		if !m.awaySince.IsZero() || m.lastOK.IsZero() {
+			wait = 0
+		}
+		m.mu.Unlock()
+		_, err := m.pull(ctx, wait)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err == nil:
 			retry = pullRetry
-			if more {
-				continue
-			}
 		case errors.Is(err, errKicked):
 			continue
 		default:

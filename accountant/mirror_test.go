@@ -168,6 +168,9 @@ func TestMirrorServesTheOwnersKeys(t *testing.T) {
 			t.Errorf("mirror healthz: %s", h)
 		}
 	}
+	if h := get(t, owner.url()+"/healthz"); !strings.HasPrefix(h, "ok\nruntime plane: owner; version ") || !strings.Contains(h, "; 2 mirror(s) pulled within 30s") {
+		t.Errorf("owner healthz: %s", h)
+	}
 }
 
 func get(t *testing.T, url string) string {

@@ -227,6 +227,25 @@ func (r rolloutReport) hash() string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// ownerStatus is the owner's line in /healthz: its plane version and the
+// mirrors that pulled within LivenessWindow.
+func (s *Server) ownerStatus() string {
+	v, err := s.db.PlaneVersion()
+	if err != nil {
+		v = "unreadable (" + err.Error() + ")"
+	}
+	now := s.now()
+	s.mu.Lock()
+	n := 0
+	for _, m := range s.mirrors {
+		if now.Sub(m.seen) <= LivenessWindow {
+			n++
+		}
+	}
+	s.mu.Unlock()
+	return fmt.Sprintf("runtime plane: owner; version %s; %d mirror(s) pulled within %s", v, n, LivenessWindow)
+}
+
 // mirrorsLocked sums the reports of the live mirrors; s.mu is held.
 func (s *Server) mirrorsLocked(now time.Time) (live int, holding func(govern.Override) int) {
 	var fresh []mirrorSeen

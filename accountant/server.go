@@ -464,6 +464,8 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Write([]byte("ok\n"))
 	if s.mirror != nil {
 		w.Write([]byte(s.mirror.status(s.now()) + "\n"))
+	} else {
+		w.Write([]byte(s.ownerStatus() + "\n"))
 	}
 }
 
