@@ -63,8 +63,10 @@ func wantAnthropicError(t *testing.T, err error, status int, errType, limit stri
 	}
 }
 
-// TestRefusalsAreTypedSDKErrors meets limits through the SDKs (retries off,
-// so each call is one request): an rpm limit at gate 1 and a request quota
+// TestRefusalsAreTypedSDKErrors meets limits through the SDKs at their
+// default settings (none of these refusals is retried: an hour's rpm, a
+// day's quota and an unknown key cannot clear within a minute): an rpm
+// limit at gate 1 and a request quota
 // settled by the accountant at gate 2 each surface as the SDK's typed error
 // carrying our error.type and the limit that answered, and a refused
 // request never reaches the upstream.
@@ -73,7 +75,7 @@ func TestRefusalsAreTypedSDKErrors(t *testing.T) {
 	s := startDev(t, "testdata/e2e.yaml", "")
 
 	t.Run("rate_limited", func(t *testing.T) {
-		key := mint(ctx, t, s, search) // search_rpm: one a minute
+		key := mint(ctx, t, s, search) // search_rpm: one an hour
 		oai, ant := openaiClient(s, key), anthropicClient(s, key)
 		before := s.Stub().Served()
 		if _, err := oai.Chat.Completions.New(ctx, chatParams); err != nil {
@@ -89,6 +91,7 @@ func TestRefusalsAreTypedSDKErrors(t *testing.T) {
 	})
 
 	t.Run("quota_exhausted", func(t *testing.T) {
+		awaitPeriodRoom(ctx, t, dayEnd)
 		key := mint(ctx, t, s, dev2) // dev2_daily_requests: one a day
 		oai, ant := openaiClient(s, key), anthropicClient(s, key)
 		if _, err := ant.Messages.New(ctx, messageParams); err != nil {

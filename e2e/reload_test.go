@@ -13,8 +13,8 @@ import (
 // TestReloadThroughTheAPI edits the config file under a running dev
 // system and reloads it with POST /tt/api/v1/reload: the filter, whose
 // plugin configuration names only the accountant, enforces the new plan
-// from its next sync. The SDK's client meets search_rpm's one request a
-// minute, then passes once the limit is raised.
+// from its next sync. The SDK's client meets search_rpm's one request an
+// hour, then passes once the limit is raised.
 func TestReloadThroughTheAPI(t *testing.T) {
 	ctx := testContext(t)
 	orig, err := os.ReadFile("testdata/e2e.yaml")

@@ -19,19 +19,20 @@ import (
 	"github.com/tokentriage/tokentriage/shared/llm"
 )
 
+// openaiClient is the OpenAI SDK at its default settings (retries on).
 func openaiClient(s *devserver.Server, key string, opts ...option.RequestOption) openai.Client {
 	return openai.NewClient(append([]option.RequestOption{
 		option.WithBaseURL(s.URL() + "/v1/"),
 		option.WithAPIKey(key),
-		option.WithMaxRetries(0),
 	}, opts...)...)
 }
 
+// anthropicClient is the Anthropic SDK at its default settings.
 func anthropicClient(s *devserver.Server, key string, opts ...aoption.RequestOption) anthropic.Client {
 	return anthropic.NewClient(append([]aoption.RequestOption{
+		aoption.WithoutEnvironmentDefaults(),
 		aoption.WithBaseURL(s.URL() + "/"),
 		aoption.WithAPIKey(key),
-		aoption.WithMaxRetries(0),
 	}, opts...)...)
 }
 
@@ -189,7 +190,6 @@ func TestOfficialSDKs(t *testing.T) {
 			aoption.WithoutEnvironmentDefaults(),
 			aoption.WithBaseURL(s.URL()+"/"),
 			aoption.WithHeader("X-Api-Key", key),
-			aoption.WithMaxRetries(0),
 		)
 		stream := c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{
 			Model:     "claude-3-5-haiku-latest",

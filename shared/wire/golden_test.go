@@ -184,7 +184,7 @@ func TestRefusalGoldens(t *testing.T) {
 	}
 }
 
-// TestRetryVerdicts pins which refusals the SDKs retry: a wait within
+// TestRetryVerdicts pins which refusals the SDKs retry: a wait shorter than
 // MaxRetryWait, and nothing that no wait can clear.
 func TestRetryVerdicts(t *testing.T) {
 	for i, c := range []struct {
@@ -192,10 +192,10 @@ func TestRetryVerdicts(t *testing.T) {
 		want bool
 	}{
 		{Refusal{LimitType: RPM, RetryAfter: 20}, true},
-		{Refusal{LimitType: RPM, RetryAfter: 60}, true},
-		{Refusal{LimitType: RPM, RetryAfter: 61}, false},
-		{Refusal{LimitType: RPM, RetryAfter: 61, Wait: 60 * time.Second}, true},
-		{Refusal{LimitType: RPM, RetryAfter: 60, Wait: 60*time.Second + 1}, false},
+		{Refusal{LimitType: RPM, RetryAfter: 59}, true},
+		{Refusal{LimitType: RPM, RetryAfter: 60}, false},
+		{Refusal{LimitType: RPM, RetryAfter: 60, Wait: 60*time.Second - 1}, true},
+		{Refusal{LimitType: RPM, RetryAfter: 60, Wait: 60 * time.Second}, false},
 		{Refusal{LimitType: TPM, RetryAfter: 39}, true},
 		{Refusal{LimitType: TPM, Unfittable: true}, false},
 		{Refusal{LimitType: Concurrency}, false},

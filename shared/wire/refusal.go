@@ -35,8 +35,8 @@ import (
 // The request id headers are omitted only when RequestID is empty.
 //
 // X-Should-Retry is true exactly when waiting as told can admit the same
-// request within MaxRetryWait (ShouldRetry): an rpm or tpm window that
-// frees within a minute, or a calendar period that ends within one. A
+// request in less than MaxRetryWait (ShouldRetry): an rpm or tpm window
+// that frees within a minute, or a calendar period that ends within one. A
 // concurrency slot frees on no clock, an unfittable cost never fits, and a
 // day's budget does not come back within a minute: those say false, and
 // the SDKs fail at once instead of sleeping or retrying.
@@ -123,13 +123,13 @@ func (r *Refusal) wait() time.Duration {
 }
 
 // ShouldRetry reports whether the same request, retried after the wait the
-// refusal names, can be admitted within MaxRetryWait: never for an
+// refusal names, can be admitted sooner than MaxRetryWait: never for an
 // unfittable cost or a concurrency slot (it frees on no clock).
 func (r *Refusal) ShouldRetry() bool {
 	if r.Unfittable || r.LimitType == Concurrency {
 		return false
 	}
-	return r.wait() <= MaxRetryWait
+	return r.wait() < MaxRetryWait
 }
 
 // AppendBody appends the JSON body in r.Shape.

@@ -38,12 +38,14 @@ const (
 	HeaderSDKRequestID = "Request-Id"
 )
 
-// MaxRetryWait is the longest wait after which a refusal tells clients to
-// retry (X-Should-Retry: true). The SDKs honour a server's wait up to about
-// a minute (the Node and Python SDKs use it only below 60 s and otherwise
-// back off for at most 8 s; openai-go gives up past 2 minutes;
-// anthropic-sdk-go sleeps for any wait): a refusal that cannot clear within
-// a minute says false, so no SDK retries it, sleeps on it, or hammers it.
+// MaxRetryWait bounds the wait after which a refusal tells clients to
+// retry (X-Should-Retry: true): the wait must be shorter. The SDKs honour a
+// server's wait only below about a minute (the Node SDKs below 60 s, the
+// Python SDKs up to 60 s, otherwise both back off for at most 8 s and
+// retry into the same refusal; openai-go gives up past 2 minutes;
+// anthropic-sdk-go sleeps for any wait): a refusal that cannot clear
+// within a minute says false, so no SDK retries it, sleeps on it, or
+// hammers it.
 const MaxRetryWait = time.Minute
 
 // appendSDKHeaders appends the retry verdict and the two request id
