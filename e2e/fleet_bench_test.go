@@ -204,4 +204,3 @@ func BenchmarkFleetBudgetOvershoot(b *testing.B) {
 		})
 	}
 }
-
