@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // BenchmarkIngest measures ingest + price + fold + durable group commit
@@ -121,4 +124,47 @@ func BenchmarkIngestHTTP(b *testing.B) {
 	rows := float64(b.N * rowsPerBatch)
 	b.ReportMetric(rows/elapsed.Seconds(), "rows/s")
 	b.ReportMetric(rows/cpu.Seconds(), "rows/cpu-s")
+}
+
+// BenchmarkPlanePropagation mints a key on an owner and waits until its
+// mirror serves it in its sync: the time a runtime-plane write takes to
+// reach a mirror (the owner's write, the long poll's answer, the copy
+// applied and re-armed), beside the write alone. Loopback, one process.
+//
+//	go test ./accountant -run '^$' -bench PlanePropagation -benchtime 200x
+func BenchmarkPlanePropagation(b *testing.B) {
+	dir := b.TempDir()
+	cfg := writeConfig(b, dir, overrideConfig)
+	owner := startNode(b, cfg, filepath.Join(dir, "owner"), "127.0.0.1:0", "")
+	m := startNode(b, cfg, filepath.Join(dir, "m"), "127.0.0.1:0", owner.url())
+	admin := owner.admin()
+	ctx := context.Background()
+	var write, visible time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		k, err := admin.MintKey(ctx, "org:acme/team:ml", vkey.Scopes{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		write += time.Since(start)
+		for !m.s.holdsKey(k.KID) {
+			runtime.Gosched()
+		}
+		visible += time.Since(start)
+	}
+	b.ReportMetric(float64(write.Microseconds())/float64(b.N)/1000, "write-ms/op")
+	b.ReportMetric(float64(visible.Microseconds())/float64(b.N)/1000, "on-mirror-ms/op")
+}
+
+// holdsKey reports whether the key table s serves in its sync has kid.
+func (s *Server) holdsKey(kid string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.keys.Items {
+		if k.KID == kid {
+			return true
+		}
+	}
+	return false
 }

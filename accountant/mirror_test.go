@@ -21,7 +21,7 @@ import (
 
 // node is one accountant of an in-process fleet, serving on loopback.
 type node struct {
-	t       *testing.T
+	t       testing.TB
 	config  string
 	data    string
 	addr    string
@@ -34,7 +34,7 @@ type node struct {
 
 // startNode starts an accountant on addr ("127.0.0.1:0" for a free port)
 // mirroring control ("" for an owner).
-func startNode(t *testing.T, config, data, addr, control string) *node {
+func startNode(t testing.TB, config, data, addr, control string) *node {
 	t.Helper()
 	n := &node{t: t, config: config, data: data, control: control, logs: &syncBuffer{}}
 	ln, err := net.Listen("tcp", addr)
@@ -120,7 +120,7 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Fatalf("%s never happened; last: %s", what, last)
 }
 
-func writeConfig(t *testing.T, dir, config string) string {
+func writeConfig(t testing.TB, dir, config string) string {
 	t.Helper()
 	p := filepath.Join(dir, "tokentriage.yaml")
 	if err := os.WriteFile(p, []byte(config), 0o644); err != nil {
