@@ -575,3 +575,18 @@ func TestDevWithoutDemoKey(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 }
+
+// TestDevMirrorNeedsASharedToken: a dev that mirrors another's plane pulls
+// it with a token the owner knows; with neither TT_ACCOUNTANT_TOKEN nor
+// TT_ADMIN_TOKEN set it has none, and says so before starting anything.
+func TestDevMirrorNeedsASharedToken(t *testing.T) {
+	t.Setenv("TT_ADMIN_TOKEN", "")
+	t.Setenv("TT_ACCOUNTANT_TOKEN", "")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"dev", "-c", "../../examples/tokentriage.yaml", "--wasm", "testdata/not_a_module.txt",
+		"--data", t.TempDir(), "--control", "http://127.0.0.1:8791"}, &stdout, &stderr)
+	want := "tokentriage dev: --control: set TT_ACCOUNTANT_TOKEN (or TT_ADMIN_TOKEN) to the owner's: this mirror pulls the runtime plane from http://127.0.0.1:8791 with it\n"
+	if code != 2 || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+}
