@@ -198,6 +198,15 @@ func TestRefusalPathAllocations(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { body = rpm.AppendBody(body[:0]) }); n != 0 {
 		t.Errorf("rpm AppendBody: %v allocations; want 0", n)
 	}
+	// Ratelimit, Retry-After and Retry-After-Ms share one string.
+	rpm.Wait = 19250 * time.Millisecond
+	hdr := make([][2]string, 0, 12)
+	if n := testing.AllocsPerRun(100, func() { hdr = rpm.AppendHeaders(hdr[:0]) }); n != 1 {
+		t.Errorf("rpm AppendHeaders: %v allocations; want 1", n)
+	}
+	if got := rpm.Headers(); got[6] != [2]string{HeaderRetryAfterMs, "19250"} || got[2] != [2]string{HeaderRetryAfter, "20"} {
+		t.Errorf("rpm headers %v", got)
+	}
 	me := seedMeDoc()
 	if n := testing.AllocsPerRun(100, func() { body = me.AppendJSON(body[:0]) }); n > 3 {
 		t.Errorf("Me.AppendJSON: %v allocations; want at most 3", n)

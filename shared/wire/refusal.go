@@ -234,12 +234,20 @@ func (r *Refusal) appendAmount(dst []byte, v int64) []byte {
 // AppendHeaders appends the response headers in the seeds' order.
 func (r *Refusal) AppendHeaders(dst [][2]string) [][2]string {
 	dst = append(dst, [2]string{HeaderContentType, contentTypeJSON})
+	retry := r.ShouldRetry()
+	var ms string // Retry-After-Ms, sharing the Ratelimit value's string
 	if !r.Unfittable && r.LimitType != Concurrency {
-		var buf [96]byte // both values share one string
+		var buf [128]byte // the values share one string
 		b := ratelimitItem(buf[:0], r.LimitID, 'r', 0, 't', r.RetryAfter)
 		cut := len(b)
-		v := string(strconv.AppendInt(b, r.RetryAfter, 10))
-		dst = append(dst, [2]string{HeaderRatelimit, v[:cut]}, [2]string{HeaderRetryAfter, v[cut:]})
+		b = strconv.AppendInt(b, r.RetryAfter, 10)
+		cut2 := len(b)
+		if retry && r.Wait > 0 {
+			b = appendMillis(b, r.Wait)
+		}
+		v := string(b)
+		dst = append(dst, [2]string{HeaderRatelimit, v[:cut]}, [2]string{HeaderRetryAfter, v[cut:cut2]})
+		ms = v[cut2:]
 	}
 	dst = append(dst,
 		[2]string{HeaderRefusalType, r.ErrorType()},
@@ -247,9 +255,8 @@ func (r *Refusal) AppendHeaders(dst [][2]string) [][2]string {
 	if r.RequestID != "" {
 		dst = append(dst, [2]string{HeaderRequestID, r.RequestID})
 	}
-	retry := r.ShouldRetry()
-	if retry && r.Wait > 0 {
-		dst = append(dst, [2]string{HeaderRetryAfterMs, millis(r.Wait)})
+	if ms != "" {
+		dst = append(dst, [2]string{HeaderRetryAfterMs, ms})
 	}
 	return appendSDKHeaders(dst, retry, r.RequestID)
 }

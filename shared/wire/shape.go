@@ -161,12 +161,12 @@ func appendClose(dst []byte, shape Shape, requestID string) []byte {
 	return append(dst, '}')
 }
 
-// millis rounds a wait up to whole milliseconds, the unit of
+// appendMillis appends a wait rounded up to whole milliseconds, the unit of
 // Retry-After-Ms (a client that waits as told is never early).
-func millis(d time.Duration) string {
+func appendMillis(dst []byte, d time.Duration) []byte {
 	ms := int64(d / time.Millisecond)
 	if d%time.Millisecond != 0 {
 		ms++
 	}
-	return strconv.FormatInt(max(ms, 0), 10)
+	return strconv.AppendInt(dst, max(ms, 0), 10)
 }
