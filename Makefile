@@ -34,8 +34,14 @@ cli:
 	@mkdir -p bin
 	$(GO) build -trimpath -o $(CLI) ./cmd/tokentriage
 
+# make run LISTEN=127.0.0.1:9790 ACCOUNTANT_LISTEN=127.0.0.1:9791 moves the
+# two addresses (two dev systems side by side, or a port already taken).
+LISTEN            ?= 127.0.0.1:8790
+ACCOUNTANT_LISTEN ?= 127.0.0.1:8791
+CONFIG            ?= examples/tokentriage.yaml
+
 run: build
-	$(CLI) dev -c examples/tokentriage.yaml --wasm $(WASM)
+	$(CLI) dev -c $(CONFIG) --wasm $(WASM) --listen $(LISTEN) --accountant-listen $(ACCOUNTANT_LISTEN)
 
 fleet: build
 	CLI=$(CLI) WASM=$(WASM) scripts/fleet.sh

@@ -69,7 +69,7 @@ func TestExampleConfig(t *testing.T) {
 		want string
 	}{
 		{govern.Gate1, "user_concurrency user_rpm team_rpm global_rpm"},
-		{govern.Gate2, "user_daily_requests ml_daily team_monthly_tokens team_tpm acme_month"},
+		{govern.Gate2, "key_daily user_daily_requests ml_daily team_monthly_tokens team_tpm acme_month"},
 	} {
 		var ids []string
 		for _, in := range armed.Resolve(chain, govern.Dims{Model: "gpt-4o-mini", Provider: "openai", Endpoint: "/v1/chat/completions"}, g.gate, nil) {
