@@ -47,6 +47,9 @@ type fakeAccountant struct {
 	rejected  int
 	rawErrors []string
 	alerts    []syncwire.GateAlert
+	// admit answers the fleet store's questions (store: redis); nil: 404.
+	admit  func(syncwire.AdmitRequest) syncwire.AdmitAnswer
+	admits []syncwire.AdmitRequest
 }
 
 func newFakeAccountant(clock interface{ Now() time.Time }) *fakeAccountant {
@@ -65,6 +68,18 @@ func (a *fakeAccountant) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.serveSync(w, r)
 	case syncwire.IngestPath:
 		a.serveIngest(w, r)
+	case syncwire.AdmitPath:
+		if a.admit == nil {
+			http.NotFound(w, r)
+			return
+		}
+		var req syncwire.AdmitRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		a.admits = append(a.admits, req)
+		json.NewEncoder(w).Encode(a.admit(req))
 	case syncwire.AlertsPath:
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()

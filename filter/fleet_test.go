@@ -1,0 +1,96 @@
+package filter_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+)
+
+// TestFleetStoreAtGate1: a store: redis rpm instance is decided by the
+// accountant's answer (one question per request, the request waiting for
+// it); when Redis does not decide, the replica's own cell answers and the
+// request says suspended, and a fail: closed hard limit answers 503.
+func TestFleetStoreAtGate1(t *testing.T) {
+	const lims = `{"id":"fleet_rpm","attach":{"node":"org:acme"},"type":"rpm","amount":2,"period":"1m","store":"redis"},` +
+		`{"id":"closed_rpm","attach":{"node":"org:acme/team:ml"},"type":"rpm","amount":100,"period":"1m","store":"redis","posture":{"fail":"closed"}},` +
+		`{"id":"user_rpm","attach":{"level":"user"},"type":"rpm","amount":100,"period":"1m"}`
+	shared := `,"shared_state":{"redis":{"addr":"127.0.0.1:1"}},"require_key":true`
+	allowed := func(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
+		var a syncwire.AdmitAnswer
+		for range req.Rate {
+			a.Rate = append(a.Rate, syncwire.RateResult{Allowed: true, Limit: 100, Remaining: 50})
+		}
+		return a
+	}
+	r := newRig(t, rigOptions{governance: gov(lims, shared), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) { a.admit = allowed }})
+	body := chatBody("gpt-4o-mini", "hi")
+
+	// Decided by the fleet: three requests against an amount of 2, all
+	// admitted because the fleet said so, none suspended.
+	for i := 0; i < 3; i++ {
+		resp := r.chat(dev1Key, body)
+		if resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "" {
+			t.Fatalf("request %d decided by the fleet: %d, suspended %q", i, resp.Status, resp.Headers.Get("X-Tt-Suspended"))
+		}
+	}
+	r.acct.mu.Lock()
+	asked := r.acct.admits
+	r.acct.mu.Unlock()
+	if len(asked) != 3 || len(asked[0].Rate) != 2 || asked[0].Rate[0].ID != "closed_rpm|rpm|org:acme/team:ml||1m0s|gcra" || asked[0].Rate[1].N != 1 {
+		t.Fatalf("the questions: %+v; want one per request, the two redis instances deepest first", asked)
+	}
+
+	// The fleet refuses the second instance: a 429 naming it, with the
+	// fleet's retry.
+	r.acct.mu.Lock()
+	r.acct.admit = func(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
+		return syncwire.AdmitAnswer{Rate: []syncwire.RateResult{{Allowed: true, Limit: 100, Remaining: 9}, {Allowed: false, Limit: 2, RetryAfterNS: 20e9}}}
+	}
+	r.acct.mu.Unlock()
+	if resp := r.chat(dev1Key, body); resp.Status != 429 || resp.Headers.Get("X-Tt-Refused-By") != "fleet_rpm" || resp.Headers.Get("Retry-After") != "20" {
+		t.Fatalf("refused by the fleet: %d %v %s", resp.Status, resp.Headers, resp.Body)
+	}
+
+	// Redis does not decide: the closed limit answers 503, before anything
+	// else is counted.
+	r.acct.mu.Lock()
+	r.acct.admit = func(syncwire.AdmitRequest) syncwire.AdmitAnswer {
+		return syncwire.AdmitAnswer{Suspended: "the shared Redis did not decide: redis is down"}
+	}
+	r.acct.mu.Unlock()
+	resp := r.chat(dev1Key, body)
+	if resp.Status != 503 || !strings.Contains(string(resp.Body), "redis is down") {
+		t.Fatalf("fail: closed with Redis down: %d %s", resp.Status, resp.Body)
+	}
+	if n := r.metric("tokentriage.suspended"); n != 0 {
+		t.Errorf("a 503 counted %d suspended", n)
+	}
+}
+
+// TestFleetStoreSuspended: with Redis not deciding, an open limit is judged
+// by the replica's own cell, and says so on the answer and in the metric.
+func TestFleetStoreSuspended(t *testing.T) {
+	const lims = `{"id":"fleet_rpm","attach":{"node":"org:acme"},"type":"rpm","amount":2,"period":"1m","store":"redis"}`
+	shared := `,"shared_state":{"redis":{"addr":"127.0.0.1:1"}},"require_key":true`
+	r := newRig(t, rigOptions{governance: gov(lims, shared), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) {
+			a.admit = func(syncwire.AdmitRequest) syncwire.AdmitAnswer {
+				return syncwire.AdmitAnswer{Suspended: "the shared Redis did not decide: redis is down"}
+			}
+		}})
+	body := chatBody("gpt-4o-mini", "hi")
+	for i, want := range []int{200, 200, 429} {
+		resp := r.chat(dev1Key, body)
+		if resp.Status != want {
+			t.Fatalf("request %d with Redis down: %d, want %d (the local cell of amount 2)", i, resp.Status, want)
+		}
+		if want == 200 && resp.Headers.Get("X-Tt-Suspended") != "fleet_rpm" {
+			t.Fatalf("request %d admitted locally without saying suspended: %v", i, resp.Headers)
+		}
+	}
+	if n := r.metric("tokentriage.suspended"); n != 3 {
+		t.Errorf("tokentriage.suspended = %d, want 3", n)
+	}
+}
