@@ -44,6 +44,9 @@ type Engine struct {
 	// fleetDown is set while the fleet store (store: redis) is not
 	// deciding, as this VM last saw it: its transitions are logged once.
 	fleetDown bool
+	// fleetSeen keeps the fleet's last answer per store: redis instance,
+	// for /tt/v1/me (at most maxFleetSeen).
+	fleetSeen map[string]fleetResult
 
 	rows           rowQueue
 	finishing      func()     // set while Finish sends the last rows

@@ -329,3 +329,20 @@ func reconcileEntry(r reserve, n int64) string {
 	b = append(b, r.key...)
 	return string(b)
 }
+
+// fleetResult is the fleet's answer for one instance and when it came.
+type fleetResult struct {
+	res rate.Result
+	at  time.Time
+}
+
+// maxFleetSeen bounds the answers a VM keeps for /tt/v1/me.
+const maxFleetSeen = 4096
+
+// noteFleetSeen keeps the fleet's answer for instance id.
+func (e *Engine) noteFleetSeen(id string, res rate.Result, now time.Time) {
+	if e.fleetSeen == nil || len(e.fleetSeen) >= maxFleetSeen {
+		e.fleetSeen = make(map[string]fleetResult, 64)
+	}
+	e.fleetSeen[id] = fleetResult{res: res, at: now}
+}

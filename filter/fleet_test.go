@@ -35,6 +35,10 @@ func TestFleetStoreAtGate1(t *testing.T) {
 			t.Fatalf("request %d decided by the fleet: %d, suspended %q", i, resp.Status, resp.Headers.Get("X-Tt-Suspended"))
 		}
 	}
+	// /tt/v1/me shows the fleet's last answer, not the unused local cell.
+	if m := r.meLimit(dev1Key, "fleet_rpm"); m["remaining"] != float64(50) || m["observed"] != float64(50) || m["suspended"] != false {
+		t.Errorf("/tt/v1/me of a store: redis limit the fleet decides: %v", m)
+	}
 	r.acct.mu.Lock()
 	asked := r.acct.admits
 	r.acct.mu.Unlock()

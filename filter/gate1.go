@@ -234,6 +234,9 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, 
 	fleet := false
 	if l.Store == govern.StoreRedis {
 		res, fleet = s.fleet.result(i)
+		if fleet {
+			e.noteFleetSeen(in.ID, res, now)
+		}
 		if !fleet {
 			// The fleet store did not decide: uncheckable, which a fail:
 			// closed hard limit answers with a 503; otherwise the local

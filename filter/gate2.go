@@ -243,6 +243,9 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verdict, res rate.Result, cost int64, fleet bool) *Verdict {
 	l := in.Limit
 	p := e.rateParams(in)
+	if fleet {
+		e.noteFleetSeen(in.ID, res, now)
+	}
 	if res.Allowed {
 		s.reserves = append(s.reserves, reserve{key: in.ID, alg: l.Algorithm, params: p, amount: cost, fleet: fleet})
 		disclose(&s.disclosure.Tokens, l, p, res.Remaining)

@@ -100,12 +100,26 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 	case govern.RPM, govern.TPM:
 		p := e.rateParams(in)
 		m.Amount = p.Amount
-		// A store: redis cell lives in the fleet's Redis, which this page
-		// does not ask: the numbers below are this replica's own cell
-		// (what it admitted while Redis did not decide), so they are
-		// flagged as not the fleet's.
-		m.Suspended = l.Store == govern.StoreRedis
 		m.ResetsAt = ceilSecond(now)
+		if l.Store == govern.StoreRedis && !in.Unresolved {
+			// The cell lives in the fleet's Redis, which this page does not
+			// ask: it shows the fleet's last answer this VM received,
+			// drained to now, or, while the fleet store is not deciding,
+			// the replica's own cell, flagged suspended.
+			if fr, ok := e.fleetSeen[in.ID]; ok && !e.fleetDown && e.host.Caller != nil {
+				res := fr.res
+				gone := now.Sub(fr.at)
+				if res.ResetAfter > gone {
+					res.ResetAfter -= gone
+				} else {
+					res.ResetAfter = 0
+				}
+				m.Observed, m.Remaining = res.Limit-res.Remaining, res.Remaining
+				m.ResetsAt = ceilSecond(now.Add(res.ResetAfter))
+				return m
+			}
+			m.Suspended = e.fleetDown || e.host.Caller == nil
+		}
 		if in.Unresolved {
 			m.Remaining = p.Burst
 			if p.Burst <= 0 {
