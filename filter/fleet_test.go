@@ -3,8 +3,10 @@ package filter_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
 // TestFleetStoreAtGate1: a store: redis rpm instance is decided by the
@@ -96,5 +98,33 @@ func TestFleetStoreSuspended(t *testing.T) {
 	}
 	if n := r.metric("tokentriage.suspended"); n != 3 {
 		t.Errorf("tokentriage.suspended = %d, want 3", n)
+	}
+}
+
+// TestFleetStoreDeadline: an accountant that does not answer within
+// shared_state.redis.timeout (the callout's own timeout, on the host's
+// clock) leaves the request to the replica's own cell, and the answer says
+// suspended.
+func TestFleetStoreDeadline(t *testing.T) {
+	const lims = `{"id":"fleet_rpm","attach":{"node":"org:acme"},"type":"rpm","amount":5,"period":"1m","store":"redis"}`
+	shared := `,"shared_state":{"redis":{"addr":"127.0.0.1:1","timeout":"5ms"}},"require_key":true`
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	r := newRig(t, rigOptions{governance: gov(lims, shared), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) {
+			a.admit = func(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
+				asked <- struct{}{}
+				<-release // answers only after the deadline passed
+				return syncwire.AdmitAnswer{Rate: []syncwire.RateResult{{Allowed: false, Limit: 5}}}
+			}
+		}})
+	done := make(chan wasmtest.Response, 1)
+	go func() { done <- r.chat(dev1Key, chatBody("gpt-4o-mini", "hi")) }()
+	<-asked
+	r.clock.Advance(5 * time.Millisecond) // the callout times out: a 504
+	resp := <-done
+	close(release)
+	if resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "fleet_rpm" {
+		t.Fatalf("past the deadline: %d, X-Tt-Suspended %q; want 200 from the local cell, saying suspended", resp.Status, resp.Headers.Get("X-Tt-Suspended"))
 	}
 }
