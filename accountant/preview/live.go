@@ -111,7 +111,13 @@ func (r *Replay) liveRows(c *api.LiveCounters) []liveRow {
 			seen[e.ID] = true
 			n++
 			name, ok := names[e.ID]
-			if !ok {
+			switch {
+			case ok:
+			case l.Level == govern.LevelKey && strings.Count(e.ID, "|") >= 3:
+				// A key's instance: its node is the identity's third field
+				// (a key leaf has nothing to escape).
+				name = strings.SplitN(e.ID, "|", 4)[2]
+			default:
 				name = "counter " + e.ID
 			}
 			out = append(out, liveRow{limit: l, name: name, live: live[key{e.ID, start}], ok: true})
