@@ -117,7 +117,7 @@ func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
 		nodes := a.Instances(l)
 		switch {
 		case l.Level == LevelKey:
-			al.keys = &keyCache{m: map[string]string{}}
+			al.keys = &keyCache{m: map[[2]string]string{}}
 			a.keyLevel = true
 		case l.glob:
 			al.cache = &modelCache{m: make([]map[string]string, len(nodes))}
@@ -263,28 +263,26 @@ const modelCacheMax = 4096
 // bounded; past the bound an identity is built per call.
 type keyCache struct {
 	mu sync.Mutex
-	m  map[string]string // key leaf, or key leaf NUL model -> identity
+	m  map[[2]string]string // (key leaf, model when match.model is a glob) -> identity
 }
 
 const keyCacheMax = 16384
 
 func (c *keyCache) identity(l *Limit, node string, d Dims) string {
-	k := node
+	model := l.Match.Model
 	if l.glob {
-		k = node + "\x00" + d.Model
+		model = d.Model
 	}
+	k := [2]string{node, model}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if id, ok := c.m[k]; ok {
 		return id
 	}
-	model := l.Match.Model
-	if l.glob {
-		model = d.Model
-	}
 	id := Identity(l, node, Dims{Model: model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint})
 	if len(c.m) < keyCacheMax {
-		c.m[strings.Clone(k)] = id
+		// The strings may be slices of a request: kept as copies.
+		c.m[[2]string{strings.Clone(node), strings.Clone(model)}] = id
 	}
 	return id
 }

@@ -88,3 +88,42 @@ func TestKeyLevelOverrides(t *testing.T) {
 		t.Errorf("problem 3: %s", probs[3])
 	}
 }
+
+// TestKeyLevelAllocs holds the per-request path of a key-level limit to
+// zero allocations once its key's identity is cached.
+func TestKeyLevelAllocs(t *testing.T) {
+	a := mustArm(t, keyLevel, govern.Runtime{})
+	chain := govern.Chain(dev1, kid)
+	d := govern.Dims{Model: "gpt-4o", Provider: "openai", Endpoint: "/v1/chat/completions"}
+	buf := make([]govern.Instance, 0, 16)
+	for _, g := range []govern.Gate{govern.Gate1, govern.Gate2} {
+		a.Resolve(chain, d, g, buf) // the key's first request builds its identities
+		if n := testing.AllocsPerRun(100, func() { buf = a.Resolve(chain, d, g, buf) }); n != 0 {
+			t.Errorf("%s: %v allocations per Resolve", g, n)
+		}
+	}
+}
+
+// BenchmarkResolveKeyLevel is BenchmarkResolve's gate 1 with a key-level
+// rpm beside the user rpm, against the same chain without it (the plan
+// of user_rpm alone): what a per-key limit adds to a request.
+func BenchmarkResolveKeyLevel(b *testing.B) {
+	userOnly := tenancy + `  limits:
+    - { id: user_rpm, attach: { level: user }, type: rpm, amount: 100, period: 1m }
+`
+	withKey := userOnly + `    - { id: key_rpm, attach: { level: key }, type: rpm, amount: 10, period: 1m }
+`
+	chain := govern.Chain(dev1, kid)
+	d := govern.Dims{Endpoint: "/v1/chat/completions"}
+	for _, c := range []struct{ name, yaml string }{{"user_only", userOnly}, {"user_and_key", withKey}} {
+		a := mustArm(b, c.yaml, govern.Runtime{})
+		b.Run(c.name, func(b *testing.B) {
+			buf := make([]govern.Instance, 0, 16)
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = a.Resolve(chain, d, govern.Gate1, buf)
+			}
+			b.ReportMetric(float64(len(buf)), "instances/op")
+		})
+	}
+}
