@@ -1,6 +1,11 @@
 package wire
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+	"unsafe"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -20,7 +25,11 @@ func appendString(dst []byte, s string) []byte {
 // appendEscaped appends the inside of appendString's quotes.
 func appendEscaped(dst []byte, s string) []byte {
 	start := 0
-	for i := 0; i < len(s); {
+	i := plainPrefix(s)
+	if i == len(s) {
+		return append(dst, s...) // most strings: ids, nodes, models
+	}
+	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -84,4 +93,28 @@ func appendBool(dst []byte, b bool) []byte {
 		return append(dst, "true"...)
 	}
 	return append(dst, "false"...)
+}
+
+// plainPrefix is the length of the longest prefix of s that appendEscaped
+// copies as is (printable ASCII other than a quote or a backslash), found
+// eight bytes at a time.
+func plainPrefix(s string) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, bs := x^(ones*'"'), x^(ones*'\\')
+		// High bit set where a byte is a quote, a backslash, below 0x20
+		// or above 0x7f; borrows only mark bytes above a match.
+		if t := (((q - ones) &^ q) | ((bs - ones) &^ bs) | ((x - ones*0x20) &^ x) | x) & highs; t != 0 {
+			return i + bits.TrailingZeros64(t)/8
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return i
+		}
+	}
+	return i
 }
