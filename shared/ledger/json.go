@@ -38,17 +38,17 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `,"stream":`...)
 	dst = strconv.AppendBool(dst, r.Stream)
 	dst = append(dst, `,"usage":{"input":`...)
-	dst = appendInt(dst, r.Usage.Input)
+	dst = wire.AppendInt(dst, r.Usage.Input)
 	dst = append(dst, `,"output":`...)
-	dst = appendInt(dst, r.Usage.Output)
+	dst = wire.AppendInt(dst, r.Usage.Output)
 	dst = append(dst, `,"cached_input":`...)
-	dst = appendInt(dst, r.Usage.CachedInput)
+	dst = wire.AppendInt(dst, r.Usage.CachedInput)
 	dst = append(dst, `,"reasoning":`...)
-	dst = appendInt(dst, r.Usage.Reasoning)
+	dst = wire.AppendInt(dst, r.Usage.Reasoning)
 	dst = append(dst, `,"total":`...)
-	dst = appendInt(dst, r.Usage.Total)
+	dst = wire.AppendInt(dst, r.Usage.Total)
 	dst = append(dst, `},"status":`...)
-	dst = appendInt(dst, int64(r.Status))
+	dst = wire.AppendInt(dst, int64(r.Status))
 	dst = append(dst, `,"decision":`...)
 	dst = wire.AppendJSONString(dst, string(r.Decision))
 	dst = append(dst, `,"error_type":`...)
@@ -97,7 +97,7 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 		dst = append(dst, "null"...)
 	} else {
 		dst = append(dst, `{"nanos":`...)
-		dst = appendInt(dst, r.Cost.Nanos)
+		dst = wire.AppendInt(dst, r.Cost.Nanos)
 		dst = append(dst, `,"unpriced":`...)
 		dst = strconv.AppendBool(dst, r.Cost.Unpriced)
 		dst = append(dst, `,"estimated":`...)
@@ -164,24 +164,6 @@ func appendTime(dst []byte, t time.Time) []byte {
 	b[30] = 'Z'
 	b[31] = '"'
 	return append(dst, b[:]...)
-}
-
-// appendInt is strconv.AppendInt(dst, v, 10), the common case (a
-// non-negative count) written without strconv's general machinery.
-func appendInt(dst []byte, v int64) []byte {
-	if v < 0 {
-		return strconv.AppendInt(dst, v, 10)
-	}
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + v%10)
-		if v /= 10; v == 0 {
-			break
-		}
-	}
-	return append(dst, b[i:]...)
 }
 
 func put2(b []byte, v int) { b[0], b[1] = byte('0'+v/10), byte('0'+v%10) }

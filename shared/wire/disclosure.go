@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"strconv"
 	"time"
 )
 
@@ -54,16 +53,16 @@ func (d *Disclosure) AppendHeaders(dst [][2]string) [][2]string {
 	var cut [5]int
 	cut[0] = len(b)
 	if req {
-		b = strconv.AppendInt(b, d.Requests.Quota, 10)
+		b = AppendInt(b, d.Requests.Quota)
 		cut[1] = len(b)
-		b = strconv.AppendInt(b, d.Requests.Remaining, 10)
+		b = AppendInt(b, d.Requests.Remaining)
 		cut[2] = len(b)
 	}
 	if tok {
 		cut[2] = len(b)
-		b = strconv.AppendInt(b, d.Tokens.Quota, 10)
+		b = AppendInt(b, d.Tokens.Quota)
 		cut[3] = len(b)
-		b = strconv.AppendInt(b, d.Tokens.Remaining, 10)
+		b = AppendInt(b, d.Tokens.Remaining)
 		cut[4] = len(b)
 	}
 	v := string(b)

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"strconv"
 	"time"
 )
 
@@ -46,7 +45,7 @@ func ratelimitItem(dst []byte, id string, k1 byte, v1 int64, k2 byte, v2 int64) 
 	dst = append(dst, '"')
 	dst = append(dst, id...)
 	dst = append(dst, '"', ';', k1, '=')
-	dst = strconv.AppendInt(dst, v1, 10)
+	dst = AppendInt(dst, v1)
 	dst = append(dst, ';', k2, '=')
-	return strconv.AppendInt(dst, v2, 10)
+	return AppendInt(dst, v2)
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"math/bits"
+	"strconv"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -117,4 +118,23 @@ func plainPrefix(s string) int {
 		}
 	}
 	return i
+}
+
+// AppendInt is strconv.AppendInt(dst, v, 10), with the common case (a
+// non-negative count) written without strconv's general machinery, which
+// costs several times as much in the filter's wasm.
+func AppendInt(dst []byte, v int64) []byte {
+	if v < 0 {
+		return strconv.AppendInt(dst, v, 10)
+	}
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		if v /= 10; v == 0 {
+			break
+		}
+	}
+	return append(dst, b[i:]...)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,22 @@ func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 		}
 		if got := AppendJSONString(nil, s); string(got)+"\n" != want.String() {
 			t.Fatalf("%q: %s, want %s", s, got, want.String())
+		}
+	}
+}
+
+// TestAppendInt holds AppendInt to strconv.AppendInt.
+func TestAppendInt(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for i := 0; i < 20000; i++ {
+		v := rng.Int63() >> rng.Intn(63)
+		if i%3 == 0 {
+			v = -v
+		}
+		for _, x := range []int64{v, 0, 9, 10, 1<<63 - 1, -1 << 63} {
+			if got, want := string(AppendInt([]byte("x"), x)), "x"+strconv.FormatInt(x, 10); got != want {
+				t.Fatalf("AppendInt(%d) = %s, want %s", x, got, want)
+			}
 		}
 	}
 }
