@@ -27,10 +27,12 @@ import (
 // Each op sends one request of every size to the filter and to the floor,
 // alternately, so that a load spike falls on all of them alike.
 
-// growthPoint is one size of a curve and the request that has it.
+// growthPoint is one size of a curve and the request that has it (sent
+// to filter, when the size has a host of its own).
 type growthPoint struct {
-	size int
-	req  wasmtest.Request
+	size   int
+	req    wasmtest.Request
+	filter *wasmtest.Host
 }
 
 // curve drives the points through both hosts and reports, per size, the
@@ -43,8 +45,13 @@ type growthPoint struct {
 // difference between the two largest sizes (1.0 is linear).
 func curve(b *testing.B, unit string, filter, noop *wasmtest.Host, points []growthPoint, wantStatus int) {
 	b.Helper()
+	for k := range points {
+		if points[k].filter == nil {
+			points[k].filter = filter
+		}
+	}
 	for _, p := range points {
-		for _, h := range []*wasmtest.Host{filter, noop} {
+		for _, h := range []*wasmtest.Host{p.filter, noop} {
 			for i := 0; i < 3; i++ { // warm: cells created, buffers grown
 				if resp := h.Do(p.req); resp.Status != wantStatus {
 					b.Fatalf("size %d: status %d, want %d: %.300s", p.size, resp.Status, wantStatus, resp.Body)
@@ -60,11 +67,11 @@ func curve(b *testing.B, unit string, filter, noop *wasmtest.Host, points []grow
 	b.ResetTimer()
 	for b.Loop() {
 		for k, p := range points {
-			c0 := filter.Counts()
+			c0 := p.filter.Counts()
 			t, c := time.Now(), cputime.Now()
-			filter.Do(p.req)
+			p.filter.Do(p.req)
 			m, cm := time.Now(), cputime.Now()
-			calls[k] += float64(filter.Counts().HostCalls - c0.HostCalls)
+			calls[k] += float64(p.filter.Counts().HostCalls - c0.HostCalls)
 			noop.Do(p.req)
 			tf[k] += m.Sub(t)
 			tn[k] += time.Since(m)
@@ -95,6 +102,15 @@ func curve(b *testing.B, unit string, filter, noop *wasmtest.Host, points []grow
 	}
 }
 
+// curveHosts is curve over one filter host per size, each sent req.
+func curveHosts(b *testing.B, unit string, filters []*wasmtest.Host, noop *wasmtest.Host, sizes []int, req wasmtest.Request, wantStatus int) {
+	points := make([]growthPoint, len(sizes))
+	for k, n := range sizes {
+		points[k] = growthPoint{size: n, req: req, filter: filters[k]}
+	}
+	curve(b, unit, nil, noop, points, wantStatus)
+}
+
 // slope is the least-squares slope of ys over xs.
 func slope(xs, ys []float64) float64 {
 	var sx, sy, sxx, sxy float64
@@ -112,19 +128,26 @@ func slope(xs, ys []float64) float64 {
 // over the same upstream, two worker VMs each, on the real clock.
 func growthHosts(b *testing.B, cfg string, upstream http.Handler, acct *fakeAccountant, bufferLimit int) (filter, noop *wasmtest.Host) {
 	b.Helper()
-	start := func(module []byte, pc string, a *fakeAccountant) *wasmtest.Host {
-		c := wasmtest.Config{Module: module, PluginConfig: []byte(pc), Workers: 2, Upstream: wasmtest.Cluster{Handler: upstream}, MaxLogs: 64, BufferLimit: bufferLimit}
-		if a != nil {
-			c.Clusters = map[string]wasmtest.Cluster{"accountant": {Handler: a}}
-		}
-		h, err := wasmtest.New(context.Background(), c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { h.Close() })
-		return h
+	return startHost(b, testwasm.Filter(b), cfg, upstream, acct, bufferLimit), growthNoop(b, upstream)
+}
+
+// growthNoop is the floor: the no-op filter over upstream.
+func growthNoop(b *testing.B, upstream http.Handler) *wasmtest.Host {
+	return startHost(b, testwasm.Noop(b), `{}`, upstream, nil, 16<<20)
+}
+
+func startHost(b *testing.B, module []byte, pc string, upstream http.Handler, a *fakeAccountant, bufferLimit int) *wasmtest.Host {
+	b.Helper()
+	c := wasmtest.Config{Module: module, PluginConfig: []byte(pc), Workers: 2, Upstream: wasmtest.Cluster{Handler: upstream}, MaxLogs: 64, BufferLimit: bufferLimit}
+	if a != nil {
+		c.Clusters = map[string]wasmtest.Cluster{"accountant": {Handler: a}}
 	}
-	return start(testwasm.Filter(b), cfg, acct), start(testwasm.Noop(b), `{}`, nil)
+	h, err := wasmtest.New(context.Background(), c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close() })
+	return h
 }
 
 // BenchmarkGrowthSSEEvents: a streamed chat answer of 10 to 10,000 token
@@ -140,7 +163,7 @@ func BenchmarkGrowthSSEEvents(b *testing.B) {
 		req.Headers = req.Headers.Clone()
 		req.Headers.Set(stub.HeaderCompletionTokens, strconv.Itoa(events))
 		req.Headers.Set(stub.HeaderPieces, strconv.Itoa(events))
-		points = append(points, growthPoint{events, req})
+		points = append(points, growthPoint{size: events, req: req})
 	}
 	curve(b, "event", filter, noop, points, 200)
 }
@@ -158,7 +181,7 @@ func BenchmarkGrowthRequestBody(b *testing.B) {
 		req := wasmtest.Request{Method: "POST", Path: "/v1/chat/completions",
 			Headers:    http.Header{"Authorization": {"Bearer " + dev1Key.key}, "Content-Type": {"application/json"}},
 			BodyChunks: [][]byte{promptBody(size)}}
-		points = append(points, growthPoint{size, req})
+		points = append(points, growthPoint{size: size, req: req})
 	}
 	curve(b, "byte", filter, noop, points, 200)
 }
@@ -174,4 +197,57 @@ func promptBody(size int) []byte {
 	}
 	b.WriteString(`"}],"max_tokens":16}`)
 	return []byte(b.String())
+}
+
+// chainLimits is n limits on dev1's chain: the six types in turn (rpm,
+// concurrency, tpm, budget_usd, quota_tokens, quota_requests), attached
+// at the user, the team and the org in turn, amounts no run reaches.
+func chainLimits(n int) string {
+	levels := []string{"user", "team", "org"}
+	var out []string
+	for i := 0; i < n; i++ {
+		at := `{"level":"` + levels[(i/6)%3] + `"}`
+		id := `"l` + strconv.Itoa(i) + `"`
+		switch i % 6 {
+		case 0:
+			out = append(out, `{"id":`+id+`,"attach":`+at+`,"type":"rpm","amount":1000000000,"period":"1m"}`)
+		case 1:
+			out = append(out, `{"id":`+id+`,"attach":`+at+`,"type":"concurrency","amount":100000}`)
+		case 2:
+			out = append(out, `{"id":`+id+`,"attach":`+at+`,"type":"tpm","amount":1000000000,"period":"1m"}`)
+		case 3:
+			out = append(out, `{"id":`+id+`,"attach":`+at+`,"type":"budget_usd","amount_usd":1000000,"period":"month"}`)
+		case 4:
+			out = append(out, `{"id":`+id+`,"attach":`+at+`,"type":"quota_tokens","amount":1000000000000,"period":"month"}`)
+		default:
+			out = append(out, `{"id":`+id+`,"attach":`+at+`,"type":"quota_requests","amount":1000000000,"period":"day"}`)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// BenchmarkGrowthLimits: BenchmarkFull's streamed request on a chain of 1,
+// 6, 20 and 50 limits (chainLimits), each size on its own host with the
+// accountant's snapshot synced; the slopes are per limit.
+func BenchmarkGrowthLimits(b *testing.B) {
+	st := stub.New(stub.Options{History: -1})
+	var filters []*wasmtest.Host
+	sizes := []int{1, 6, 20, 50}
+	for _, n := range sizes {
+		acct := newFakeAccountant(wasmtest.RealClock())
+		acct.setSnapshot("s1")
+		cfg := rigOptions{governance: gov(chainLimits(n), `,"require_key":true`), keys: []testKey{dev1Key},
+			accountant: true, extra: []string{`"sync_interval":"200ms"`}}.pluginConfig()
+		f, _ := growthHosts(b, cfg, st, acct, 0)
+		deadline := time.Now().Add(10 * time.Second)
+		for resp := f.Do(fullRequest()); resp.Headers.Get("X-Tt-Suspended") != ""; resp = f.Do(fullRequest()) {
+			if time.Now().After(deadline) {
+				b.Fatal("the snapshot never arrived")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		filters = append(filters, f)
+	}
+	noop := growthNoop(b, st)
+	curveHosts(b, "limit", filters, noop, sizes, fullRequest(), 200)
 }

@@ -2,6 +2,9 @@ package rate
 
 import (
 	"encoding/binary"
+	"math/big"
+	"math/bits"
+	"math/rand"
 	"testing"
 	"time"
 )
@@ -158,6 +161,33 @@ func TestFormat1Cells(t *testing.T) {
 			}
 		case wrote[0] != 0x20|byte(c.alg):
 			t.Errorf("%s: the first write is %x; want format 2", c.name, wrote)
+		}
+	}
+}
+
+// TestU128FastPaths holds mul and divmod, whose one-word shortcuts skip
+// bits.Mul64 and bits.Div64, to math/big on operands of every width.
+func TestU128FastPaths(t *testing.T) {
+	rng := rand.New(rand.NewSource(8))
+	for i := 0; i < 100000; i++ {
+		a, b := rng.Uint64()>>rng.Intn(64), rng.Uint64()>>rng.Intn(64)
+		p := mul(a, b)
+		want := new(big.Int).Mul(new(big.Int).SetUint64(a), new(big.Int).SetUint64(b))
+		got := new(big.Int).Or(new(big.Int).Lsh(new(big.Int).SetUint64(p.hi), 64), new(big.Int).SetUint64(p.lo))
+		if got.Cmp(want) != 0 {
+			t.Fatalf("mul(%d, %d) = %v, want %v", a, b, got, want)
+		}
+		d := rng.Uint64()>>rng.Intn(64) | 1
+		x := u128{rng.Uint64() >> rng.Intn(64) >> rng.Intn(2) * 64, rng.Uint64()}
+		if i%2 == 0 {
+			x.hi = 0
+		}
+		q, r := x.divmod(d)
+		if x.hi < d {
+			wq, wr := bits.Div64(x.hi, x.lo, d)
+			if q != wq || r != wr {
+				t.Fatalf("(%d,%d).divmod(%d) = %d, %d, want %d, %d", x.hi, x.lo, d, q, r, wq, wr)
+			}
 		}
 	}
 }

@@ -12,8 +12,14 @@ var maxU128 = u128{^uint64(0), ^uint64(0)}
 
 func u64(v uint64) u128 { return u128{0, v} }
 
-// mul returns a×b exactly.
+// mul returns a×b exactly. Operands whose bit lengths add up to 64 or
+// less (most amounts, counts and periods) multiply in one machine word: in
+// wasm bits.Mul64 and bits.Div64 are software routines, several times the
+// cost of a native multiply or divide.
 func mul(a, b uint64) u128 {
+	if bits.Len64(a)+bits.Len64(b) <= 64 {
+		return u128{0, a * b}
+	}
 	hi, lo := bits.Mul64(a, b)
 	return u128{hi, lo}
 }
@@ -52,6 +58,9 @@ func (x u128) divmod(d uint64) (q, r uint64) {
 	}
 	if x.hi >= d {
 		return ^uint64(0), 0
+	}
+	if x.hi == 0 {
+		return x.lo / d, x.lo % d
 	}
 	return bits.Div64(x.hi, x.lo, d)
 }
