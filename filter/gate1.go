@@ -135,7 +135,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
 	}
 	if ent != nil && auth == authOK {
-		s.chain = append(s.chain[:0], ent.chain...) // computed once per key
+		s.chain = append(s.chain[:0], ent.chainOf()...) // computed once per key
 	} else {
 		s.chain = govern.AppendChain(s.chain[:0], s.owner, s.kid)
 	}

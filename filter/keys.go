@@ -20,7 +20,9 @@ type keyEntry struct {
 	// verified is the last presented key that hashed to sha256, so a key
 	// in steady use costs a constant-time compare instead of a SHA-256.
 	verified string
-	// chain is the key's resolution chain (govern.AppendChain), built once.
+	// chain is the key's resolution chain (govern.AppendChain), built at
+	// the key's first request and kept: a table of 100,000 keys most of
+	// which are idle does not hold 100,000 chains.
 	chain []string
 }
 
@@ -39,8 +41,10 @@ func buildKeyTable(static []pluginconf.StaticKey, synced []syncwire.Key, old key
 	for kid, e := range t {
 		if o := old[kid]; o != nil && o.sha256 == e.sha256 {
 			e.verified = o.verified
+			if o.owner == e.owner {
+				e.chain = o.chain
+			}
 		}
-		e.chain = govern.AppendChain(nil, e.owner, e.kid)
 	}
 	return t
 }
@@ -80,4 +84,12 @@ func (t keyTable) authenticate(key string) (authResult, *keyEntry, string) {
 		return authRevoked, e, kid
 	}
 	return authOK, e, kid
+}
+
+// chainOf is the key's resolution chain, built at its first use.
+func (k *keyEntry) chainOf() []string {
+	if k.chain == nil {
+		k.chain = govern.AppendChain(nil, k.owner, k.kid)
+	}
+	return k.chain
 }

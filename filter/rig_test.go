@@ -91,6 +91,9 @@ type rigOptions struct {
 	upstream http.Handler
 	// acct seeds the accountant's state before the host starts.
 	acct func(a *fakeAccountant)
+	// acctHandler, when set, answers the accountant cluster instead of a
+	// fakeAccountant (accountant must be set too).
+	acctHandler http.Handler
 	// log receives every line the VMs log.
 	log io.Writer
 }
@@ -149,6 +152,9 @@ func newRig(t testing.TB, o rigOptions) *rig {
 			o.acct(r.acct)
 		}
 		cfg.Clusters = map[string]wasmtest.Cluster{"accountant": {Handler: r.acct}}
+		if o.acctHandler != nil {
+			cfg.Clusters["accountant"] = wasmtest.Cluster{Handler: o.acctHandler}
+		}
 	}
 	h, err := wasmtest.New(context.Background(), cfg)
 	if err != nil {

@@ -2,8 +2,12 @@ package filter
 
 import (
 	"encoding/json"
+	"math/rand"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
@@ -79,5 +83,44 @@ func TestDecodeSyncPartsMalformed(t *testing.T) {
 		if _, err := decodeRuntime([]byte(tc.in)); err == nil || err.Error() != tc.err {
 			t.Errorf("decodeRuntime(%s) = %v, want %q", tc.in, err, tc.err)
 		}
+	}
+}
+
+// TestDecodeKeyMatchesPathLookups holds the one-pass reading of a key
+// entry to the path lookups it replaced, on generated entries with every
+// member in every type, repeated, spelt with escapes or missing.
+func TestDecodeKeyMatchesPathLookups(t *testing.T) {
+	rng := rand.New(rand.NewSource(6))
+	values := []string{`"vk_abc"`, `null`, `7`, `true`, `false`, `[]`, `["gpt-*","o3"]`, `["x",1]`, `{}`, `{"models":["a"]}`, `"caf\u00e9"`}
+	names := []string{"kid", "sha256", "owner", "revoked", "scopes", "extra", `k\u0069d`}
+	scopeNames := []string{"models", "providers", "endpoints", "allow_passthrough", "other", `m\u006fdels`}
+	took := 0
+	for i := 0; i < 20000; i++ {
+		var members []string
+		for j := rng.Intn(6); j >= 0; j-- {
+			name := names[rng.Intn(len(names))]
+			v := values[rng.Intn(len(values))]
+			if name == "scopes" && rng.Intn(2) == 0 {
+				var sm []string
+				for k := rng.Intn(4); k >= 0; k-- {
+					sm = append(sm, `"`+scopeNames[rng.Intn(len(scopeNames))]+`":`+values[rng.Intn(len(values))])
+				}
+				v = "{" + strings.Join(sm, ",") + "}"
+			}
+			members = append(members, `"`+name+`":`+v)
+		}
+		entry := gjson.Parse("{" + strings.Join(members, ",") + "}")
+		want, wantErr := decodeKeySlow(entry, 0)
+		got, ok := decodeKey(entry)
+		if !ok {
+			continue
+		}
+		took++
+		if wantErr != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: one pass %+v, path lookups %+v, %v", entry.Raw, got, want, wantErr)
+		}
+	}
+	if took < 1000 {
+		t.Fatalf("the one-pass reading took only %d entries", took)
 	}
 }

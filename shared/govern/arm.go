@@ -64,13 +64,12 @@ func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
 	}
 	runtime := map[string]bool{}
 	for i, n := range rt.Nodes {
-		path := "runtime.nodes[" + strconv.Itoa(i) + "]"
 		if err := ValidNodeID(n); err != nil {
-			probs = append(probs, Problem{Path: path, Message: err.Error() + "; the runtime node is skipped"})
+			probs = append(probs, Problem{Path: runtimeNodePath(i), Message: err.Error() + "; the runtime node is skipped"})
 			continue
 		}
 		if p.tree[n] != lvNone {
-			probs = append(probs, Problem{Path: path, Message: fmt.Sprintf("node %q is also declared in governance.tenants; the config node is kept and the runtime node skipped", n)})
+			probs = append(probs, Problem{Path: runtimeNodePath(i), Message: fmt.Sprintf("node %q is also declared in governance.tenants; the config node is kept and the runtime node skipped", n)})
 			continue
 		}
 		if runtime[n] {
@@ -305,3 +304,7 @@ func (c *modelCache) identity(l *Limit, idx int32, node string, d Dims) string {
 	}
 	return id
 }
+
+// runtimeNodePath is the path of the i-th runtime node, built only for a
+// problem: a plane of 100,000 nodes arms without 100,000 strings.
+func runtimeNodePath(i int) string { return "runtime.nodes[" + strconv.Itoa(i) + "]" }
