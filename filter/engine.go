@@ -47,6 +47,9 @@ type Engine struct {
 	// fleetSeen keeps the fleet's last answer per store: redis instance,
 	// for /tt/v1/me (at most maxFleetSeen).
 	fleetSeen map[string]fleetResult
+	// spendHeld is what this VM's calls in flight hold per reserve-mode
+	// spend cell (its tick refreshes those holds' expiry).
+	spendHeld map[string]int64
 
 	rows           rowQueue
 	finishing      func()     // set while Finish sends the last rows
@@ -174,6 +177,7 @@ func (e *Engine) Tick() {
 	e.sendAlerts()
 	if now.Sub(e.lastRefresh) >= e.leaseTTL/3 || e.teeChanged() {
 		e.cells.gaugeRefreshAll(now, e.leaseTTL)
+		e.refreshSpendHolds(now)
 		e.publishTee(now)
 		e.lastRefresh = now
 	}

@@ -420,3 +420,53 @@ func TestSyncThroughSharedData(t *testing.T) {
 		})
 	}
 }
+
+// TestSpendHoldsOfLostVMExpire: what a lost VM's calls held in a
+// reserve-mode spend cell stops counting one lease TTL after its last
+// tick; a live VM keeps its hold fresh from its tick; settled spend stays.
+func TestSpendHoldsOfLostVMExpire(t *testing.T) {
+	store := newMemStore()
+	clock := &manualClock{t: nativeT0}
+	es := testEngines(t, 2, store, clock, `{"governance":{"enabled":true,"limits":[]},"lease_ttl":"15m"}`)
+	lost, live := es[0], es[1]
+	const key = "tt/spend|b|budget_usd|org:acme||month|"
+	ttl := 15 * time.Minute
+	write := func(e *Engine, delta int64) {
+		t.Helper()
+		v, cas, found, _ := store.Get(key)
+		cell, ok := decodeSpend(v)
+		if !ok {
+			cell = spendCell{start: 100}
+		}
+		cell = cell.hold(e.vm, delta, clock.Now(), ttl)
+		if ok, err := e.cells.setNew(key, cell.appendTo(nil), cas, found); !ok || err != nil {
+			t.Fatalf("write: %v %v", ok, err)
+		}
+		e.noteSpendHold(key, delta)
+	}
+	total := func() int64 {
+		v, _, _, _ := store.Get(key)
+		cell, ok := decodeSpend(v)
+		if !ok {
+			t.Fatalf("unreadable cell %x", v)
+		}
+		return cell.total(clock.Now())
+	}
+	write(lost, 1000)
+	write(live, 500)
+	if got := total(); got != 1500 {
+		t.Fatalf("both holds: %d, want 1500", got)
+	}
+	for i := 0; i < 4; i++ {
+		clock.t = clock.t.Add(5 * time.Minute)
+		live.refreshSpendHolds(clock.Now()) // only the live VM ticks
+	}
+	if got := total(); got != 500 {
+		t.Fatalf("20 minutes on: %d, want 500 (the lost VM's hold expired, the live one's kept)", got)
+	}
+	// A 16-byte cell of the earlier form reads as settled spend.
+	old := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, 100), 42)
+	if c, ok := decodeSpend(old); !ok || c.total(clock.Now()) != 42 {
+		t.Errorf("an earlier cell: %+v %v", c, ok)
+	}
+}

@@ -1,7 +1,6 @@
 package filter
 
 import (
-	"encoding/binary"
 	"math"
 	"strconv"
 	"time"
@@ -85,9 +84,11 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 		// from its rows when that is more (a cell that started after the
 		// period did: reserve turned on by a reload, or back on).
 		mine := snapMine
-		if found && len(val) == 16 && int64(binary.LittleEndian.Uint64(val)) == start {
-			mine = max(mine, int64(binary.LittleEndian.Uint64(val[8:])))
+		cell, readable := decodeSpend(val)
+		if !found || !readable || cell.start != start {
+			cell = spendCell{start: start}
 		}
+		mine = max(mine, cell.total(now))
 		avail := in.Amount - others - mine
 		// A call that cannot be bounded is uncheckable, but a budget
 		// already spent still refuses it, as the default class would.
@@ -101,10 +102,8 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 		if !fits {
 			return e.refuseSettled(s, in, now, v, others+mine)
 		}
-		var b [16]byte
-		binary.LittleEndian.PutUint64(b[:], uint64(start))
-		binary.LittleEndian.PutUint64(b[8:], uint64(mine+cost))
-		swapped, err := e.cells.setNew(key, b[:], cas, found && len(val) == 16)
+		e.cells.scratch = cell.hold(e.vm, cost, now, e.leaseTTL).appendTo(e.cells.scratch[:0])
+		swapped, err := e.cells.setNew(key, e.cells.scratch, cas, found)
 		if err != nil {
 			return e.uncheckable(s, in, v, "its shared-data spend cell could not be updated: "+err.Error())
 		}
@@ -113,6 +112,7 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 			continue
 		}
 		s.spend = append(s.spend, spendReserve{key: key, start: start, amount: cost, rates: rates})
+		e.noteSpendHold(key, cost)
 		if s.outMax < 0 || out < s.outMax {
 			s.outMax = out
 		}
@@ -179,29 +179,31 @@ func (e *Engine) settleSpend(s *Stream, forwarded bool, now time.Time) {
 			}
 			actual = pricing.Cost(rates, s.usage)
 		}
-		if err := e.adjustSpend(sp, actual-sp.amount); err != nil {
+		e.noteSpendHold(sp.key, -sp.amount)
+		if err := e.adjustSpend(sp, actual, now); err != nil {
 			e.logf(LogWarn, "settling a budget reserve on %s: %v", sp.key, err)
 		}
 	}
 	s.spend = s.spend[:0]
 }
 
-// adjustSpend adds delta to the cell, if it still counts the period the
-// reservation was taken in.
-func (e *Engine) adjustSpend(sp spendReserve, delta int64) error {
+// adjustSpend settles a reservation in the cell: the call's cost goes to
+// the settled spend and the reservation leaves this VM's hold, if the cell
+// still counts the period the reservation was taken in.
+func (e *Engine) adjustSpend(sp spendReserve, actual int64, now time.Time) error {
 	for attempt := 0; attempt < maxCASRetries; attempt++ {
 		val, cas, found, err := e.cells.store.Get(sp.key)
 		if err != nil {
 			return err
 		}
-		if !found || len(val) != 16 || int64(binary.LittleEndian.Uint64(val)) != sp.start {
+		cell, ok := decodeSpend(val)
+		if !found || !ok || cell.start != sp.start {
 			return nil // a new period: the reservation went with the old one
 		}
-		mine := max(int64(binary.LittleEndian.Uint64(val[8:]))+delta, 0)
-		var b [16]byte
-		binary.LittleEndian.PutUint64(b[:], uint64(sp.start))
-		binary.LittleEndian.PutUint64(b[8:], uint64(mine))
-		swapped, err := e.cells.setNew(sp.key, b[:], cas, true)
+		cell.settled = max(addSpend(cell.settled, actual), 0)
+		cell = cell.hold(e.vm, -sp.amount, now, e.leaseTTL)
+		e.cells.scratch = cell.appendTo(e.cells.scratch[:0])
+		swapped, err := e.cells.setNew(sp.key, e.cells.scratch, cas, true)
 		if err != nil {
 			return err
 		}
@@ -217,8 +219,47 @@ func (e *Engine) adjustSpend(sp spendReserve, delta int64) error {
 // current period (for /tt/v1/me).
 func (e *Engine) spendMine(in *govern.Instance, now time.Time) int64 {
 	val, _, found, err := e.cells.store.Get(spendKey(in.ID))
-	if err != nil || !found || len(val) != 16 || int64(binary.LittleEndian.Uint64(val)) != calendar.Start(in.Limit.Period.Calendar, now).Unix() {
+	if err != nil || !found {
 		return 0
 	}
-	return int64(binary.LittleEndian.Uint64(val[8:]))
+	cell, ok := decodeSpend(val)
+	if !ok || cell.start != calendar.Start(in.Limit.Period.Calendar, now).Unix() {
+		return 0
+	}
+	return cell.total(now)
+}
+
+// noteSpendHold keeps the reservations this VM holds per spend cell, whose
+// expiry its tick pushes forward (refreshSpendHolds).
+func (e *Engine) noteSpendHold(key string, delta int64) {
+	if e.spendHeld == nil {
+		e.spendHeld = map[string]int64{}
+	}
+	if n := e.spendHeld[key] + delta; n > 0 {
+		e.spendHeld[key] = n
+	} else {
+		delete(e.spendHeld, key)
+	}
+}
+
+// refreshSpendHolds pushes forward the expiry of this VM's hold on every
+// spend cell it holds reservations in. Called from the tick.
+func (e *Engine) refreshSpendHolds(now time.Time) {
+	for key := range e.spendHeld {
+		for attempt := 0; attempt < maxCASRetries; attempt++ {
+			val, cas, found, err := e.cells.store.Get(key)
+			if err != nil || !found {
+				break
+			}
+			cell, ok := decodeSpend(val)
+			if !ok {
+				break
+			}
+			e.cells.scratch = cell.hold(e.vm, 0, now, e.leaseTTL).appendTo(e.cells.scratch[:0])
+			if swapped, err := e.cells.setNew(key, e.cells.scratch, cas, true); err != nil || swapped {
+				break
+			}
+			e.cells.retries++
+		}
+	}
 }
