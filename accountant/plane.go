@@ -1,7 +1,6 @@
 package accountant
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -124,9 +123,10 @@ func (s *Server) servePlane(w http.ResponseWriter, r *http.Request) {
 	var pull planePull
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPullBytes))
 	if err == nil {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&pull)
+		// Members this build does not know are ignored, so a mirror of a
+		// newer release can pull from an older owner during an upgrade
+		// (the copy itself is refused across schema versions).
+		err = json.Unmarshal(body, &pull)
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "plane: the pull is not a JSON body like {\"mirror\":\"host:port\",\"have\":\"\",\"wait_ms\":10000}: "+err.Error())
