@@ -43,6 +43,9 @@ const (
 	maxPullRetry = 2 * time.Second
 	// forwardTimeout bounds a management write forwarded to the owner.
 	forwardTimeout = 30 * time.Second
+	// maxPendingReloads bounds the reloads kept for an owner that does not
+	// answer; past it the oldest is dropped (it stays in this log).
+	maxPendingReloads = 256
 )
 
 // ForwardedByHeader marks a management write a mirror forwarded, so a
@@ -72,6 +75,10 @@ type mirror struct {
 	awaySince time.Time // zero while the owner answers
 	awayErr   string
 	token     int // the index into tokens that the owner took last
+	// reloads are this accountant's config reloads the owner has not
+	// taken into its audit log yet (at most maxPendingReloads).
+	reloads []mirrorReload
+	sending bool
 
 	reachable prometheus.Gauge
 	failures  prometheus.Counter
@@ -299,6 +306,7 @@ func (m *mirror) answered(ans planeAnswer) {
 	m.awaySince, m.awayErr = time.Time{}, ""
 	m.mu.Unlock()
 	m.reachable.Set(1)
+	go m.sendReloads()
 	if away {
 		m.log.Info("runtime plane: the owner answers again; mirroring it", "version", ans.Version, "away_for", now.Sub(since).Round(time.Second).String())
 	}
@@ -320,6 +328,71 @@ func (m *mirror) away(err error) {
 	m.mu.Unlock()
 	if first {
 		m.log.Warn("runtime plane: no copy from the owner; serving the last copy until one arrives", "err", err.Error(), "version", version)
+	}
+}
+
+// recordReload queues this accountant's config reload for the owner's
+// audit log and sends the queue.
+func (m *mirror) recordReload(rec mirrorReload) {
+	rec.Mirror = m.name
+	m.mu.Lock()
+	if len(m.reloads) >= maxPendingReloads {
+		m.log.Warn("runtime plane: the owner has not taken this accountant's config reloads; dropping the oldest from the queue (it is in this log)", "queued", len(m.reloads))
+		m.reloads = m.reloads[1:]
+	}
+	m.reloads = append(m.reloads, rec)
+	m.mu.Unlock()
+	go m.sendReloads()
+}
+
+// sendReloads sends the queued reloads to the owner, oldest first, until
+// one fails (the next answered pull sends the rest).
+func (m *mirror) sendReloads() {
+	m.mu.Lock()
+	if m.sending || len(m.reloads) == 0 {
+		m.mu.Unlock()
+		return
+	}
+	m.sending = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.sending = false
+		m.mu.Unlock()
+	}()
+	for {
+		m.mu.Lock()
+		if len(m.reloads) == 0 {
+			m.mu.Unlock()
+			return
+		}
+		rec, ti := m.reloads[0], m.token
+		m.mu.Unlock()
+		body, _ := json.Marshal(rec)
+		ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.owner+PlaneReloadPath, bytes.NewReader(body))
+		if err != nil {
+			cancel()
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+m.tokens[ti])
+		resp, err := m.client.Do(req)
+		cancel()
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			m.log.Warn("runtime plane: the owner did not take this accountant's config reload into its audit log; retrying after its next answer", "status", resp.StatusCode)
+			return
+		}
+		m.mu.Lock()
+		if len(m.reloads) > 0 && m.reloads[0].At.Equal(rec.At) && m.reloads[0].Who == rec.Who {
+			m.reloads = m.reloads[1:]
+		}
+		m.mu.Unlock()
 	}
 }
 

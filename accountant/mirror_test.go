@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/api"
+	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
@@ -419,4 +421,65 @@ func TestOverrideInForceMeansTheWholeFleet(t *testing.T) {
 			return state == "in_force", state + ": " + reason
 		})
 	}
+}
+
+// audit reads the audit log of n as the admin.
+func (n *node) audit() []runtime.AuditEntry {
+	n.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, n.url()+api.Prefix+"audit", nil)
+	req.Header.Set("Authorization", "Bearer admin-secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Entries []runtime.AuditEntry `json:"entries"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		n.t.Fatal(err)
+	}
+	return page.Entries
+}
+
+// reloads counts the config reloads of the audit log whose config names
+// mirror.
+func reloads(entries []runtime.AuditEntry, mirror string) int {
+	n := 0
+	for _, e := range entries {
+		if e.Action == runtime.ActionConfigReload && strings.HasPrefix(e.Target, mirror+":") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMirrorReloadsReachTheOwnersAudit: a mirror's own config reload is
+// written to the owner's audit log (the config named as the mirror's) and
+// comes back in every copy; one made while the owner is away is sent
+// once it answers again.
+func TestMirrorReloadsReachTheOwnersAudit(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, overrideConfig)
+	owner := startNode(t, cfg, filepath.Join(dir, "owner"), "127.0.0.1:0", "")
+	m := startNode(t, cfg, filepath.Join(dir, "m"), "127.0.0.1:0", owner.url())
+	name := m.s.mirror.name
+	if err := m.s.ReloadBy("admin"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the reload in the owner's audit log and the mirror's copy", func() (bool, string) {
+		o, c := reloads(owner.audit(), name), reloads(m.audit(), name)
+		return o == 1 && c == 1, fmt.Sprintf("owner %d, mirror %d", o, c)
+	})
+
+	addr, data := owner.addr, owner.data
+	owner.close()
+	if err := m.s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	owner = startNode(t, cfg, data, addr, "")
+	eventually(t, "the reload made while the owner was away in its audit log", func() (bool, string) {
+		o := reloads(owner.audit(), name)
+		return o == 2, fmt.Sprintf("owner %d", o)
+	})
 }

@@ -141,15 +141,16 @@ func (s *Server) ReloadBy(who string) error {
 // auditReload writes a reload to the audit log; a failed write is logged
 // and does not undo the reload.
 func (s *Server) auditReload(who, before, after, result, problem string) {
+	stamp := runtime.Stamp{Who: who, At: s.now()}
+	b := runtime.ConfigReload{Config: s.opts.ConfigPath, Plan: before}
+	a := runtime.ConfigReload{Config: s.opts.ConfigPath, Plan: after, Result: result, Error: problem}
 	if s.mirror != nil {
-		// The audit log is the owner's; a mirror's own config reloads are
-		// in its log (above) and tt_accountant_config_reloads_total.
+		// The audit log is the owner's: the mirror sends it the entry.
+		s.mirror.recordReload(mirrorReload{Who: stamp.Who, At: stamp.At, Before: b, After: a})
 		return
 	}
 	defer s.wakePulls()
-	err := s.db.RecordReload(runtime.Stamp{Who: who, At: s.now()},
-		runtime.ConfigReload{Config: s.opts.ConfigPath, Plan: before},
-		runtime.ConfigReload{Config: s.opts.ConfigPath, Plan: after, Result: result, Error: problem})
+	err := s.db.RecordReload(stamp, b, a)
 	if err != nil {
 		s.log.Error("writing the config reload to the audit log", "err", err)
 	}

@@ -30,6 +30,54 @@ import (
 // the internal token, or the admin token.
 const PlanePath = "/tt/internal/v1/plane"
 
+// PlaneReloadPath is where a mirror sends the owner the audit entry of its
+// own config reload (the audit log is the owner's). It takes the internal
+// token, or the admin token.
+const PlaneReloadPath = "/tt/internal/v1/plane/reload"
+
+// mirrorReload is a mirror's config reload, as it sends it to the owner.
+type mirrorReload struct {
+	Mirror string               `json:"mirror"`
+	Who    string               `json:"who"`
+	At     time.Time            `json:"at"`
+	Before runtime.ConfigReload `json:"before"`
+	After  runtime.ConfigReload `json:"after"`
+}
+
+// serveMirrorReload writes a mirror's config reload to the audit log: the
+// config is named as the mirror's (mirror:path), and the entry reaches
+// every mirror with its next copy.
+func (s *Server) serveMirrorReload(w http.ResponseWriter, r *http.Request) {
+	if !s.auth.check(w, r, true) {
+		return
+	}
+	if s.mirror != nil {
+		writeError(w, http.StatusConflict, fmt.Sprintf("this accountant mirrors the runtime plane of %s, which keeps the audit log: point --control at it", s.mirror.owner))
+		return
+	}
+	var rec mirrorReload
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPullBytes))
+	if err == nil {
+		err = json.Unmarshal(body, &rec)
+	}
+	switch {
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "plane: the reload is not a JSON body like {\"mirror\":\"host:port\",\"who\":\"admin\",\"at\":\"…\",\"before\":{…},\"after\":{…}}: "+err.Error())
+		return
+	case rec.Mirror == "" || len(rec.Mirror) > 256 || rec.Who == "" || rec.At.IsZero():
+		writeError(w, http.StatusBadRequest, "plane: a reload names its mirror (1 to 256 characters), who asked for it, and when")
+		return
+	}
+	rec.Before.Config = rec.Mirror + ":" + rec.Before.Config
+	rec.After.Config = rec.Mirror + ":" + rec.After.Config
+	if err := s.db.RecordReload(runtime.Stamp{Who: rec.Who, At: rec.At}, rec.Before, rec.After); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "plane: "+err.Error())
+		return
+	}
+	s.wakePulls()
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // MaxPlaneWait bounds how long the owner holds a pull that is current.
 const MaxPlaneWait = 10 * time.Second
 

@@ -335,6 +335,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+syncwire.SyncPath, s.internal(s.serveSync))
 	mux.HandleFunc("POST "+syncwire.AdmitPath, s.internal(s.serveAdmit))
 	mux.HandleFunc("POST "+PlanePath, s.servePlane)
+	mux.HandleFunc("POST "+PlaneReloadPath, s.serveMirrorReload)
 	mux.HandleFunc("GET /healthz", s.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
@@ -477,6 +478,7 @@ var ownRoutes = map[string]string{
 	syncwire.SyncPath:   http.MethodGet,
 	syncwire.AdmitPath:  http.MethodPost,
 	PlanePath:           http.MethodPost,
+	PlaneReloadPath:     http.MethodPost,
 	"/healthz":          http.MethodGet,
 	"/metrics":          http.MethodGet,
 }
