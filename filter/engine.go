@@ -61,6 +61,12 @@ type Engine struct {
 	lastRefresh    time.Time // of lease expiries and tee stats
 	teeLag         int
 	teeDropped     uint64
+	teeDropAt      int64 // the last drop published
+	// hostDropAt is the latest row dropped by any VM of the host, as of
+	// the last tick; dropLogged and dropLogNext pace the drop log.
+	hostDropAt  int64
+	dropLogged  uint64
+	dropLogNext time.Time
 
 	free []*Stream // finished streams, reused
 	inst []govern.Instance
@@ -180,6 +186,10 @@ func (e *Engine) Tick() {
 		e.refreshSpendHolds(now)
 		e.publishTee(now)
 		e.lastRefresh = now
+	}
+	if e.host.Caller != nil {
+		e.readDrops(now)
+		e.logDrops(now)
 	}
 	if r := e.cells.retries; r > 0 {
 		e.host.Metrics.Add(MetricCASRetries, r)

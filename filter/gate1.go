@@ -105,6 +105,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		s.unarmed = true
 		s.ep = endpointOf(h.Method, s.path)
 		s.governs = s.ep != llm.Unknown && e.host.Caller != nil && !h.EndOfStream
+		s.passthrough = s.ep == llm.Unknown
 		if a, ent, kid := e.keys.authenticate(c.key); a == authOK {
 			s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
 		}
@@ -143,6 +144,18 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	s.governs = s.ep != llm.Unknown
 	s.free, s.freeID = freeEndpointOf(h.Method, s.path)
 	s.dims = govern.Dims{Endpoint: s.endpoint(), Provider: e.provider(h, s.path)}
+	s.passthrough = !s.governs
+
+	if !s.governs && s.free == freeNone {
+		// Another spelling of a governed endpoint, which a server on the
+		// way may route as that endpoint: refused, never let through
+		// ungoverned (see RATIONALE.md).
+		if ep, method := variantOf(h.Method, h.Path); ep != llm.Unknown {
+			e.host.Metrics.Add(MetricEndpointVariant, 1)
+			raw, _, _ := strings.Cut(h.Path, "?")
+			return e.reject(s, v, wire.EndpointVariant(s.id, h.Method, raw, ep.String(), method))
+		}
+	}
 
 	if s.free != freeNone {
 		if reply := e.checkFree(s, v); reply != nil {
@@ -573,6 +586,22 @@ func anthropicPath(p string) bool {
 	const messages = "/v1/messages"
 	i := strings.Index(p, messages)
 	return i >= 0 && (len(p) == i+len(messages) || p[i+len(messages)] == '/')
+}
+
+// variantOf reports the governed endpoint a POST (in any letter case)
+// spells otherwise, and whether only its method is the other spelling
+// ("post" to /v1/chat/completions); Unknown when it spells none.
+func variantOf(method, rawPath string) (ep llm.Endpoint, methodOnly bool) {
+	if !strings.EqualFold(method, "POST") {
+		return llm.Unknown, false
+	}
+	if ep := llm.VariantOf(rawPath); ep != llm.Unknown {
+		return ep, false
+	}
+	if method != "POST" {
+		return llm.EndpointOf(cleanPath(rawPath)), true
+	}
+	return llm.Unknown, false
 }
 
 // endpointOf classifies the request: a governed endpoint only for POST, the

@@ -155,6 +155,11 @@ func (e *Engine) checkSettled(s *Stream, in *govern.Instance, now time.Time, v V
 			// what is known is not under the cap.
 			return e.uncheckable(s, in, v, why)
 		}
+		// Under the cap by a count that may miss the rows this host
+		// dropped: no refusal can be vouched for either way.
+		if why := e.rowsDistrust(now); why != "" {
+			return e.uncheckable(s, in, v, why)
+		}
 		return nil
 	}
 	return e.refuseSettled(s, in, now, v, observed)

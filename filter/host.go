@@ -64,6 +64,8 @@ const (
 	MetricThresholdAlerts
 	MetricServedOutOfScope
 	MetricUsageClamped
+	MetricPassthrough
+	MetricEndpointVariant
 	metricCount
 )
 
@@ -89,4 +91,6 @@ var MetricNames = [metricCount]string{
 	MetricThresholdAlerts:      "tokentriage.threshold_alerts",
 	MetricServedOutOfScope:     "tokentriage.served_out_of_scope",
 	MetricUsageClamped:         "tokentriage.usage_clamped",
+	MetricPassthrough:          "tokentriage.passthrough",
+	MetricEndpointVariant:      "tokentriage.endpoint_variant",
 }

@@ -31,9 +31,11 @@ type rowQueue struct {
 	head     int    // rows head and later are unacknowledged
 	inflight int    // rows head to head+inflight are in the batch in flight
 	dropped  uint64 // rows dropped on overflow since start
-	sent     uint64
-	nextSend time.Time
-	backoff  time.Duration
+	// droppedAt is when the last row was dropped (unix ns), 0 never.
+	droppedAt int64
+	sent      uint64
+	nextSend  time.Time
+	backoff   time.Duration
 }
 
 // lag is the number of rows not yet acknowledged (tee_lag_rows).

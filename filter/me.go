@@ -146,7 +146,7 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		m.Observed, m.Remaining = live, max(m.Amount-live, 0)
 	default: // LedgerSettled
 		m.ResetsAt = calendar.End(l.Period.Calendar, now)
-		m.Suspended = e.snapshotDistrust(now) != "" || e.fleetDistrust() != ""
+		m.Suspended = e.snapshotDistrust(now) != "" || e.fleetDistrust() != "" || !l.Reserve && e.rowsDistrust(now) != ""
 		observed := int64(0)
 		if !in.Unresolved {
 			observed = e.observed(in, now)

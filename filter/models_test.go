@@ -122,23 +122,30 @@ func TestModelList(t *testing.T) {
 	mustStatus(t, resp, 404)
 	golden(t, "model_not_found_anthropic", render(t, resp))
 
-	// The lists and models served write no row; the three not found are
-	// refusals on the ledger, as every refusal is, and count nothing.
+	// The lists and models served leave passthrough rows (recorded, as
+	// every forwarded request is, and counted by nothing); the three not
+	// found are refusals on the ledger, as every refusal is.
 	r.step(time.Second)
 	rows := r.acct.ledger()
+	refused := 0
 	for _, row := range rows {
-		if row.Decision != ledger.Refused || row.ErrorType != "not_found" {
-			t.Errorf("a row for %s: %s %s", row.Endpoint, row.Decision, row.ErrorType)
+		switch {
+		case row.Decision == ledger.Refused && row.ErrorType == "not_found":
+			refused++
+		case row.Decision == ledger.Passthrough && row.Status == 200:
+		default:
+			t.Errorf("a row for %s: %s %s %d", row.Endpoint, row.Decision, row.ErrorType, row.Status)
 		}
 	}
-	if len(rows) != 3 {
-		t.Errorf("%d rows, want the 3 refusals", len(rows))
+	if refused != 3 {
+		t.Errorf("%d refusals, want 3", refused)
 	}
 }
 
 // TestCountTokens: Anthropic's count_tokens is free: any key may call it
 // (an endpoints scope that has /v1/messages covers it), it is forwarded
-// untouched, and it writes no ledger row, so no spend or quota counts it.
+// untouched, and it leaves a passthrough row, which no spend or quota
+// counts.
 func TestCountTokens(t *testing.T) {
 	chatOnly := newTestKey("vk_chatchatchat", "org:acme/team:ml/user:dev2").withScopes(`{"endpoints":["/v1/chat/completions"]}`)
 	messages := newTestKey("vk_messagesmess", "org:acme/team:search").withScopes(`{"endpoints":["/v1/messages"],"providers":["anthropic"]}`)
@@ -157,7 +164,13 @@ func TestCountTokens(t *testing.T) {
 	mustStatus(t, resp, 403)
 	golden(t, "count_tokens_scope", render(t, resp))
 	r.step(time.Second)
-	if rows := r.acct.ledger(); len(rows) != 1 || rows[0].KID != chatOnly.kid {
-		t.Errorf("rows %+v, want only the refusal's", rows)
+	// The forwarded calls leave passthrough rows, which no quota counts.
+	for _, row := range r.acct.ledger() {
+		if row.KID == chatOnly.kid && row.Decision != ledger.Refused || row.KID != chatOnly.kid && row.Decision != ledger.Passthrough {
+			t.Errorf("row %s %s %s", row.KID, row.Decision, row.Endpoint)
+		}
+	}
+	if resp := r.do(req{path: "/v1/messages/count_tokens", key: dev1Key, apiKey: true, body: body}); resp.Status != 200 {
+		t.Errorf("count_tokens after two passthrough rows under a quota of 1: %d", resp.Status)
 	}
 }

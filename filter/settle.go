@@ -22,8 +22,17 @@ func (e *Engine) Done(s *Stream) {
 	s.settled = true
 	now := e.host.Now()
 	e.releaseLeases(s, now)
-	if s.id == "" || s.local || (!s.governs && s.refusal.errorType == "") {
-		return // not LLM traffic (passthrough, /tt/v1/me, governance off)
+	if s.id == "" || s.local || (!s.governs && !s.passthrough && s.refusal.errorType == "") {
+		return // /tt/v1/me, governance off
+	}
+	if s.passthrough && s.refusal.errorType == "" {
+		// Forwarded ungoverned: a row all the same, so every request that
+		// reached the upstream is in the ledger.
+		if !s.replied {
+			e.host.Metrics.Add(MetricPassthrough, 1)
+			e.queueRow(s, now)
+		}
+		return
 	}
 	if s.governs && !s.forwarded && s.refusal.errorType == "" {
 		// The client went away before its body was complete: nothing
@@ -60,18 +69,24 @@ func (e *Engine) Done(s *Stream) {
 		e.host.Metrics.Add(MetricAdmitted, 1)
 	}
 	e.settleSpend(s, s.forwarded && s.refusal.errorType == "" && !s.replied, now)
+	e.queueRow(s, now)
+}
+
+// queueRow queues the request's ledger row for the accountant. Rows are
+// sent from the tick, on the root context: a callout made from a stream
+// would be answered to a context that no longer exists.
+func (e *Engine) queueRow(s *Stream, now time.Time) {
 	if e.host.Caller == nil {
 		return // no accountant: nothing folds rows
 	}
 	if !e.rows.room() {
+		e.rows.droppedAt = now.UnixNano()
 		e.host.Metrics.Add(MetricRowsDropped, 1)
 		return
 	}
 	e.fillRow(&e.row, s, now)
 	e.rows.data = e.row.AppendJSON(e.rows.data)
 	e.rows.add()
-	// Rows are sent from the tick, on the root context: a callout made from
-	// a stream would be answered to a context that no longer exists.
 }
 
 // settleUsage works out the request's usage: as the provider reported it,
@@ -211,6 +226,8 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 		r.Decision = ledger.Refused
 		r.ErrorType = s.refusal.errorType
 		r.RefusedBy = s.refusal.by
+	case s.passthrough:
+		r.Decision = ledger.Passthrough
 	case len(s.breached) > 0:
 		r.Decision = ledger.SoftBreach
 	case len(s.shadow) > 0:

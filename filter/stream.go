@@ -91,8 +91,11 @@ type Stream struct {
 	clamped bool
 	// authority is the request's :authority, for log lines.
 	authority string
-	settled   bool
-	out       []byte // scratch for rewritten response chunks
+	// passthrough: a request let through ungoverned (not a governed
+	// endpoint); it leaves a passthrough row.
+	passthrough bool
+	settled     bool
+	out         []byte // scratch for rewritten response chunks
 }
 
 // lease is one concurrency lease taken at gate 1.

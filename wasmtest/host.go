@@ -85,6 +85,15 @@ type Config struct {
 	// Envoy's router does. 0 means 100 and 60.
 	MaxResponseHeadersCount int
 	MaxResponseHeadersKB    int
+	// StreamIdleTimeout is the connection manager's stream_idle_timeout:
+	// a stream with no bytes from the client or the upstream for this long
+	// ends, 408 when no response has started, reset after. 0 means
+	// DefaultStreamIdleTimeout (5 minutes); a negative value turns it off.
+	StreamIdleTimeout time.Duration
+	// RequestTimeout is request_timeout: a request not received whole
+	// (headers to the end of its body) this long after its headers is
+	// answered 408. 0 turns it off, Envoy's default.
+	RequestTimeout time.Duration
 	// Rand feeds WASI random_get; nil is crypto/rand.
 	Rand io.Reader
 	// ShutdownGrace is how long Close waits for a root context that
@@ -100,35 +109,37 @@ type Config struct {
 // Host is an Envoy-like proxy-wasm host running one plugin in several
 // worker VMs. It is an http.Handler: the embedded reverse proxy.
 type Host struct {
-	cfg         Config
-	rt          wazero.Runtime
-	compiled    wazero.CompiledModule
-	abi         string
-	clock       Clock
-	logs        *logStore
-	environ     []string
-	randMu      sync.Mutex
-	bufferLimit int
-	reqLimits   headerLimits
-	respLimits  headerLimits
-	upstream    *target
-	clusters    map[string]*target
-	shared      *sharedStore
-	metrics     *metricStore
-	queues      *queueStore
-	workers     []*worker
-	rr          atomic.Uint64
-	closing     chan struct{}
-	closeOnce   sync.Once
-	closed      atomic.Bool
-	inflight    atomic.Int64
-	idle        chan struct{}
-	callouts    calloutTracker
-	transport   *http.Transport
-	retired     []*vm
-	retiredMu   sync.Mutex
-	props       map[string][]byte
-	routes      []*route
+	cfg            Config
+	rt             wazero.Runtime
+	compiled       wazero.CompiledModule
+	abi            string
+	clock          Clock
+	logs           *logStore
+	environ        []string
+	randMu         sync.Mutex
+	bufferLimit    int
+	idleTimeout    time.Duration
+	requestTimeout time.Duration
+	reqLimits      headerLimits
+	respLimits     headerLimits
+	upstream       *target
+	clusters       map[string]*target
+	shared         *sharedStore
+	metrics        *metricStore
+	queues         *queueStore
+	workers        []*worker
+	rr             atomic.Uint64
+	closing        chan struct{}
+	closeOnce      sync.Once
+	closed         atomic.Bool
+	inflight       atomic.Int64
+	idle           chan struct{}
+	callouts       calloutTracker
+	transport      *http.Transport
+	retired        []*vm
+	retiredMu      sync.Mutex
+	props          map[string][]byte
+	routes         []*route
 }
 
 var _ http.Handler = (*Host)(nil)
@@ -175,24 +186,29 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		cfg.Workers = 1
 	}
 	h := &Host{
-		cfg:         cfg,
-		clock:       cfg.Clock,
-		bufferLimit: cfg.BufferLimit,
-		reqLimits:   newHeaderLimits(cfg.MaxRequestHeadersCount, cfg.MaxRequestHeadersKB, "max_request_headers_count", "max_request_headers_kb"),
-		respLimits:  newHeaderLimits(cfg.MaxResponseHeadersCount, cfg.MaxResponseHeadersKB, "max_headers_count", "max_response_headers_kb"),
-		closing:     make(chan struct{}),
-		idle:        make(chan struct{}, 1),
-		shared:      newSharedStore(),
-		metrics:     newMetricStore(),
-		queues:      newQueueStore(),
-		clusters:    map[string]*target{},
-		transport:   newProxyTransport(),
+		cfg:            cfg,
+		clock:          cfg.Clock,
+		bufferLimit:    cfg.BufferLimit,
+		reqLimits:      newHeaderLimits(cfg.MaxRequestHeadersCount, cfg.MaxRequestHeadersKB, "max_request_headers_count", "max_request_headers_kb"),
+		respLimits:     newHeaderLimits(cfg.MaxResponseHeadersCount, cfg.MaxResponseHeadersKB, "max_headers_count", "max_response_headers_kb"),
+		closing:        make(chan struct{}),
+		idleTimeout:    cfg.StreamIdleTimeout,
+		requestTimeout: cfg.RequestTimeout,
+		idle:           make(chan struct{}, 1),
+		shared:         newSharedStore(),
+		metrics:        newMetricStore(),
+		queues:         newQueueStore(),
+		clusters:       map[string]*target{},
+		transport:      newProxyTransport(),
 	}
 	if h.clock == nil {
 		h.clock = RealClock()
 	}
 	if h.bufferLimit <= 0 {
 		h.bufferLimit = 1 << 20
+	}
+	if h.idleTimeout == 0 {
+		h.idleTimeout = DefaultStreamIdleTimeout
 	}
 	maxLogs := cfg.MaxLogs
 	if maxLogs <= 0 {

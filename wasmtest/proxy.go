@@ -55,6 +55,7 @@ type upEvent struct {
 }
 
 type proxyState struct {
+	timers  streamTimers
 	w       http.ResponseWriter
 	r       *http.Request
 	done    chan struct{}

@@ -88,6 +88,9 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResu
 	v.afterCall(s)
 	v.mu.Unlock()
 	s.flush()
+	s.armIdle()
+	s.armRequest()
+	defer s.stopTimers()
 
 	clientDone := r.Context().Done()
 	for !px.ending && !px.clientEnded {
@@ -102,12 +105,14 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResu
 		select {
 		case ev := <-px.reqCh:
 			px.reqPending = false
+			s.armIdle()
 			s.locked(func() { s.onRequestEvent(ev) })
 		case ev := <-px.upCh:
 			px.respPending = false
+			s.armIdle()
 			s.locked(func() { s.onUpstreamEvent(ev) })
 		case <-px.wake:
-			s.locked(func() {})
+			s.locked(s.checkTimers)
 		case <-clientDone:
 			px.ending, px.reset, px.clientGone = true, true, true
 		case <-h.closing:

@@ -14,7 +14,8 @@
 //  3. Price the row through the catalog unless it already carries a cost
 //     (a replayed row keeps the cost it was recorded with); an unknown model
 //     is UNPRICED.
-//  4. Skip refused rows before the fold: they are recorded, never counted.
+//  4. Skip refused and passthrough rows before the fold: they are
+//     recorded, never counted.
 //  5. Fold: resolve the row's instances at gate 2 with the armed plan,
 //     keep the LedgerSettled ones, and add to each instance's counter for
 //     the calendar period the row's end time falls in: budget_usd adds the
@@ -116,9 +117,12 @@ type Stats struct {
 	Duplicates int64 // rows already recorded
 	Rejected   int64 // unreadable or too-old rows
 	Refused    int64 // recorded rows skipped before the fold
-	Unpriced   int64 // recorded rows whose model has no price
-	Folded     int64 // rows folded into at least the aggregates
-	Alerts     int64
+	// Passthrough counts recorded passthrough rows (forwarded ungoverned,
+	// skipped before the fold).
+	Passthrough int64
+	Unpriced    int64 // recorded rows whose model has no price
+	Folded      int64 // rows folded into at least the aggregates
+	Alerts      int64
 	// DedupIDs is the number of request ids held; DedupHorizon the
 	// earliest row end time that can still be deduplicated.
 	DedupIDs     int

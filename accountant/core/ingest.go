@@ -74,14 +74,14 @@ type Prepared struct {
 // it outside whatever serialises the Core: it validates each row, packs its
 // request id, and prices the row in place when it carries no cost. It reads
 // only the immutable catalog and is safe to call concurrently with any
-// other method. A refused row was never forwarded: it costs nothing and is
-// left unpriced (its cost stays null) rather than reported as UNPRICED. The
-// result is appended to out.
+// other method. A refused row was never forwarded, and a passthrough row
+// was forwarded ungoverned: either is left unpriced (its cost stays null)
+// rather than reported as UNPRICED. The result is appended to out.
 func (c *Core) Prepare(rows []ledger.Row, out []Prepared) []Prepared {
 	for i := range rows {
 		r := &rows[i]
 		k, err := validate(r)
-		if err == nil && r.Cost == nil && r.Decision != ledger.Refused {
+		if err == nil && r.Cost == nil && r.Decision.Folded() {
 			p := c.opts.Pricing.PriceRow(r)
 			r.Cost = &ledger.Cost{Nanos: p.Nanos, Unpriced: p.Unpriced, Estimated: r.Estimated.Input || r.Estimated.Output}
 		}
@@ -198,8 +198,12 @@ func (c *Core) commit(now time.Time, tag uint64, live bool) Result {
 		if r.Cost != nil && r.Cost.Unpriced {
 			res.Unpriced++
 		}
-		if r.Decision == ledger.Refused {
+		switch r.Decision {
+		case ledger.Refused:
 			c.stats.Refused++
+			continue
+		case ledger.Passthrough:
+			c.stats.Passthrough++
 			continue
 		}
 		c.fold(r)
@@ -238,10 +242,8 @@ func validate(r *ledger.Row) (requestKey, error) {
 	case r.Usage.Input < 0 || r.Usage.Output < 0 || r.Usage.CachedInput < 0 || r.Usage.Reasoning < 0 || r.Usage.Total < 0:
 		return k, fmt.Errorf("usage has a negative token count")
 	}
-	switch r.Decision {
-	case ledger.Admitted, ledger.Refused, ledger.ShadowRefused, ledger.SoftBreach:
-	default:
-		return k, fmt.Errorf("decision %q is not one of admitted, refused, shadow_refused, soft_breach", truncate(string(r.Decision)))
+	if !r.Decision.Known() {
+		return k, fmt.Errorf("decision %q is not one of admitted, refused, shadow_refused, soft_breach, passthrough", truncate(string(r.Decision)))
 	}
 	if r.Cost != nil && r.Cost.Nanos < 0 {
 		return k, fmt.Errorf("cost.nanos %d is negative", r.Cost.Nanos)

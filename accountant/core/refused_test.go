@@ -30,3 +30,27 @@ func TestRefusedRowsAreNotPriced(t *testing.T) {
 		t.Errorf("forwarded unknown-model row: cost %+v, want UNPRICED", rows[1].Cost)
 	}
 }
+
+// A passthrough row (forwarded ungoverned) is recorded, left unpriced and
+// folded into no counter; an admitted row beside it is.
+func TestPassthroughRowsAreRecordedNotFolded(t *testing.T) {
+	c := New(Options{})
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	rows := []ledger.Row{
+		{RequestID: "tt_aaaaaaaaaaaaaaaaaaaaaaaaaa", Start: now.Add(-time.Second), End: now, Status: 200,
+			Decision: ledger.Passthrough, Endpoint: "/v1/models"},
+		{RequestID: "tt_aaaaaaaaaaaaaaaaaaaaaaaaab", Start: now.Add(-time.Second), End: now, Status: 200,
+			Decision: ledger.Admitted, Endpoint: "/v1/chat/completions", Model: "gpt-4o-mini",
+			Usage: ledger.Usage{Input: 10, Output: 5, Total: 15}},
+	}
+	res := c.Ingest(now, rows, 1)
+	if res.Accepted != 2 || res.Unpriced != 0 || res.Rejected != 0 {
+		t.Fatalf("accepted %d, unpriced %d, rejected %d; want 2, 0, 0", res.Accepted, res.Unpriced, res.Rejected)
+	}
+	if rows[0].Cost != nil {
+		t.Errorf("passthrough row priced: %+v", *rows[0].Cost)
+	}
+	if st := c.Stats(); st.Folded != 1 || st.Passthrough != 1 {
+		t.Errorf("folded %d, passthrough %d; want 1 and 1", st.Folded, st.Passthrough)
+	}
+}

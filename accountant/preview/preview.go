@@ -52,7 +52,9 @@ type Replay struct {
 // Stats describe the rows replayed.
 type Stats struct {
 	Rows, Forwarded, Refused, Unpriced, Unreadable int
-	First, Last                                    time.Time // earliest start, latest end
+	// Passthrough counts rows forwarded ungoverned (not replayed).
+	Passthrough int
+	First, Last time.Time // earliest start, latest end
 }
 
 type instance struct {
@@ -114,6 +116,10 @@ func (r *Replay) Add(row *ledger.Row) {
 	}
 	if row.End.After(st.Last) {
 		st.Last = row.End
+	}
+	if row.Decision == ledger.Passthrough {
+		st.Passthrough++ // forwarded ungoverned: no limit counts it
+		return
 	}
 	forwarded := row.Decision != ledger.Refused
 	if forwarded {

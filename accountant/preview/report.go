@@ -44,8 +44,11 @@ func (r *Replay) Write(w io.Writer, src Source) error {
 	var b strings.Builder
 	st := r.stats
 	fmt.Fprintf(&b, "govern preview: config %s (plan %s)\n", src.Config, short(src.Plan))
-	fmt.Fprintf(&b, "ledger: %d file(s), %d rows (%d forwarded, %d refused, %d unpriced, %d unreadable)",
-		len(src.Files), st.Rows, st.Forwarded, st.Refused, st.Unpriced, st.Unreadable)
+	fmt.Fprintf(&b, "ledger: %d file(s), %d rows (%d forwarded, %d refused, ", len(src.Files), st.Rows, st.Forwarded, st.Refused)
+	if st.Passthrough > 0 {
+		fmt.Fprintf(&b, "%d passthrough, ", st.Passthrough)
+	}
+	fmt.Fprintf(&b, "%d unpriced, %d unreadable)", st.Unpriced, st.Unreadable)
 	if st.Rows > 0 {
 		fmt.Fprintf(&b, ", %s .. %s", stamp(st.First), stamp(st.Last))
 	}

@@ -108,7 +108,7 @@ func Build(o BuildOptions) (*Rollup, BuildStats, error) {
 						seen[id] = struct{}{}
 					}
 				}
-				if row.Cost == nil && row.Decision != ledger.Refused {
+				if row.Cost == nil && row.Decision.Folded() {
 					p := cat.PriceRow(&row)
 					row.Cost = &ledger.Cost{Nanos: p.Nanos, Unpriced: p.Unpriced, Estimated: row.Estimated.Input || row.Estimated.Output}
 				}

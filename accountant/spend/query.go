@@ -268,10 +268,8 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 		q.Filters[d] = strings.Split(s, ",")
 	}
 	for _, s := range q.Filters[DimDecision] {
-		switch ledger.Decision(s) {
-		case ledger.Admitted, ledger.Refused, ledger.ShadowRefused, ledger.SoftBreach:
-		default:
-			bad("decision %q is not one of admitted, refused, shadow_refused, soft_breach", s)
+		if !ledger.Decision(s).Known() {
+			bad("decision %q is not one of admitted, refused, shadow_refused, soft_breach, passthrough", s)
 		}
 	}
 	for _, s := range q.Filters[DimCost] {

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -67,6 +68,8 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a JSON POST per threshold alert (the accountant's and the gateway's)")
 		fs.StringVar(&o.demoOwner, "demo-owner", demoOwner, "node the demo key is minted for")
 		fs.IntVar(&o.maxHeaders, "max-request-headers-count", devserver.DefaultMaxRequestHeadersCount, "most header fields a request may carry; more are answered 431 before the filter runs (Envoy's max_request_headers_count)")
+		fs.DurationVar(&o.idleTimeout, "stream-idle-timeout", wasmtest.DefaultStreamIdleTimeout, "end a request with no bytes from the client or the upstream for this long: 408 before the response starts, a reset after (Envoy's stream_idle_timeout); 0 turns it off")
+		fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "answer 408 to a request whose body has not all arrived this long after its headers (Envoy's request_timeout); 0, the default, turns it off")
 		fs.IntVar(&o.maxHeadersKB, "max-request-headers-kb", devserver.DefaultMaxRequestHeadersKB, "most KiB of request headers (names, values, method and path); more are answered 431 (Envoy's max_request_headers_kb, at most 8192)")
 		fs.StringVar(&o.control, "control", "", "mirror the runtime plane (keys, nodes, overrides, admins, audit) of the accountant at this URL, which owns it; writes sent here are forwarded there")
 		fs.BoolVar(&o.promote, "promote", false, "own the runtime plane this data directory mirrored so far (without --control)")
@@ -79,6 +82,7 @@ type devFlags struct {
 	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis, control string
 	promote                                                                                                  bool
 	workers, maxHeaders, maxHeadersKB                                                                        int
+	idleTimeout, requestTimeout                                                                              time.Duration
 }
 
 func runDev(e *env, o devFlags) int {
@@ -89,6 +93,8 @@ func runDev(e *env, o devFlags) int {
 		return e.failf(2, "unexpected argument %q", e.args[0])
 	case o.workers <= 0:
 		return e.failf(2, "--workers must be at least 1, got %d", o.workers)
+	case o.idleTimeout < 0 || o.requestTimeout < 0:
+		return e.failf(2, "--stream-idle-timeout and --request-timeout take a duration of 0 (off) or more, got %v and %v", o.idleTimeout, o.requestTimeout)
 	case o.maxHeaders <= 0:
 		return e.failf(2, "--max-request-headers-count must be at least 1, got %d", o.maxHeaders)
 	case o.maxHeadersKB <= 0 || o.maxHeadersKB > devserver.MaxRequestHeadersKB:
@@ -98,6 +104,10 @@ func runDev(e *env, o devFlags) int {
 		if _, err := devserver.CheckUpstream(o.upstream); err != nil {
 			return e.failf(2, "--%v", err)
 		}
+	}
+	idle := o.idleTimeout
+	if idle == 0 {
+		idle = -1 // off: devserver's 0 is the default
 	}
 	module, err := devserver.LoadModule(o.wasm)
 	if err != nil {
@@ -165,6 +175,8 @@ func runDev(e *env, o devFlags) int {
 
 		MaxRequestHeadersCount: o.maxHeaders,
 		MaxRequestHeadersKB:    o.maxHeadersKB,
+		StreamIdleTimeout:      idle,
+		RequestTimeout:         o.requestTimeout,
 	})
 	if err != nil {
 		if e.ctx.Err() != nil {

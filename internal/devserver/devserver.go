@@ -129,6 +129,15 @@ type Options struct {
 	// MaxRequestHeadersKB is at most MaxRequestHeadersKB (the constant).
 	MaxRequestHeadersCount int
 	MaxRequestHeadersKB    int
+	// StreamIdleTimeout ends a stream with no bytes from the client or the
+	// upstream for this long (Envoy's stream_idle_timeout): 408 while no
+	// response has started, so a client that stops sending its body
+	// releases what it holds. 0 means wasmtest.DefaultStreamIdleTimeout
+	// (5 minutes); negative turns it off.
+	StreamIdleTimeout time.Duration
+	// RequestTimeout answers 408 to a request not received whole this
+	// long after its headers (Envoy's request_timeout); 0 turns it off.
+	RequestTimeout time.Duration
 }
 
 // The defaults and the ceiling of the request header limits (Envoy's).
@@ -318,6 +327,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 
 		MaxRequestHeadersCount: o.MaxRequestHeadersCount,
 		MaxRequestHeadersKB:    o.MaxRequestHeadersKB,
+		StreamIdleTimeout:      o.StreamIdleTimeout,
+		RequestTimeout:         o.RequestTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("devserver: starting the filter: %w (is the module a build of cmd/filter? `make wasm` rebuilds it)", err)

@@ -221,7 +221,8 @@ func TestLedgerLag(t *testing.T) {
 		b := binary.LittleEndian.AppendUint32(nil, vm)
 		b = binary.LittleEndian.AppendUint32(b, lag)
 		b = binary.LittleEndian.AppendUint64(b, 7)
-		return binary.LittleEndian.AppendUint64(b, uint64(expires.UnixNano()))
+		b = binary.LittleEndian.AppendUint64(b, uint64(expires.UnixNano()))
+		return binary.LittleEndian.AppendUint64(b, 0)
 	}
 	cell := func(entries ...[]byte) []byte {
 		b := []byte{byte(len(entries))}

@@ -1,9 +1,11 @@
 package devserver
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -249,4 +251,137 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestEndpointVariantsAreRefusedAndPassthroughRecorded: with a key that
+// allows passthrough, another spelling of a governed endpoint (escaped, in
+// other case, with ;parameters, a trailing escaped slash, a lower-case
+// method), which a server on the way may route as that endpoint, is
+// refused with a 400 naming the canonical path and never reaches the
+// upstream; every request that does reach it, passthrough included,
+// leaves a ledger row. Before, the variants went upstream verbatim and
+// left no row.
+func TestEndpointVariantsAreRefusedAndPassthroughRecorded(t *testing.T) {
+	ctx := testContext(t)
+	s := start(t, Options{})
+	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{AllowPassthrough: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Stub().Forget()
+	do := func(method, path string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, s.URL()+path, strings.NewReader(`{"model":"gpt-4o-mini","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+k.Key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	variants := []struct{ method, path string }{
+		{"POST", "/v1/chat%2Fcompletions"},
+		{"POST", "/V1/CHAT/COMPLETIONS"},
+		{"POST", "/v1/chat/completions;x"},
+		{"POST", "/v1/chat/completions%2F"},
+		{"POST", "/v1/chat%252Fcompletions"},
+		{"post", "/v1/chat/completions"},
+		{"POST", "/v1/Messages"},
+	}
+	for _, c := range variants {
+		code, body := do(c.method, c.path)
+		if code != 400 || !strings.Contains(body, `"type":"invalid_request"`) || !strings.Contains(body, "/v1/") || !strings.Contains(body, "spelling") {
+			t.Errorf("%s %s: %d %s, want a 400 naming the canonical path", c.method, c.path, code, body)
+		}
+	}
+	if rec := s.Stub().Requests(); len(rec) != 0 {
+		t.Errorf("%d variants reached the upstream: %s %s", len(rec), rec[0].Method, rec[0].URI)
+	}
+	for _, c := range []struct{ method, path string }{{"GET", "/v1/models"}, {"POST", "/v1/files"}, {"GET", "/v1/chat/completions"}} {
+		do(c.method, c.path)
+	}
+	if n := len(s.Stub().Requests()); n != 3 {
+		t.Errorf("the upstream saw %d passthrough requests, want 3", n)
+	}
+	if n, _ := s.Host().Metric("tokentriage.endpoint_variant"); n != int64(len(variants)) {
+		t.Errorf("tokentriage.endpoint_variant = %d, want %d", n, len(variants))
+	}
+	rows := closedRows(t, s)
+	var refused, passthrough []string
+	for _, r := range rows {
+		switch r.Decision {
+		case ledger.Refused:
+			refused = append(refused, r.Endpoint)
+		case ledger.Passthrough:
+			passthrough = append(passthrough, r.Endpoint)
+			if r.KID != k.KID || r.Node != "org:acme/team:ml/user:dev1" || r.Status == 0 || r.Cost != nil {
+				t.Errorf("passthrough row %+v", r)
+			}
+		default:
+			t.Errorf("row %s %s", r.Decision, r.Endpoint)
+		}
+	}
+	sort.Strings(passthrough)
+	if len(refused) != len(variants) || strings.Join(passthrough, " ") != "/v1/chat/completions /v1/files /v1/models" {
+		t.Errorf("refused rows %q, passthrough rows %q", refused, passthrough)
+	}
+}
+
+// TestStalledBodiesTimeOut: ten clients that send 40 of a promised 1,000
+// bytes of a governed request hold the user's ten concurrency leases; the
+// stream idle timeout answers each 408 and the leases come back, so the
+// user is served again. Before, the leases stayed held for as long as the
+// connections stayed open.
+func TestStalledBodiesTimeOut(t *testing.T) {
+	ctx := testContext(t)
+	s := start(t, Options{StreamIdleTimeout: 2 * time.Second})
+	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(s.URL(), "http://")
+	deadline, _ := ctx.Deadline()
+	conns := make([]net.Conn, 10)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n%s",
+			addr, k.Key, `{"model":"gpt-4o-mini","messages":[{"ro`)
+		conns[i] = c
+	}
+	// While the ten are held, the user is at its concurrency cap.
+	for {
+		code, body := post(t, s.URL(), k.Key, nil)
+		if code == 429 && strings.Contains(body, "user_concurrency") {
+			break
+		}
+		if code != 200 {
+			t.Fatalf("while ten bodies stall: %d %s", code, body)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the ten stalled requests never held the user's ten leases")
+		}
+	}
+	for i, c := range conns {
+		c.SetReadDeadline(deadline)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("stalled request %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout {
+			t.Errorf("stalled request %d: %d, want 408", i, resp.StatusCode)
+		}
+	}
+	if code, body := post(t, s.URL(), k.Key, nil); code != 200 {
+		t.Errorf("after the stalled requests timed out: %d %s", code, body)
+	}
 }

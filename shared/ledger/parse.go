@@ -56,10 +56,6 @@ func ParseRow(data []byte) (Row, error) {
 	return r, nil
 }
 
-func (d Decision) valid() bool {
-	return d == Admitted || d == Refused || d == ShadowRefused || d == SoftBreach
-}
-
 // loc names a field lazily: its path is built only for an error.
 type loc struct {
 	base string // the row member
@@ -184,8 +180,8 @@ func (s *scanner) row(r *Row) error {
 		case "decision":
 			bit = fDecision
 			var d string
-			if d, err = s.string(at); err == nil && !Decision(d).valid() {
-				err = &FieldError{k, strconv.Quote(d) + " is not one of admitted, refused, shadow_refused, soft_breach"}
+			if d, err = s.string(at); err == nil && !Decision(d).Known() {
+				err = &FieldError{k, strconv.Quote(d) + " is not one of admitted, refused, shadow_refused, soft_breach, passthrough"}
 			}
 			r.Decision = Decision(d)
 		case "error_type":

@@ -49,7 +49,7 @@ func TestParseRowErrors(t *testing.T) {
 		{`{"status":1000}`, `ledger: row field "status": 1000 is not an HTTP status (0 when no response was sent)`},
 		{`{"status":-1}`, `ledger: row field "status": negative -1; counts are never below 0`},
 		{`{"status":99999999999999999999}`, `ledger: row field "status": 99999999999999999999 is out of range`},
-		{`{"decision":"maybe"}`, `ledger: row field "decision": "maybe" is not one of admitted, refused, shadow_refused, soft_breach`},
+		{`{"decision":"maybe"}`, `ledger: row field "decision": "maybe" is not one of admitted, refused, shadow_refused, soft_breach, passthrough`},
 		{`{"stream":"yes"}`, `ledger: row field "stream": want true or false, got "yes"`},
 		{`{"usage":[]}`, `ledger: row field "usage": want an object, got []`},
 		{`{"usage":{"input":-3}}`, `ledger: row field "usage.input": negative -3; counts are never below 0`},

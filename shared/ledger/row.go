@@ -19,7 +19,24 @@ const (
 	ShadowRefused Decision = "shadow_refused"
 	// SoftBreach: forwarded although a soft-enforced limit was over.
 	SoftBreach Decision = "soft_breach"
+	// Passthrough: forwarded without governance: a path that is not a
+	// governed provider endpoint (GET /v1/models, a file upload), let
+	// through by the key's allow_passthrough scope or with require_key
+	// off. Recorded so that every forwarded request leaves a row; never
+	// priced, and folded into no counter (gate 2 never checks it).
+	Passthrough Decision = "passthrough"
 )
+
+// Folded reports whether a row of decision d counts: it was forwarded
+// through the gates, so it is priced and folded into the LedgerSettled
+// counters (admitted, shadow_refused, soft_breach). Refused and
+// passthrough rows are recorded only.
+func (d Decision) Folded() bool {
+	return d == Admitted || d == ShadowRefused || d == SoftBreach
+}
+
+// Known reports whether d is one of the decisions a row may carry.
+func (d Decision) Known() bool { return d.Folded() || d == Refused || d == Passthrough }
 
 // Row is one finished request.
 type Row struct {

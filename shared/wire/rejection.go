@@ -268,3 +268,17 @@ func EditFailed(requestID, what, cause string) Rejection {
 	return Rejection{Status: 500, Type: TypeGatewayError, RequestID: requestID,
 		Message: "the gateway could not prepare this request for the provider (" + what + " failed: " + cause + "), so it was not sent; retry it, and tell the gateway's operator if it keeps failing"}
 }
+
+// EndpointVariant is the 400 for a request that spells a governed endpoint
+// otherwise (escaped, in other letter case, with path parameters, or with
+// its method in lower case), which a server on the way may route as that
+// endpoint: the gateway governs the canonical spelling and refuses the
+// others rather than let them through ungoverned.
+func EndpointVariant(requestID, method, rawPath, canonical string, methodOnly bool) Rejection {
+	msg := "the path " + strconv.Quote(rawPath) + " is another spelling (escaped, in other letter case or with ;parameters) of the governed endpoint " + canonical +
+		", which this gateway does not accept; send the request to " + canonical + " (after your route prefix, if any), spelled plainly"
+	if methodOnly {
+		msg = "the method " + strconv.Quote(method) + " is another spelling of POST for the governed endpoint " + canonical + ", which this gateway does not accept; send POST"
+	}
+	return Rejection{Status: 400, Type: TypeInvalidRequest, RequestID: requestID, Message: msg}
+}

@@ -332,6 +332,12 @@ func onRequestHeaders(id, n int32, eos bool) int32 {
 func onRequestBody(id, size int32, eos bool) int32 {
 	c := ctxs[id]
 	c.bodySizes = append(c.bodySizes, strconv.Itoa(int(size))+eosMark(eos))
+	if c.mode == "note-body" {
+		// Written at once (notes wait for proxy_on_delete), for tests that
+		// wait on the stream while it lives.
+		c.note("body:" + strconv.Itoa(int(size)) + eosMark(eos))
+		setShared("live:"+c.reqID, []byte(strings.Join(c.notes, ";")), 0)
+	}
 	switch c.mode {
 	case "headers":
 		_, st := getHeader(mapReqHeaders, "x-mode")
