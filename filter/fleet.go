@@ -71,6 +71,16 @@ func (f *fleetAsk) reset() {
 // insts to ask about: those before the first local rpm instance that would
 // refuse now (read, not written).
 func (e *Engine) fleetPrefix(s *Stream, insts []govern.Instance, now time.Time) []int {
+	any := false
+	for i := range insts {
+		if insts[i].Limit.Type == govern.RPM && e.fleetRate(&insts[i]) {
+			any = true
+			break
+		}
+	}
+	if !any {
+		return nil // no store: redis instance: nothing to read ahead
+	}
 	var asked []int
 	for i := range insts {
 		in := &insts[i]
