@@ -107,7 +107,7 @@ func (p *pluginContext) NewHttpContext(uint32) types.HttpContext {
 		return nil
 	}
 	c := &httpContext{e: p.engine, s: p.engine.NewStream()}
-	c.s.wake = c.wake
+	c.s.SetWaker(c)
 	return c
 }
 
@@ -257,11 +257,11 @@ func (c *httpContext) apply(v Verdict) types.Action {
 	return types.ActionContinue
 }
 
-// wake carries out a verdict the engine reached on the answer to a
+// Wake carries out a verdict the engine reached on the answer to a
 // callout the request was waiting for (paused): a local reply, or the
 // request going on. It runs as the request's context (the binding makes
 // it the effective context for the answer).
-func (c *httpContext) wake(v Verdict) {
+func (c *httpContext) Wake(v Verdict) {
 	if c.s == nil || v.Action == ActPause {
 		return // gone, or waiting on another answer
 	}

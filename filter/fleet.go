@@ -123,9 +123,7 @@ func (e *Engine) askFleet(s *Stream, insts []govern.Instance, asked []int, eos b
 		}
 		s.fleet.pending = false
 		e.fleetAnswered(s, status, answer)
-		if s.wake != nil {
-			s.wake(e.gate1Walk(s, s.fleet.inst, e.host.Now(), s.fleet.eos, Verdict{}))
-		}
+		s.wake(e.gate1Walk(s, s.fleet.inst, e.host.Now(), s.fleet.eos, Verdict{}))
 	})
 	if err != nil {
 		f.done, f.why = true, "the accountant could not be called: "+err.Error()
@@ -255,9 +253,7 @@ func (e *Engine) askTPM(s *Stream, v Verdict) (Verdict, bool) {
 			v.Action = ActContinue
 			s.forwarded = true
 		}
-		if s.wake != nil {
-			s.wake(v)
-		}
+		s.wake(v)
 	})
 	if err != nil {
 		f.done, f.why = true, "the accountant could not be called: "+err.Error()

@@ -56,9 +56,9 @@ type Stream struct {
 	// gen changes every time the stream is reused, so an answer to a
 	// callout of an earlier request is recognised and dropped.
 	gen uint64
-	// wake carries out a verdict reached outside the request's callbacks
-	// (on a callout's answer): set by the binding.
-	wake func(Verdict)
+	// waker carries out a verdict reached outside the request's callbacks
+	// (on a callout's answer): the binding's context, set by it.
+	waker Waker
 
 	// The request as parsed at gate 2.
 	req          llm.Request
@@ -130,6 +130,23 @@ func (s *Stream) reset() {
 	s.leases, s.reserves, s.spend = leases, reserves, spend
 	s.shadow, s.breached, s.suspended = shadow, breached, suspended
 	s.chain, s.out, s.jsonBody, s.scanner = chain, out, jsonBody, scanner
+}
+
+// Waker carries out a verdict the engine reached on the answer to a
+// callout a request was waiting for.
+type Waker interface {
+	Wake(Verdict)
+}
+
+// SetWaker names who carries out s's verdicts reached outside its
+// callbacks (the binding's HTTP context).
+func (s *Stream) SetWaker(w Waker) { s.waker = w }
+
+// wake hands v to the stream's waker, if it has one.
+func (s *Stream) wake(v Verdict) {
+	if s.waker != nil {
+		s.waker.Wake(v)
+	}
 }
 
 // NewStream returns a fresh stream for a request.
