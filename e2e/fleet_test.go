@@ -277,6 +277,13 @@ func TestFleet(t *testing.T) {
 			}
 			held <- a
 		}()
+		// The first call's reserve is in Redis (its cell exists) before
+		// the second call is sent.
+		cell := "{tt}:rate:fleet_tpm|tpm|__global|endpoint=/v1/messages|24h0m0s|gcra"
+		eventually(ctx, t, "the first call's reserve is in Redis", func() (bool, string) {
+			v, err := r.Do("EXISTS", cell)
+			return err == nil && v == "1", fmt.Sprintf("EXISTS %s: %s %v", cell, v, err)
+		})
 		eventually(ctx, t, "the second reserve is refused on another replica while the first is held", func() (bool, string) {
 			a, err := call(ctx, f.Replica(1).URL, "/v1/messages")
 			if err != nil {
