@@ -405,9 +405,21 @@ type callout struct {
 	cluster, authority, token string
 }
 
-var _ Caller = (*callout)(nil)
+var _ PluginCaller = (*callout)(nil)
 
 func (c *callout) Call(method, path string, headers [][2]string, body []byte, timeout time.Duration, cb func(int, []byte)) error {
+	return c.call(method, path, headers, body, timeout, cb, proxywasm.DispatchHttpCall)
+}
+
+// CallForPlugin is Call whose answer runs on the plugin context.
+func (c *callout) CallForPlugin(method, path string, headers [][2]string, body []byte, timeout time.Duration, cb func(int, []byte)) error {
+	return c.call(method, path, headers, body, timeout, cb, proxywasm.DispatchHttpCallForPlugin)
+}
+
+type dispatcher func(cluster string, headers [][2]string, body []byte, trailers [][2]string,
+	timeoutMillisecond uint32, cb func(numHeaders, bodySize, numTrailers int)) (uint32, error)
+
+func (c *callout) call(method, path string, headers [][2]string, body []byte, timeout time.Duration, cb func(int, []byte), dispatch dispatcher) error {
 	authority := c.authority
 	if authority == "" {
 		authority = c.cluster
@@ -418,7 +430,7 @@ func (c *callout) Call(method, path string, headers [][2]string, body []byte, ti
 		hdrs = append(hdrs, [2]string{"authorization", "Bearer " + c.token})
 	}
 	hdrs = append(hdrs, headers...)
-	_, err := proxywasm.DispatchHttpCall(c.cluster, hdrs, body, nil, uint32(timeout.Milliseconds()), func(numHeaders, bodySize, _ int) {
+	_, err := dispatch(c.cluster, hdrs, body, nil, uint32(timeout.Milliseconds()), func(numHeaders, bodySize, _ int) {
 		if numHeaders == 0 {
 			cb(0, nil)
 			return

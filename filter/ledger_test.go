@@ -55,13 +55,13 @@ func TestRowsInBatches(t *testing.T) {
 // backoff; a batch whose acknowledgement was lost is sent again and the
 // accountant keeps each row once (rows are idempotent by request id).
 func TestRowsRetried(t *testing.T) {
-	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 1})
+	r.acct.set(func(a *fakeAccountant) { a.failIngest = 2 })
 	var want []string
 	for i := 0; i < 20; i++ {
 		want = append(want, r.cheap(1))
 	}
-	r.acct.set(func(a *fakeAccountant) { a.failIngest = 2 })
-	r.step(500 * time.Millisecond) // fails; backoff 500 ms
+	r.wait()                       // the first row left as it ended, and failed; backoff 500 ms
 	r.step(500 * time.Millisecond) // fails; backoff 1 s
 	if got := len(r.acct.ledger()); got != 0 {
 		t.Fatalf("%d rows recorded while the accountant failed", got)
@@ -79,9 +79,12 @@ func TestRowsRetried(t *testing.T) {
 	}
 
 	// Lost acknowledgements: the accountant records the batch and then the
-	// answer is lost; the retry is a duplicate the accountant drops.
-	more := []string{r.cheap(1), r.cheap(1)}
+	// answer is lost; the retry is a duplicate the accountant drops. (The
+	// first row leaves as it ends and loses its answer; the retry carries
+	// it with the second.)
 	r.acct.set(func(a *fakeAccountant) { a.loseAcks = 1 })
+	more := []string{r.cheap(1), r.cheap(1)}
+	r.wait()
 	r.step(500 * time.Millisecond)
 	r.step(time.Second)
 	rows = r.acct.ledger()
@@ -90,8 +93,8 @@ func TestRowsRetried(t *testing.T) {
 	}
 	var dups int
 	r.acct.set(func(a *fakeAccountant) { dups = a.dups })
-	if dups != 2 {
-		t.Errorf("the accountant saw %d duplicates, want the 2 rows of the resent batch", dups)
+	if dups != 1 {
+		t.Errorf("the accountant saw %d duplicates, want the 1 row whose answer was lost", dups)
 	}
 }
 
@@ -189,7 +192,10 @@ func TestRowsSentAtShutdown(t *testing.T) {
 		for i := 0; i < 600; i++ {
 			ids[r.cheap(1+i%3)] = true
 		}
-		if got := len(r.acct.ledger()); got != 0 {
+		r.wait()
+		// Each VM's first row left as it ended; the rest wait (the clock
+		// stands still, and sends are 50 ms apart).
+		if got := len(r.acct.ledger()); got > r.h.Workers() {
 			t.Fatalf("%d rows sent before any tick", got)
 		}
 		r.checkHealthy()
@@ -208,10 +214,10 @@ func TestRowsSentAtShutdown(t *testing.T) {
 	})
 	t.Run("accountant down", func(t *testing.T) {
 		r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 1})
+		r.acct.set(func(a *fakeAccountant) { a.failIngest = 1000 })
 		for i := 0; i < 5; i++ {
 			r.cheap(1)
 		}
-		r.acct.set(func(a *fakeAccountant) { a.failIngest = 1000 })
 		if err := r.h.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -264,5 +270,48 @@ func TestServedOutOfScope(t *testing.T) {
 	}
 	if got := r.metric("tokentriage.served_out_of_scope"); got != 1 {
 		t.Errorf("tokentriage.served_out_of_scope = %d, want 1", got)
+	}
+}
+
+// TestRowsLeaveAsRequestsEnd: a request's row goes to the accountant as
+// the request ends, without waiting for a tick (the clock here never
+// moves), through a call answered on the plugin context after the stream
+// is gone; rows of requests that end while a batch is out follow from its
+// answer, and the rest from the tick. So a crash loses only the rows of
+// the last few milliseconds, not of the last flush interval.
+func TestRowsLeaveAsRequestsEnd(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov("", `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 1})
+	r.sync()
+	var ids []string
+	for i := 0; i < 3; i++ {
+		resp := r.chat(dev1Key, chatGermany)
+		mustStatus(t, resp, 200)
+		ids = append(ids, resp.Headers.Get("X-Tt-Request-Id"))
+		r.wait()
+	}
+	// The first left as it ended; the others ended within the 50 ms that
+	// separate two sends (a tenth of the 500 ms flush interval; the clock
+	// stands still), so they wait for the answer or the tick.
+	if _, ok := r.acct.row(ids[0]); !ok {
+		t.Fatalf("the first request's row did not leave as the request ended: %d rows", len(r.acct.ledger()))
+	}
+	if n := len(r.acct.ledger()); n != 1 {
+		t.Errorf("%d rows before any tick, want 1", n)
+	}
+	r.step(500 * time.Millisecond) // a tick: the rest leave
+	for _, id := range ids {
+		if _, ok := r.acct.row(id); !ok {
+			t.Errorf("row %s missing after the tick", id)
+		}
+	}
+	// A request ending 50 ms after the last send leaves at once again.
+	r.clock.Advance(50 * time.Millisecond)
+	resp := r.chat(dev1Key, chatGermany)
+	r.wait()
+	if _, ok := r.acct.row(resp.Headers.Get("X-Tt-Request-Id")); !ok {
+		t.Error("a row ending 50 ms after the last send waited for a tick")
+	}
+	if failed, why := r.h.Failed(1); failed {
+		t.Fatal(why)
 	}
 }

@@ -11,9 +11,12 @@ import (
 // them: at most maxUnacked rows (sent and unacknowledged included); beyond
 // that a row is dropped and counted, never blocking the proxy. Rows are
 // idempotent by request id, so a batch whose answer was lost is simply sent
-// again. Batches leave from the tick, and back to back from the answer to
-// a full batch while a backlog remains; never from a stream (see
-// RATIONALE.md, "Why are ledger rows sent only from the root context?").
+// again. A batch leaves as soon as a row is queued when none is in flight
+// (through a call answered on the plugin context, so the stream that
+// queued it may end at once), from the answer to the previous batch while
+// rows wait, and from the tick; at most one batch is in flight, and sends
+// are at least minSendGap apart unless a full batch waits (see
+// RATIONALE.md, "Why does a row leave as its request ends?").
 const (
 	maxUnacked   = 4096
 	batchRows    = 256
@@ -36,6 +39,7 @@ type rowQueue struct {
 	sent      uint64
 	nextSend  time.Time
 	backoff   time.Duration
+	lastSend  time.Time // when the last batch left
 }
 
 // lag is the number of rows not yet acknowledged (tee_lag_rows).
@@ -117,17 +121,44 @@ func (q *rowQueue) acked(now time.Time, ok bool) {
 	}
 }
 
-// flushRows sends the next batch to the accountant when one is due.
+// flushRows sends the next batch to the accountant when one is due (the
+// tick, and the answer to a full batch).
 func (e *Engine) flushRows(now time.Time, force bool) {
 	if e.host.Caller == nil {
 		return
 	}
+	e.sendRows(now, force, e.host.Caller.Call)
+}
+
+// minSendGap is the least time between two batches that are not full: a
+// tenth of the flush interval (10 ms in dev, 50 ms by default), so a VM
+// sends at most ten batches a flush interval however its rows trickle in.
+func (e *Engine) minSendGap() time.Duration { return max(e.flushEvery/10, 5*time.Millisecond) }
+
+// sendRowsNow sends the queued rows at once, from the stream that just
+// queued one, when no batch is in flight, the accountant is not being
+// backed off, and the last batch left at least minSendGap ago; otherwise
+// the answer to the batch in flight, or the tick, sends them. The call is
+// answered on the plugin context: the stream ends right after.
+func (e *Engine) sendRowsNow(now time.Time) {
+	pc, ok := e.host.Caller.(PluginCaller)
+	if !ok || e.finishing != nil || now.Sub(e.rows.lastSend) < e.minSendGap() {
+		return
+	}
+	e.sendRows(now, false, pc.CallForPlugin)
+}
+
+type callFunc func(method, path string, headers [][2]string, body []byte, timeout time.Duration, cb func(int, []byte)) error
+
+// sendRows sends the next batch through call when one is due.
+func (e *Engine) sendRows(now time.Time, force bool, call callFunc) {
 	body := e.rows.batch(now, force)
 	if body == nil {
 		return
 	}
 	n := e.rows.inflight
-	err := e.host.Caller.Call("POST", syncwire.IngestPath, e.ingestHeaders, body, ingestTimout, func(status int, resp []byte) {
+	e.rows.lastSend = now
+	err := call("POST", syncwire.IngestPath, e.ingestHeaders, body, ingestTimout, func(status int, resp []byte) {
 		t := e.host.Now()
 		ok := status == 200
 		if ok {
@@ -136,18 +167,18 @@ func (e *Engine) flushRows(now time.Time, force bool) {
 			}
 			e.host.Metrics.Add(MetricRowsSent, uint64(n))
 		} else {
-			e.logf(LogWarn, "sending %d ledger rows to the accountant failed (status %d%s); retrying", n, status, refusedToken(status))
+			e.logf(LogWarn, "sending %d ledger rows to the accountant failed (status %d); retrying", n, status)
 		}
 		e.rows.acked(t, ok)
 		if e.finishing != nil {
 			e.finishStep(t, ok)
 			return
 		}
-		// A full batch means a backlog may be waiting: send the next one
-		// now, from this callback (the root context), instead of one batch
-		// per tick, so a VM serving more rows a tick than a batch holds
-		// never falls behind its queue.
-		if ok && n == batchRows && e.rows.lag() > 0 {
+		// Rows that arrived while this batch was out leave now, from this
+		// callback (the plugin context), instead of at the next tick: back
+		// to back after a full batch (a backlog drains within one tick),
+		// else minSendGap apart.
+		if ok && e.rows.lag() > 0 && (n == batchRows || t.Sub(e.rows.lastSend) >= e.minSendGap()) {
 			e.flushRows(t, true)
 		}
 	})

@@ -72,9 +72,9 @@ func (e *Engine) Done(s *Stream) {
 	e.queueRow(s, now)
 }
 
-// queueRow queues the request's ledger row for the accountant. Rows are
-// sent from the tick, on the root context: a callout made from a stream
-// would be answered to a context that no longer exists.
+// queueRow queues the request's ledger row for the accountant, and sends
+// the queue at once when it may (sendRowsNow), so a crash loses as few
+// rows as it can.
 func (e *Engine) queueRow(s *Stream, now time.Time) {
 	if e.host.Caller == nil {
 		return // no accountant: nothing folds rows
@@ -87,6 +87,7 @@ func (e *Engine) queueRow(s *Stream, now time.Time) {
 	e.fillRow(&e.row, s, now)
 	e.rows.data = e.row.AppendJSON(e.rows.data)
 	e.rows.add()
+	e.sendRowsNow(now)
 }
 
 // settleUsage works out the request's usage: as the provider reported it,

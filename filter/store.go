@@ -24,6 +24,15 @@ type Caller interface {
 		cb func(status int, body []byte)) error
 }
 
+// PluginCaller is a Caller that can also make a call whose answer runs on
+// the plugin (root) context whatever context makes it, so a stream may
+// hand its ledger row to the accountant as it ends (ledgerq.go).
+type PluginCaller interface {
+	Caller
+	CallForPlugin(method, path string, headers [][2]string, body []byte, timeout time.Duration,
+		cb func(status int, body []byte)) error
+}
+
 // maxCASRetries bounds every compare-and-swap loop. A loop that exhausts it
 // leaves its limit uncheckable for this request (suspended, or 503 under
 // fail: closed with enforce: hard) rather than spinning.

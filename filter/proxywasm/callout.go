@@ -12,6 +12,22 @@ import "github.com/tokentriage/tokentriage/filter/proxywasm/internal/abi"
 // a timeout arrives as a 504. The response is readable only during cb.
 func DispatchHttpCall(cluster string, headers [][2]string, body []byte, trailers [][2]string,
 	timeoutMillisecond uint32, cb func(numHeaders, bodySize, numTrailers int)) (uint32, error) {
+	return dispatch(cluster, headers, body, trailers, timeoutMillisecond, cb, false)
+}
+
+// DispatchHttpCallForPlugin is DispatchHttpCall whose answer runs cb as the
+// plugin (root) context of the context that makes the call, never as the
+// calling stream: a stream may make it and end at once (from
+// OnHttpStreamDone) without the answer being lost. The host owns every
+// callout by the root context anyway (Envoy's http_call takes the root of
+// the effective context); this is the binding's bookkeeping of it.
+func DispatchHttpCallForPlugin(cluster string, headers [][2]string, body []byte, trailers [][2]string,
+	timeoutMillisecond uint32, cb func(numHeaders, bodySize, numTrailers int)) (uint32, error) {
+	return dispatch(cluster, headers, body, trailers, timeoutMillisecond, cb, true)
+}
+
+func dispatch(cluster string, headers [][2]string, body []byte, trailers [][2]string,
+	timeoutMillisecond uint32, cb func(numHeaders, bodySize, numTrailers int), forPlugin bool) (uint32, error) {
 	buf := abi.AppendPairs(takeScratch(), headers)
 	split := len(buf)
 	buf = abi.AppendPairs(buf, trailers)
@@ -21,7 +37,11 @@ func DispatchHttpCall(cluster string, headers [][2]string, body []byte, trailers
 		return 0, statusToError(st)
 	}
 	if s := state(); s != nil {
-		s.callouts[id] = callout{cb: cb, caller: s.active, root: s.rootOf(s.active)}
+		caller := s.active
+		if forPlugin {
+			caller = s.rootOf(s.active)
+		}
+		s.callouts[id] = callout{cb: cb, caller: caller, root: s.rootOf(s.active)}
 	}
 	return id, nil
 }

@@ -3,6 +3,7 @@ package devserver
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -235,6 +236,34 @@ func TestProviderUsageIsBoundedAndRead(t *testing.T) {
 	}
 }
 
+// inFlight is the user_concurrency gauge /tt/v1/me shows for key.
+func inFlight(t *testing.T, s *Server, key string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.URL()+"/tt/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var me struct {
+		Limits []struct {
+			LimitID  string  `json:"limit_id"`
+			Observed float64 `json:"observed"`
+		} `json:"limits"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&me); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range me.Limits {
+		if l.LimitID == "user_concurrency" {
+			return int(l.Observed)
+		}
+	}
+	t.Fatal("/tt/v1/me lists no user_concurrency")
+	return 0
+}
+
 // syncBuf is a bytes.Buffer safe for the filter's log writer and a reader.
 type syncBuf struct {
 	mu sync.Mutex
@@ -357,18 +386,16 @@ func TestStalledBodiesTimeOut(t *testing.T) {
 			addr, k.Key, `{"model":"gpt-4o-mini","messages":[{"ro`)
 		conns[i] = c
 	}
-	// While the ten are held, the user is at its concurrency cap.
-	for {
-		code, body := post(t, s.URL(), k.Key, nil)
-		if code == 429 && strings.Contains(body, "user_concurrency") {
-			break
-		}
-		if code != 200 {
-			t.Fatalf("while ten bodies stall: %d %s", code, body)
-		}
+	// Once the ten hold their leases (the gateway's live gauge says so),
+	// the user is at its concurrency cap.
+	for inFlight(t, s, k.Key) != 10 {
 		if ctx.Err() != nil {
-			t.Fatal("the ten stalled requests never held the user's ten leases")
+			t.Fatalf("the ten stalled requests never held the user's ten leases: %d held", inFlight(t, s, k.Key))
 		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, body := post(t, s.URL(), k.Key, nil); code != 429 || !strings.Contains(body, "user_concurrency") {
+		t.Fatalf("while ten bodies stall: %d %s, want the concurrency 429", code, body)
 	}
 	for i, c := range conns {
 		c.SetReadDeadline(deadline)
