@@ -179,6 +179,8 @@ func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 			c.head.APIKey = kv[1]
 		case "content-encoding":
 			c.head.ContentEncoding = kv[1]
+		case "x-http-method-override", "x-http-method", "x-method-override":
+			c.head.MethodOverride = kv[1]
 		case "anthropic-version":
 			c.head.AnthropicVersion = true
 		case "content-length":

@@ -32,6 +32,9 @@ type RequestHead struct {
 	Ambiguous bool
 	// ContentEncoding is the content-encoding header.
 	ContentEncoding string
+	// MethodOverride is an X-HTTP-Method-Override (or X-HTTP-Method,
+	// X-Method-Override) header: some servers take it as the method.
+	MethodOverride string
 	// AnthropicVersion is set when the request carries anthropic-version:
 	// its client speaks Anthropic's API (every Anthropic SDK sends it).
 	AnthropicVersion bool
@@ -150,10 +153,13 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		// Another spelling of a governed endpoint, which a server on the
 		// way may route as that endpoint: refused, never let through
 		// ungoverned (see RATIONALE.md).
-		if ep, method := variantOf(h.Method, h.Path); ep != llm.Unknown {
+		// A method override header counts as the method: a server that
+		// honours it would run a generation the gate let through as a
+		// passthrough call.
+		if ep, method := variantOf(h.Method, h.MethodOverride, h.Path); ep != llm.Unknown {
 			e.host.Metrics.Add(MetricEndpointVariant, 1)
 			raw, _, _ := strings.Cut(h.Path, "?")
-			return e.reject(s, v, wire.EndpointVariant(s.id, h.Method, raw, ep.String(), method))
+			return e.reject(s, v, wire.EndpointVariant(s.id, h.Method, h.MethodOverride, raw, ep.String(), method))
 		}
 	}
 
@@ -588,17 +594,22 @@ func anthropicPath(p string) bool {
 	return i >= 0 && (len(p) == i+len(messages) || p[i+len(messages)] == '/')
 }
 
-// variantOf reports the governed endpoint a POST (in any letter case)
-// spells otherwise, and whether only its method is the other spelling
-// ("post" to /v1/chat/completions); Unknown when it spells none.
-func variantOf(method, rawPath string) (ep llm.Endpoint, methodOnly bool) {
-	if !strings.EqualFold(method, "POST") {
+// variantOf reports the governed endpoint a POST (in any letter case, or
+// named by a method override header) spells otherwise, and whether only
+// its method is the other spelling ("post", or GET with an override);
+// Unknown when it spells none.
+func variantOf(method, override, rawPath string) (ep llm.Endpoint, methodOnly bool) {
+	m := method
+	if override != "" {
+		m = override
+	}
+	if !strings.EqualFold(m, "POST") {
 		return llm.Unknown, false
 	}
 	if ep := llm.VariantOf(rawPath); ep != llm.Unknown {
 		return ep, false
 	}
-	if method != "POST" {
+	if m != "POST" || override != "" {
 		return llm.EndpointOf(cleanPath(rawPath)), true
 	}
 	return llm.Unknown, false

@@ -24,6 +24,8 @@ var contextBounds = []struct {
 	{"o4", 2 * 200_000},
 	{"claude-", 2 * 1_000_000},
 	{"gemini-", 2 * 2_097_152},
+	// An embeddings call takes at most 300,000 tokens over all its inputs.
+	{"text-embedding-", 2 * 300_000},
 }
 
 // ContextBound is the most tokens one call to model can take in, and the

@@ -270,14 +270,19 @@ func EditFailed(requestID, what, cause string) Rejection {
 }
 
 // EndpointVariant is the 400 for a request that spells a governed endpoint
-// otherwise (escaped, in other letter case, with path parameters, or with
-// its method in lower case), which a server on the way may route as that
-// endpoint: the gateway governs the canonical spelling and refuses the
-// others rather than let them through ungoverned.
-func EndpointVariant(requestID, method, rawPath, canonical string, methodOnly bool) Rejection {
+// otherwise (escaped, in other letter case, with path parameters, its
+// method in lower case, or a method override header naming POST), which a
+// server on the way may route as that endpoint: the gateway governs the
+// canonical spelling and refuses the others rather than let them through
+// ungoverned.
+func EndpointVariant(requestID, method, override, rawPath, canonical string, methodOnly bool) Rejection {
 	msg := "the path " + strconv.Quote(rawPath) + " is another spelling (escaped, in other letter case or with ;parameters) of the governed endpoint " + canonical +
 		", which this gateway does not accept; send the request to " + canonical + " (after your route prefix, if any), spelled plainly"
-	if methodOnly {
+	switch {
+	case override != "":
+		msg = "a method override header (" + strconv.Quote(override) + ") on a " + strconv.Quote(method) + " to the governed endpoint " + canonical +
+			" is not accepted, since a server that honours it would run a generation this gateway let through ungoverned; send POST without the override"
+	case methodOnly:
 		msg = "the method " + strconv.Quote(method) + " is another spelling of POST for the governed endpoint " + canonical + ", which this gateway does not accept; send POST"
 	}
 	return Rejection{Status: 400, Type: TypeInvalidRequest, RequestID: requestID, Message: msg}
