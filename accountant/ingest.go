@@ -1,7 +1,6 @@
 package accountant
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,8 +11,6 @@ import (
 	"sync"
 
 	"github.com/tokentriage/tokentriage/accountant/core"
-	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
-	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -50,53 +47,8 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 // on disk. The int is the HTTP status to answer with when err is set.
 func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestAck, int, error) {
 	var ack syncwire.IngestAck
-	size := len(body)
-	// Parse outside the lock: this is most of the CPU of a batch.
-	rows := make([]ledger.Row, 0, bytes.Count(body, []byte{'\n'})+1)
-	var lineErrs []lineError
-	var lineOf []int
-	n := 0
-	for len(body) > 0 {
-		line := body
-		if i := bytes.IndexByte(body, '\n'); i >= 0 {
-			line, body = body[:i], body[i+1:]
-		} else {
-			body = nil
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		n++
-		row, err := ledgerlog.ParseRow(line)
-		if err != nil {
-			lineErrs = append(lineErrs, lineError{n, err.Error()})
-			continue
-		}
-		rows = append(rows, row)
-		lineOf = append(lineOf, n)
-	}
-
-	// A row's cost is the accountant's to set: whatever a sender put there
-	// (the filter sends none) is priced again from the catalog, so an
-	// unknown model is UNPRICED, never a $0 someone wrote.
-	for i := range rows {
-		rows[i].Cost = nil
-	}
-	// Validate, price and encode outside the lock too; under it only the
-	// dedup, the fold and the append remain.
-	prep := s.core.Prepare(rows, nil)
-	buf := getBuf() // back to the pool only once the ledger wrote it
-	if need := size + size/4 + 64*len(rows); cap(*buf) < need {
-		*buf = make([]byte, 0, need) // a row grows by its cost when encoded
-	}
-	ends := make([]int, len(rows)) // end offset of each row's line in buf
-	for i := range rows {
-		if prep[i].Err() == nil {
-			*buf = ledgerlog.AppendRow(*buf, &rows[i])
-		}
-		ends[i] = len(*buf)
-	}
+	b := s.readBatch(body)
+	rows, prep, lineErrs, lineOf, buf, ends := b.rows, b.prep, b.lineErrs, b.lineOf, b.buf, b.ends
 
 	now := s.now()
 	s.mu.Lock()
