@@ -7,8 +7,11 @@ import (
 
 // TestMemoryStopsGrowing: each VM's linear memory reaches a plateau. After
 // 100,000 requests through gate 1 (six instances, three VMs) it is within
-// plateauSlack of what it was half way; so it is after 32,000 whole
-// streamed requests whose ledger rows go to the accountant on the tick.
+// plateauSlack of what it was six tenths of the way; so it is after 32,000
+// whole streamed requests whose ledger rows go to the accountant on the tick.
+// The streamed run settles late: its pages went 112, 140, 144, 145 over the
+// first 29,000 requests and then stayed at 145 up to 96,000 (a longer run of
+// this test), which is why the reference point is not the half way mark.
 func TestMemoryStopsGrowing(t *testing.T) {
 	t.Run("gate1", func(t *testing.T) {
 		r := newRig(t, rigOptions{governance: gov(benchGate1Limits, `,"require_key":true`), keys: []testKey{passKey}})
@@ -26,11 +29,13 @@ func TestMemoryStopsGrowing(t *testing.T) {
 	})
 }
 
-// plateauSlack is the growth allowed in the second half of a run: the Go
-// heap in the module grows in steps as its collector paces itself, and one
-// late step of 4 pages (256 KiB) is not a leak. A leak of 16 bytes a
-// request would add 5 pages over 16,000 requests before the collector
-// doubles it.
+// plateauSlack is the growth allowed over the last four tenths of a run:
+// the Go heap in the module grows in steps as its collector paces itself,
+// and one late step of 4 pages (256 KiB) is not a leak. A leak planted at
+// the request headers to try it: 64 bytes a request fails the streamed run
+// (168 to 185 pages over its last 12,800 requests), 128 bytes by 32 pages;
+// 16 bytes a request (about 3 pages) is below what the collector's steps
+// let this run tell apart.
 const plateauSlack = 4
 
 func checkPlateau(t *testing.T, r *rig, total int, q req, every func(i int)) {
@@ -52,10 +57,10 @@ func checkPlateau(t *testing.T, r *rig, total int, q req, every func(i int)) {
 			t.Logf("after %d requests: pages per VM %v", i, p)
 		}
 	}
-	half, end := pages[len(pages)/2-1], pages[len(pages)-1]
+	ref, end := pages[len(pages)*6/10-1], pages[len(pages)-1]
 	for n := range end {
-		if end[n] > half[n]+plateauSlack {
-			t.Errorf("VM %d grew from %d pages after %d requests to %d after %d", n+1, half[n], total/2, end[n], total)
+		if end[n] > ref[n]+plateauSlack {
+			t.Errorf("VM %d grew from %d pages after %d requests to %d after %d", n+1, ref[n], total*6/10, end[n], total)
 		}
 	}
 }
