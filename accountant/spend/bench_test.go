@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/internal/cputime"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
@@ -111,7 +112,9 @@ func benchmarkReport(b *testing.B, v url.Values) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cputime.Now()
 	var rep *Report
 	for i := 0; i < b.N; i++ {
 		rep, err = r.Run(q, "", bench.from)
@@ -119,11 +122,17 @@ func benchmarkReport(b *testing.B, v url.Values) {
 			b.Fatal(err)
 		}
 	}
+	cpu := cputime.Now() - cpu0
 	b.StopTimer()
 	if v.Get("node") == "" && rep.Total.Requests != monthRows {
 		b.Fatalf("the report counts %d rows; want %d", rep.Total.Requests, monthRows)
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/report")
+	if cputime.Supported() {
+		// The CPU a report takes, every thread: what the wall clock would
+		// read on an idle core (the machine may be shared).
+		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/report")
+	}
 	b.ReportMetric(bench.heap, "rollup-MB")
 	b.ReportMetric(float64(bench.cells), "cells")
 }

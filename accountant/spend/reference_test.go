@@ -1,10 +1,12 @@
 package spend
 
 import (
+	"fmt"
 	"math/rand"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +93,7 @@ func reference(rows []ledger.Row, q Query, scope string) map[string]Values {
 		k := strings.Join(key, "|")
 		v := out[k]
 		s := sumsOf(r)
-		v.addCell(kind{decision: r.Decision, cost: d.Cost}, &s)
+		v.addCell(refKind{decision: r.Decision, cost: d.Cost}, &s)
 		out[k] = v
 	}
 	return out
@@ -267,5 +269,109 @@ func TestMergeIsExact(t *testing.T) {
 	}
 	if sa, sall := a.Stats(), all.Stats(); sa.Rows != sall.Rows || sa.Cells != sall.Cells {
 		t.Fatalf("merged stats %+v; want %+v", sa, sall)
+	}
+}
+
+// refKind is what decides where a cell's sums go in Values, for the
+// reference: the report itself uses kind.
+type refKind struct {
+	decision ledger.Decision
+	cost     CostClass
+}
+
+// addCell is the reference's sum: field by field, as Values documents.
+func (v *Values) addCell(k refKind, s *Sums) {
+	v.Requests = addSat(v.Requests, s.Requests)
+	switch k.decision {
+	case ledger.Admitted:
+		v.Admitted = addSat(v.Admitted, s.Requests)
+	case ledger.Refused:
+		v.Refused = addSat(v.Refused, s.Requests)
+	case ledger.ShadowRefused:
+		v.ShadowRefused = addSat(v.ShadowRefused, s.Requests)
+	case ledger.SoftBreach:
+		v.SoftBreach = addSat(v.SoftBreach, s.Requests)
+	}
+	v.InputTokens = addSat(v.InputTokens, s.Input)
+	v.OutputTokens = addSat(v.OutputTokens, s.Output)
+	v.CachedInputTokens = addSat(v.CachedInputTokens, s.CachedInput)
+	v.ReasoningTokens = addSat(v.ReasoningTokens, s.Reasoning)
+	switch k.cost {
+	case Priced:
+		v.PricedUSD.Nanos = addSat(v.PricedUSD.Nanos, s.Nanos)
+		v.PricedRequests = addSat(v.PricedRequests, s.Requests)
+	case Estimated:
+		v.EstimatedUSD.Nanos = addSat(v.EstimatedUSD.Nanos, s.Nanos)
+		v.EstimatedRequests = addSat(v.EstimatedRequests, s.Requests)
+	case Unpriced:
+		v.UnpricedRequests = addSat(v.UnpricedRequests, s.Requests)
+		v.UnpricedTokens = addSat(v.UnpricedTokens, addSat(s.Input, s.Output))
+	}
+}
+
+// TestTopKeepsTheBiggestAndSumsTheRest: a top= report (two passes: rank,
+// then series of the kept groups and of the rest) equals the full report
+// (checked against the rows above) cut after its first N groups, the rest
+// summed bucket by bucket into one.
+func TestTopKeepsTheBiggestAndSumsTheRest(t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	t0 := time.Date(2026, 1, 20, 0, 0, 0, 0, time.UTC)
+	rows := randomRows(rng, 5000, t0)
+	r := New(Options{HourlyDays: -1})
+	r.Add(rows)
+	for step := 0; step < 100; step++ {
+		v := randomQuery(rng, t0)
+		if v.Get("group_by") == "" {
+			v.Set("group_by", "key")
+		}
+		q, err := ParseQuery(v, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := r.Run(q, "", t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Top = 1 + rng.Intn(len(full.Groups)+2)
+		top, err := r.Run(q, "", t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		what := fmt.Sprintf("step %d: %s top=%d", step, v.Encode(), q.Top)
+		if top.Total != full.Total || !reflect.DeepEqual(top.Series, full.Series) {
+			t.Fatalf("%s: total or series differ from the full report's", what)
+		}
+		k := min(q.Top, len(full.Groups))
+		if !reflect.DeepEqual(top.Groups[:k], full.Groups[:k]) {
+			t.Fatalf("%s: the kept groups differ from the full report's first %d:\n%+v\n%+v", what, k, top.Groups[:k], full.Groups[:k])
+		}
+		if k == len(full.Groups) {
+			if len(top.Groups) != k {
+				t.Fatalf("%s: %d groups; want %d and no other", what, len(top.Groups), k)
+			}
+			continue
+		}
+		if len(top.Groups) != k+1 || !top.Groups[k].Other || top.Groups[k].Groups != len(full.Groups)-k {
+			t.Fatalf("%s: want %d groups then the other summing %d", what, k, len(full.Groups)-k)
+		}
+		var tot Values
+		byBucket := map[time.Time]Values{}
+		for _, g := range full.Groups[k:] {
+			tot.Add(&g.Total)
+			for _, p := range g.Series {
+				x := byBucket[p.Start]
+				x.Add(&p.Values)
+				byBucket[p.Start] = x
+			}
+		}
+		other := top.Groups[k]
+		if other.Total != tot || len(other.Series) != len(byBucket) {
+			t.Fatalf("%s: other total %+v over %d buckets; want %+v over %d", what, other.Total, len(other.Series), tot, len(byBucket))
+		}
+		for _, p := range other.Series {
+			if byBucket[p.Start] != p.Values {
+				t.Fatalf("%s: other at %s = %+v; want %+v", what, p.Start, p.Values, byBucket[p.Start])
+			}
+		}
 	}
 }

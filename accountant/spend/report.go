@@ -9,7 +9,6 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/shared/config"
-	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
 // Values are what a set of rows adds up to. Dollars are exact decimals on
@@ -37,41 +36,6 @@ type Values struct {
 	UnpricedTokens    int64      `json:"unpriced_tokens"`
 }
 
-// kind is what decides where a cell's sums go in Values.
-type kind struct {
-	decision ledger.Decision
-	cost     CostClass
-}
-
-func (v *Values) addCell(k kind, s *Sums) {
-	v.Requests = addSat(v.Requests, s.Requests)
-	switch k.decision {
-	case ledger.Admitted:
-		v.Admitted = addSat(v.Admitted, s.Requests)
-	case ledger.Refused:
-		v.Refused = addSat(v.Refused, s.Requests)
-	case ledger.ShadowRefused:
-		v.ShadowRefused = addSat(v.ShadowRefused, s.Requests)
-	case ledger.SoftBreach:
-		v.SoftBreach = addSat(v.SoftBreach, s.Requests)
-	}
-	v.InputTokens = addSat(v.InputTokens, s.Input)
-	v.OutputTokens = addSat(v.OutputTokens, s.Output)
-	v.CachedInputTokens = addSat(v.CachedInputTokens, s.CachedInput)
-	v.ReasoningTokens = addSat(v.ReasoningTokens, s.Reasoning)
-	switch k.cost {
-	case Priced:
-		v.PricedUSD.Nanos = addSat(v.PricedUSD.Nanos, s.Nanos)
-		v.PricedRequests = addSat(v.PricedRequests, s.Requests)
-	case Estimated:
-		v.EstimatedUSD.Nanos = addSat(v.EstimatedUSD.Nanos, s.Nanos)
-		v.EstimatedRequests = addSat(v.EstimatedRequests, s.Requests)
-	case Unpriced:
-		v.UnpricedRequests = addSat(v.UnpricedRequests, s.Requests)
-		v.UnpricedTokens = addSat(v.UnpricedTokens, addSat(s.Input, s.Output))
-	}
-}
-
 // Add adds o to v.
 func (v *Values) Add(o *Values) {
 	v.Requests = addSat(v.Requests, o.Requests)
@@ -90,10 +54,6 @@ func (v *Values) Add(o *Values) {
 	v.UnpricedRequests = addSat(v.UnpricedRequests, o.UnpricedRequests)
 	v.UnpricedTokens = addSat(v.UnpricedTokens, o.UnpricedTokens)
 }
-
-// spent is the dollars a group is ranked by: priced and estimated (both
-// count against a budget), never UNPRICED.
-func (v *Values) spent() int64 { return addSat(v.PricedUSD.Nanos, v.EstimatedUSD.Nanos) }
 
 // Point is the values of one bucket.
 type Point struct {
@@ -177,13 +137,67 @@ func (e *ScopeError) Error() string {
 // included, are left out. A q.Node outside scope is a *ScopeError; an
 // hourly bucket, or a range edge off a day boundary, before the rollup's
 // hourly window is a *QueryError. now stamps the report.
+//
+// A report with top= reads the range twice: once for every group's total,
+// which ranks them, then for the series of the groups kept and of the
+// rest summed, so its working set is (top+1) × buckets, not groups ×
+// buckets.
 func (r *Rollup) Run(q Query, scope string, now time.Time) (*Report, error) {
+	rep, node, err := newReport(q, scope, now)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.foldLocked()
+	if err := r.sourceLocked(rep, q, scope); err != nil {
+		return nil, err
+	}
+	sc := r.scanner(&q, node, rep.Buckets)
+	t := &table{nb: len(rep.Buckets)}
+	if q.Top > 0 && len(q.GroupBy) > 0 {
+		rk := sc.ranks()
+		order := rankGroups(sc.keys, rk)
+		k := min(q.Top, len(order))
+		rowOf := make([]int32, len(order))
+		for i, g := range order {
+			rowOf[g] = int32(min(i, k))
+		}
+		if !sc.series(t, func(g int32) int32 { return rowOf[g] }) {
+			return nil, tooMany(rep)
+		}
+		kept := make([]RowGroup, k)
+		for i, g := range order[:k] {
+			kept[i] = RowGroup{Key: sc.keys[g], Total: t.rowTotal(i), Row: i}
+		}
+		var other *RowGroup
+		if k < len(order) {
+			other = &RowGroup{Row: k, Groups: len(order) - k, Total: t.rowTotal(k)}
+		}
+		rep.fill(&q, t, kept, other)
+		return rep, nil
+	}
+	if !sc.series(t, func(g int32) int32 { return g }) {
+		return nil, tooMany(rep)
+	}
+	rep.fill(&q, t, rankRows(sc.keys, t), nil)
+	return rep, nil
+}
+
+func tooMany(rep *Report) error {
+	return &QueryError{Problems: []string{fmt.Sprintf("grouped by %s over %d %s buckets, the report has more than %d group-buckets; ask for fewer dims, a wider bucket, a shorter range or a narrower node, or top=N",
+		strings.Join(rep.GroupBy, ","), len(rep.Buckets), rep.Bucket, MaxAnswer)}}
+}
+
+// newReport is the heading of q's report for a caller scoped to scope: the
+// range, its buckets, the grouping; and the subtree the report covers.
+func newReport(q Query, scope string, now time.Time) (*Report, string, error) {
 	node := q.Node
 	switch {
 	case scope != "" && node == "":
 		node = scope
 	case scope != "" && !runtime.InSubtree(scope, node):
-		return nil, &ScopeError{Node: node, Scope: scope}
+		return nil, "", &ScopeError{Node: node, Scope: scope}
 	}
 	rep := &Report{From: q.From.UTC(), To: q.To.UTC(), Bucket: q.Bucket.String(), GroupBy: []string{},
 		Node: q.Node, Scope: scope, Top: q.Top, GeneratedAt: now.UTC(), Note: Note,
@@ -203,10 +217,12 @@ func (r *Rollup) Run(q Query, scope string, now time.Time) (*Report, error) {
 	for s := q.Bucket.start(q.From); s.Before(q.To); s = q.Bucket.next(s) {
 		rep.Buckets = append(rep.Buckets, s)
 	}
+	return rep, node, nil
+}
 
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.foldLocked()
+// sourceLocked fills the report's source and refuses what the rollup's
+// daily cells cannot answer exactly.
+func (r *Rollup) sourceLocked(rep *Report, q Query, scope string) error {
 	rep.Source = Source{Rows: r.rows, Ledgers: 1}
 	if scope != "" {
 		// How much traffic the rest of the tree had is not the scope's
@@ -216,51 +232,11 @@ func (r *Rollup) Run(q Query, scope string, now time.Time) (*Report, error) {
 		f, l := r.first.UTC(), r.last.UTC()
 		rep.Source.First, rep.Source.Last = &f, &l
 	}
-	hf := r.hourlyFromLocked()
-	if !hf.IsZero() {
+	if hf := r.hourlyFromLocked(); !hf.IsZero() {
 		rep.Source.HourlyFrom = &hf
-		if err := checkDaily(q, hf); err != nil {
-			return nil, err
-		}
+		return checkDaily(q, hf)
 	}
-
-	a := aggregator{q: &q, node: node, rep: rep, memo: make([]int32, len(r.dims)), kinds: make([]kind, len(r.dims)),
-		groupOf: map[string]int32{}}
-	for i := range a.memo {
-		a.memo[i] = memoUnset
-	}
-	fromH, toH := floorDiv(q.From.Unix(), 3600), floorDiv(q.To.Unix(), 3600)
-	hours := func(from, to int64) {
-		for h := from; h < to; h++ {
-			if s := r.hours[h]; s != nil {
-				a.slot(r, s, time.Unix(h*3600, 0).UTC())
-			}
-		}
-	}
-	if q.Bucket == Hour {
-		hours(fromH, toH)
-	} else {
-		// Whole days from their daily cells, the hours of a day the range
-		// cuts from the hourly ones.
-		firstDay, endDay := floorDiv(fromH+23, 24), floorDiv(toH, 24)
-		if firstDay >= endDay {
-			hours(fromH, toH)
-		} else {
-			hours(fromH, firstDay*24)
-			for d := firstDay; d < endDay; d++ {
-				if s := r.days[d]; s != nil {
-					a.slot(r, s, time.Unix(d*86400, 0).UTC())
-				}
-			}
-			hours(endDay*24, toH)
-		}
-	}
-	if a.tooMany {
-		return nil, &QueryError{Problems: []string{fmt.Sprintf("grouped by %s over %d %s buckets, the report has more than %d group-buckets; ask for fewer dims, a wider bucket, a shorter range or a narrower node",
-			strings.Join(rep.GroupBy, ","), len(rep.Buckets), rep.Bucket, MaxAnswer)}}
-	}
-	a.finish()
-	return rep, nil
+	return nil
 }
 
 // checkDaily refuses what daily cells cannot answer exactly: hourly
@@ -288,188 +264,93 @@ func checkDaily(q Query, hf time.Time) error {
 
 func calendar0(t time.Time) time.Time { return Day.start(t) }
 
-const (
-	memoUnset = -2 // dims not looked at yet
-	memoOut   = -1 // dims filtered out
-)
-
-// aggregator sums the cells of a report.
-type aggregator struct {
-	q    *Query
-	node string
-	rep  *Report
-	// memo is, per dims id, the group index or memoOut/memoUnset; kinds
-	// the dims' kind.
-	memo    []int32
-	kinds   []kind
-	groupOf map[string]int32
-	keys    [][]string // values of each group's dims
-	// vals[g][b] is the sum of group g in bucket b, nil while empty
-	vals    [][]*Values
-	tooMany bool // the groups × buckets passed MaxAnswer
-}
-
 // MaxAnswer bounds groups × buckets in one report.
 const MaxAnswer = 4_000_000
 
-func (a *aggregator) slot(r *Rollup, s *slot, t time.Time) {
-	b := sort.Search(len(a.rep.Buckets), func(i int) bool { return a.rep.Buckets[i].After(t) }) - 1
-	if b < 0 {
-		return
-	}
-	for i := range s.cells {
-		c := &s.cells[i]
-		g := a.memo[c.dims]
-		if g == memoUnset {
-			g = a.classify(&r.dims[c.dims])
-			a.memo[c.dims] = g
-			a.kinds[c.dims] = kind{decision: r.dims[c.dims].Decision, cost: r.dims[c.dims].Cost}
-		}
-		if g == memoOut {
-			continue
-		}
-		v := a.vals[g][b]
-		if v == nil {
-			v = &Values{}
-			a.vals[g][b] = v
-		}
-		v.addCell(a.kinds[c.dims], &c.sums)
-	}
+// RowGroup is a group of a report as a row of its table: the group's key
+// values (in group_by order), its total over the range, and, for the
+// groups past top= summed into one, how many.
+type RowGroup struct {
+	Key    []string
+	Total  acc
+	Row    int
+	Groups int
 }
 
-// classify returns the group of a dims, or memoOut when the query leaves
-// it out.
-func (a *aggregator) classify(d *Dims) int32 {
-	if a.node != "" && !runtime.InSubtree(a.node, d.Node) {
-		return memoOut
-	}
-	for dim, vals := range a.q.Filters {
-		v := dim.value(d)
-		ok := false
-		for _, w := range vals {
-			if v == w {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return memoOut
-		}
-	}
-	key := make([]string, len(a.q.GroupBy))
-	for i, dim := range a.q.GroupBy {
-		key[i] = dim.value(d)
-	}
-	s := strings.Join(key, "\x00")
-	g, ok := a.groupOf[s]
-	if !ok {
-		if (len(a.keys)+1)*len(a.rep.Buckets) > MaxAnswer {
-			a.tooMany = true
-			return memoOut
-		}
-		g = int32(len(a.keys))
-		a.groupOf[s] = g
-		a.keys = append(a.keys, key)
-		a.vals = append(a.vals, make([]*Values, len(a.rep.Buckets)))
-	}
-	return g
-}
-
-// finish turns the sums into the report's groups and series.
-func (a *aggregator) finish() {
-	rep := a.rep
-	groups := make([]Group, len(a.keys))
-	series := make([]Values, len(rep.Buckets))
-	used := make([]bool, len(rep.Buckets))
-	for g, vs := range a.vals {
-		for b, v := range vs {
-			if v != nil {
-				groups[g].Total.Add(v)
-				series[b].Add(v)
-				used[b] = true
-			}
-		}
-	}
-	for b := range rep.Buckets {
-		if used[b] {
-			rep.Total.Add(&series[b])
-			rep.Series = append(rep.Series, Point{Start: rep.Buckets[b], Values: series[b]})
-		}
-	}
-	if len(a.q.GroupBy) == 0 {
-		return
-	}
-	for g := range groups {
-		groups[g].Key = map[string]string{}
-		for i, dim := range a.q.GroupBy {
-			groups[g].Key[dim.String()] = a.keys[g][i]
-		}
-	}
-	order := make([]int, len(groups))
+// rankGroups orders groups by rankBefore.
+func rankGroups(keys [][]string, rk []rank) []int {
+	order := make([]int, len(keys))
 	for i := range order {
 		order[i] = i
 	}
-	sort.Slice(order, func(i, j int) bool { return ranksBefore(&groups[order[i]], &groups[order[j]], a.q.GroupBy) })
-	keep := order
-	if a.q.Top > 0 && len(order) > a.q.Top {
-		keep = order[:a.q.Top]
-	}
-	// Series only for the groups reported; those past top= are summed
-	// bucket by bucket into one.
-	out := make([]Group, 0, len(keep)+1)
-	for _, g := range keep {
-		grp := groups[g]
-		grp.Series = []Point{}
-		for b, v := range a.vals[g] {
-			if v != nil {
-				grp.Series = append(grp.Series, Point{Start: rep.Buckets[b], Values: *v})
-			}
-		}
-		out = append(out, grp)
-	}
-	if len(keep) < len(order) {
-		other := Group{Key: map[string]string{}, Other: true, Groups: len(order) - len(keep), Series: []Point{}}
-		vals := make([]Values, len(rep.Buckets))
-		hit := make([]bool, len(rep.Buckets))
-		for _, g := range order[len(keep):] {
-			other.Total.Add(&groups[g].Total)
-			for b, v := range a.vals[g] {
-				if v != nil {
-					vals[b].Add(v)
-					hit[b] = true
-				}
-			}
-		}
-		for b := range rep.Buckets {
-			if hit[b] {
-				other.Series = append(other.Series, Point{Start: rep.Buckets[b], Values: vals[b]})
-			}
-		}
-		out = append(out, other)
-	}
-	groups = out
-	rep.Groups = groups
+	sort.Slice(order, func(i, j int) bool {
+		x, y := order[i], order[j]
+		return rankBefore(&rk[x], &rk[y], keys[x], keys[y])
+	})
+	return order
 }
 
-// ranksBefore orders groups: dollars spent, UNPRICED tokens, requests,
-// most first, then by key.
-func ranksBefore(x, y *Group, dims []Dim) bool {
-	if a, b := x.Total.spent(), y.Total.spent(); a != b {
-		return a > b
+// rankRows is every row of t as a group (row g being keys[g]), ranked.
+func rankRows(keys [][]string, t *table) []RowGroup {
+	tot := make([]acc, len(keys))
+	rk := make([]rank, len(keys))
+	for g := range keys {
+		tot[g] = t.rowTotal(g)
+		rk[g] = tot[g].rank()
 	}
-	if a, b := x.Total.UnpricedTokens, y.Total.UnpricedTokens; a != b {
-		return a > b
+	order := rankGroups(keys, rk)
+	out := make([]RowGroup, len(order))
+	for i, g := range order {
+		out[i] = RowGroup{Key: keys[g], Total: tot[g], Row: g}
 	}
-	if a, b := x.Total.Requests, y.Total.Requests; a != b {
-		return a > b
-	}
-	for _, d := range dims {
-		if a, b := x.Key[d.String()], y.Key[d.String()]; a != b {
-			return a < b
+	return out
+}
+
+// fill writes the table into the report: the series and total of every
+// row, and, grouped, the kept groups in order and the rest as one.
+func (rep *Report) fill(q *Query, t *table, kept []RowGroup, other *RowGroup) {
+	for b := range rep.Buckets {
+		var s acc
+		for row := 0; row < t.rows(); row++ {
+			if a := t.get(row, b); a != nil {
+				s.merge(a)
+			}
+		}
+		if !s.empty() {
+			rep.Total.Add(ptr(s.values()))
+			rep.Series = append(rep.Series, Point{Start: rep.Buckets[b], Values: s.values()})
 		}
 	}
-	return false
+	if len(q.GroupBy) == 0 {
+		return
+	}
+	series := func(row int) []Point {
+		out := []Point{}
+		if row >= t.rows() {
+			return out
+		}
+		for b := range rep.Buckets {
+			if a := t.get(row, b); a != nil {
+				out = append(out, Point{Start: rep.Buckets[b], Values: a.values()})
+			}
+		}
+		return out
+	}
+	rep.Groups = make([]Group, 0, len(kept)+1)
+	for _, g := range kept {
+		grp := Group{Key: map[string]string{}, Total: g.Total.values(), Series: series(g.Row)}
+		for i, dim := range q.GroupBy {
+			grp.Key[dim.String()] = g.Key[i]
+		}
+		rep.Groups = append(rep.Groups, grp)
+	}
+	if other != nil {
+		rep.Groups = append(rep.Groups, Group{Key: map[string]string{}, Other: true, Groups: other.Groups,
+			Total: other.Total.values(), Series: series(other.Row)})
+	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // IsQueryError reports whether err is a query that cannot be answered.
 func IsQueryError(err error) bool {

@@ -434,13 +434,16 @@ func floorDiv(a, b int64) int64 {
 }
 
 // addSat adds two amounts, saturating at the int64 bounds, as the
-// accountant's fold does.
+// accountant's fold does. It is on every cell's path, so it has one
+// branch, taken only on overflow (a and b of one sign, the sum of the
+// other).
 func addSat(a, b int64) int64 {
-	if s := a + b; (s > a) == (b > 0) {
-		return s
-	}
-	if b > 0 {
+	s := a + b
+	if (a^s)&(b^s) < 0 {
+		if a < 0 {
+			return math.MinInt64
+		}
 		return math.MaxInt64
 	}
-	return math.MinInt64
+	return s
 }
