@@ -1,13 +1,18 @@
 package wasmtest
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
 // After Pause the next body callback reports everything buffered, and
-// get_buffer_bytes returns it all; a body the filter changed goes upstream
-// with its new length.
+// get_buffer_bytes returns it all. The filter removed content-length at the
+// headers (they went upstream then, before the body changed), so the body
+// goes chunked.
 func TestPausedBodyReportsTotal(t *testing.T) {
 	h := newHost(t, Config{})
 	resp := h.Do(Request{Headers: hdr("X-Mode", "pause-body", "X-Request-Id", "pb", "X-Want-Body-Sizes", "1"), BodyChunks: chunks("abc", "defgh", "ij")})
@@ -15,12 +20,59 @@ func TestPausedBodyReportsTotal(t *testing.T) {
 		t.Errorf("body callback sizes = %q, want 3,8,10e", got)
 	}
 	body := string(resp.Body)
-	if !strings.Contains(body, "length=11") || !strings.Contains(body, "body: ABCDEFGHIJ!") || !strings.Contains(body, "Content-Length: 11") {
+	if !strings.Contains(body, "length=-1") || !strings.Contains(body, "body: ABCDEFGHIJ!") || strings.Contains(body, "Content-Length") {
 		t.Errorf("upstream saw\n%s", body)
 	}
 	n := notes(t, h, "pb")
 	if !strings.Contains(n, "whole=0:10") || !strings.Contains(n, "replace=0") {
 		t.Errorf("notes %q", n)
+	}
+}
+
+// The router opens the upstream request when the headers pass the filter,
+// as Envoy's does: a local reply sent at the body then resets a request the
+// upstream has already seen begin.
+func TestHeadersGoUpstreamOnContinue(t *testing.T) {
+	seen := make(chan string, 1)
+	up := Cluster{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		seen <- r.Header.Get("X-Request-Id") + " body error: " + fmt.Sprint(err != nil)
+	})}
+	h := newHost(t, Config{Upstream: up})
+	resp := h.Do(Request{Headers: hdr("X-Mode", "local-body", "X-Request-Id", "lb"), BodyChunks: chunks("abc", "def")})
+	if resp.Status != 413 {
+		t.Fatalf("status %d", resp.Status)
+	}
+	if got := <-seen; got != "lb body error: true" {
+		t.Errorf("upstream: %s", got)
+	}
+}
+
+// With AllowOnHeadersStopIteration (Envoy's knob), a Pause at the headers
+// holds them while the body still reaches the filter: it can set headers
+// from the body, and a local reply at the body means the upstream never
+// saw the request at all.
+func TestHeldHeadersWaitForTheBody(t *testing.T) {
+	var hits atomic.Int32
+	up := Cluster{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		echo(w, r)
+	})}
+	h := newHost(t, Config{Upstream: up, AllowOnHeadersStopIteration: true})
+	resp := h.Do(Request{Headers: hdr("X-Mode", "hold-body", "X-Request-Id", "hb", "X-Want-Body-Sizes", "1"), BodyChunks: chunks("ab", "cd", "ef")})
+	body := string(resp.Body)
+	if resp.Status != 200 || !strings.Contains(body, "X-From-Body: ABCDEF") || !strings.Contains(body, "Content-Length: 6") || !strings.Contains(body, "body: ABCDEF") {
+		t.Errorf("got %d, upstream saw\n%s", resp.Status, body)
+	}
+	if got := resp.Headers.Get("X-Body-Sizes"); got != "2,4,6e" {
+		t.Errorf("body callback sizes = %q, want 2,4,6e", got)
+	}
+	if n := notes(t, h, "hb"); !strings.Contains(n, "hdr-in-body=0;length=0") {
+		t.Errorf("notes %q: the held headers were not writable in the body callback", n)
+	}
+	resp = h.Do(Request{Headers: hdr("X-Mode", "hold-local", "X-Request-Id", "hl"), BodyChunks: chunks("ab", "cd")})
+	if resp.Status != 429 || hits.Load() != 1 {
+		t.Errorf("got %d; the upstream saw %d requests, want only the first", resp.Status, hits.Load())
 	}
 }
 

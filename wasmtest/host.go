@@ -34,6 +34,14 @@ type Config struct {
 	// FailOpen is config.fail_open: after a trap, streams pass through
 	// unfiltered instead of being answered 503.
 	FailOpen bool
+	// AllowOnHeadersStopIteration is Envoy's PluginConfig field of that
+	// name (Envoy 1.35 and later): a Pause from proxy_on_request_headers or
+	// proxy_on_response_headers is StopIteration, so the headers wait,
+	// still writable, while the body keeps coming to the filter's body
+	// callbacks, and go on when one of them continues. Unset, a Pause is
+	// StopAllIterationAndWatermark: the body is held back from the filter
+	// too until it resumes the stream.
+	AllowOnHeadersStopIteration bool
 	// ReloadOnFailure replaces a failed worker VM with a fresh one at the
 	// next request, like failure_policy FAIL_RELOAD (without backoff). The
 	// stream that hit the trap still fails as FailOpen says.

@@ -207,14 +207,15 @@ func (s *stream) flush() {
 			e := &fx[i]
 			switch e.kind {
 			case fxUpHeaders:
+				// Envoy's router opens the upstream request as soon as
+				// the headers pass the filter; the body follows.
 				px.upHeaders = true
+				s.startUpstream()
 			case fxUpData:
-				s.startUpstream(fx[i:])
 				if px.upBody != nil {
 					px.upBody.push(e.data)
 				}
 			case fxUpEnd:
-				s.startUpstream(fx[i:])
 				if px.upBody != nil {
 					px.upBody.end(s.req.trl)
 				}
@@ -235,15 +236,11 @@ func (s *stream) flush() {
 	}
 }
 
-// flushTail starts what must not wait for more effects: a request of
-// unknown length goes upstream as soon as its headers are released, and a
-// response of unknown length reaches the client as soon as its headers are,
-// so streams show up at once. It reports whether it recorded new effects.
+// flushTail starts what must not wait for more effects: a response of
+// unknown length reaches the client as soon as its headers are released, so
+// streams show up at once. It reports whether it recorded new effects.
 func (s *stream) flushTail() bool {
 	px := &s.px
-	if px.upHeaders && !px.upStarted && !px.upBlocked && s.reqChunked() {
-		s.startUpstream(nil)
-	}
 	if px.commitWait && !px.committed && !px.ending {
 		if _, ok := s.resp.hdr.get("content-length"); !ok || s.noBody() {
 			s.commit(nil)
@@ -281,9 +278,11 @@ func (s *stream) reqChunked() bool {
 	return s.px.r.ContentLength < 0 || len(s.px.r.Trailer) > 0
 }
 
-// startUpstream sends the request upstream once, with an exact length when
-// the whole body is known at that moment.
-func (s *stream) startUpstream(rest []effect) {
+// startUpstream sends the request headers upstream, once, as they leave the
+// filter: with the content-length the filter left in them (none when it
+// removed it, or when trailers follow: the body then goes chunked), and no
+// body when the request ended with its headers.
+func (s *stream) startUpstream() {
 	px := &s.px
 	if px.upStarted || px.upBlocked || !px.upHeaders {
 		return
@@ -295,13 +294,17 @@ func (s *stream) startUpstream(rest []effect) {
 		s.noRoute()
 		return
 	}
-	n, whole := batchLen(rest, fxUpData, fxUpEnd)
 	cl := int64(-1)
 	switch {
-	case whole && !s.req.hasTrl && len(s.px.r.Trailer) == 0:
-		cl = n
-	case !s.req.changed && !s.reqChunked():
-		cl = px.r.ContentLength
+	case s.req.headersEOS:
+		cl = 0
+	case s.req.hasTrl || len(px.r.Trailer) > 0:
+	default:
+		if v, ok := s.req.hdr.get("content-length"); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+				cl = n
+			}
+		}
 	}
 	var body io.ReadCloser = http.NoBody
 	if cl != 0 {

@@ -26,6 +26,7 @@ type direction struct {
 	state      dirState
 	hdr        hmap
 	hdrOK      bool // the header map is reachable (own callback, or paused there)
+	hdrHeld    bool // paused with StopIteration: the body flows to the filter, the headers wait
 	trl        hmap
 	hasTrl     bool // trailers exist (arrived or created at end of stream)
 	trlOK      bool
@@ -181,7 +182,25 @@ func (s *stream) headers(d *direction, eos bool) {
 		}
 		return
 	}
+	if s.h.cfg.AllowOnHeadersStopIteration && !eos && !s.localHold && !s.v.failed.Load() {
+		// Envoy's StopIteration: the headers wait (and stay writable)
+		// while the body keeps coming to this filter; they go on when a
+		// body or trailers callback continues, or the stream is resumed.
+		d.hdrHeld = true
+		d.state = dsIterating
+		return
+	}
 	d.state = dsStopAll
+}
+
+// releaseHeld lets headers held by StopIteration go on, before anything
+// that follows them.
+func (s *stream) releaseHeld(d *direction) {
+	if d.hdrHeld {
+		d.hdrHeld = false
+		d.hdrOK = false
+		s.releaseHeaders(d)
+	}
 }
 
 // data feeds a chunk from the source into d.
@@ -235,6 +254,7 @@ func (s *stream) bodyCall(d *direction, eos bool) {
 	a := s.callAction(fn, what, uint64(s.id), uint64(len(d.body)), b2u(eos))
 	d.eosBody = false
 	if a == actionContinue {
+		s.releaseHeld(d)
 		d.bodyOK = false
 		s.releaseBody(d)
 		if eos {
@@ -259,6 +279,7 @@ func (s *stream) trailersCall(d *direction) {
 	d.trlOK = true
 	a := s.callAction(fn, what, uint64(s.id), uint64(len(d.trl)))
 	if a == actionContinue {
+		s.releaseHeld(d)
 		d.trlOK = false
 		d.bodyOK = false
 		s.releaseBody(d)
@@ -292,7 +313,10 @@ func (s *stream) resume(d *direction) {
 		if d.trlHeld {
 			s.trailersCall(d)
 		}
+	case dsIterating:
+		s.releaseHeld(d)
 	case dsBuffer:
+		s.releaseHeld(d)
 		d.bodyOK = false
 		s.releaseBody(d)
 		d.state = dsIterating
@@ -301,6 +325,7 @@ func (s *stream) resume(d *direction) {
 			s.releaseEnd(d)
 		}
 	case dsTrailersPaused:
+		s.releaseHeld(d)
 		d.trlOK = false
 		d.bodyOK = false
 		s.releaseBody(d)
@@ -380,7 +405,7 @@ func (s *stream) localReply(lr *localReply) {
 	}
 	s.details = lr.details
 	s.req.state = dsDone
-	s.req.hdrOK, s.req.bodyOK, s.req.trlOK = false, false, false
+	s.req.hdrOK, s.req.bodyOK, s.req.trlOK, s.req.hdrHeld = false, false, false, false
 	s.cancelUpstream()
 	if !s.respBegun {
 		s.respBegun = true

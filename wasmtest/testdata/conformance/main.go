@@ -163,6 +163,19 @@ func onRequestHeaders(id, n int32, eos bool) int32 {
 	c.wantSizes = wst == 0
 	c.note("headers:n=" + strconv.Itoa(int(n)) + ",eos=" + strconv.FormatBool(eos))
 	switch c.mode {
+	case "pause-body", "stream-body", "hold-body", "hold-local":
+		// These change the body: its length goes, as in Envoy a filter must
+		// drop it (the headers leave before the body is changed), unless
+		// the test wants to see what a stale length does.
+		if _, st := getHeader(mapReqHeaders, "x-keep-length"); st != 0 {
+			removeHeader(mapReqHeaders, "content-length")
+		}
+	}
+	switch c.mode {
+	case "hold-body", "hold-local":
+		// Hold the headers until the body has been seen (StopIteration
+		// where the host allows it).
+		return 1
 	case "headers":
 		c.note("add=" + itoa(addHeader(mapReqHeaders, "x-added", "1")))
 		c.note("replace=" + itoa(replaceHeader(mapReqHeaders, "x-replace", "new")))
@@ -365,6 +378,20 @@ func onRequestBody(id, size int32, eos bool) int32 {
 		}
 		sendLocal(413, "too big by test", "big", nil)
 		return 0
+	case "hold-body", "hold-local":
+		if !eos {
+			return 1
+		}
+		body, _ := getBuffer(bufReqBody, 0, maxInt32)
+		if c.mode == "hold-local" {
+			sendLocal(429, "refused by test", "refused after the body", nil)
+			return 1
+		}
+		// The headers are still ours: decide them from the body.
+		nb := strings.ToUpper(string(body))
+		c.note("hdr-in-body=" + itoa(replaceHeader(mapReqHeaders, "x-from-body", nb)))
+		c.note("length=" + itoa(replaceHeader(mapReqHeaders, "content-length", strconv.Itoa(len(nb)))))
+		setBuffer(bufReqBody, 0, maxInt32, []byte(nb))
 	case "trap-body":
 		panic("boom in request body")
 	case "late-edit":
