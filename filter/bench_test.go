@@ -52,6 +52,8 @@ func benchHost(b *testing.B, module []byte, pluginConfig string, upstream http.H
 		Workers:      2,
 		Upstream:     wasmtest.Cluster{Handler: upstream},
 		MaxLogs:      64,
+
+		AllowOnHeadersStopIteration: true, // the configs hold_headers (the rig's default)
 	}
 	if acct != nil {
 		cfg.Clusters = map[string]wasmtest.Cluster{"accountant": {Handler: acct}}
@@ -152,4 +154,58 @@ func BenchmarkFull(b *testing.B) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	pair(b, h, benchHost(b, testwasm.Noop(b), `{}`, stub.New(stub.Options{History: -1}), nil), fullRequest(), 200)
+}
+
+// BenchmarkHoldHeaders is the cost of hold_headers: the whole governed
+// request of BenchmarkFull with its headers held until gate 2 (model and
+// provider headers set, the route chosen again, the exact length set)
+// beside the same filter letting them go at gate 1, alternately, on two
+// hosts alike. The latency a held request pays (the provider sees its
+// headers after the last body byte, not the first) is not in these
+// in-process figures; BENCHMARKS.md says what it amounts to.
+func BenchmarkHoldHeaders(b *testing.B) {
+	hosts := make([]*wasmtest.Host, 2)
+	for i, headersGo := range []bool{false, true} {
+		acct := newFakeAccountant(wasmtest.RealClock())
+		acct.setSnapshot("s1", syncwire.Entry{ID: "org_budget|budget_usd|org:acme||month|", PeriodStart: monthStart(), Value: 1})
+		cfg := rigOptions{governance: gov(benchGate1Limits+","+benchGate2Limits, `,"require_key":true`), keys: []testKey{dev1Key},
+			accountant: true, extra: []string{`"sync_interval":"200ms"`}, headersGo: headersGo}.pluginConfig()
+		hosts[i] = benchHost(b, testwasm.Filter(b), cfg, stub.New(stub.Options{History: -1}), acct)
+		deadline := time.Now().Add(10 * time.Second)
+		for resp := hosts[i].Do(fullRequest()); resp.Headers.Get("X-Tt-Suspended") != ""; resp = hosts[i].Do(fullRequest()) {
+			if time.Now().After(deadline) {
+				b.Fatal("the snapshot never arrived")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	hold, goes := hosts[0], hosts[1]
+	req := fullRequest()
+	for i := 0; i < 50; i++ {
+		hold.Do(req)
+		goes.Do(req)
+	}
+	h0, g0 := hold.Counts(), goes.Counts()
+	var th, tg time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		t := time.Now()
+		if resp := hold.Do(req); resp.Status != 200 {
+			b.Fatalf("held: status %d", resp.Status)
+		}
+		m := time.Now()
+		if resp := goes.Do(req); resp.Status != 200 {
+			b.Fatalf("not held: status %d", resp.Status)
+		}
+		th += m.Sub(t)
+		tg += time.Since(m)
+	}
+	b.StopTimer()
+	h, g := hold.Counts(), goes.Counts()
+	n := float64(b.N)
+	b.ReportMetric(float64(th.Nanoseconds())/n, "held-ns/req")
+	b.ReportMetric(float64(tg.Nanoseconds())/n, "notheld-ns/req")
+	b.ReportMetric(float64(th)/float64(tg), "x-notheld")
+	b.ReportMetric(float64(h.HostCalls-h0.HostCalls)/n, "held-hostcalls/req")
+	b.ReportMetric(float64(g.HostCalls-g0.HostCalls)/n, "notheld-hostcalls/req")
 }

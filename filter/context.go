@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/tokentriage/tokentriage/filter/proxywasm"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
+	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // This file binds the engine to the proxy-wasm ABI: the SDK's context
@@ -31,6 +32,14 @@ type pluginContext struct {
 	id      uint32
 	engine  *Engine
 	counter [metricCount]proxywasm.MetricCounter
+	// held are the requests whose headers wait for gate 2 and that no body
+	// callback has reached yet, by context id, with when they paused.
+	held map[uint32]heldRequest
+}
+
+type heldRequest struct {
+	c     *httpContext
+	since time.Time
 }
 
 var _ types.PluginContext = (*pluginContext)(nil)
@@ -88,6 +97,32 @@ func (p *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 func (p *pluginContext) OnTick() {
 	if p.engine != nil {
 		p.engine.Tick()
+		p.releaseStalled()
+	}
+}
+
+// releaseStalled lets go the held requests that no body has reached for
+// HoldGrace (see hold.go): on the stream, from the root context.
+func (p *pluginContext) releaseStalled() {
+	if len(p.held) == 0 {
+		return
+	}
+	now := time.Now()
+	for id, h := range p.held {
+		if now.Sub(h.since) < HoldGrace {
+			continue
+		}
+		delete(p.held, id)
+		if h.c.s == nil || !h.c.s.Holding() {
+			continue
+		}
+		if err := proxywasm.SetEffectiveContext(id); err != nil {
+			continue // the stream is gone
+		}
+		h.c.apply(p.engine.ReleaseStalled(h.c.s))
+		if err := proxywasm.ResumeHttpRequest(); err != nil {
+			proxywasm.LogErrorf("tokentriage: resuming a held request: %v", err)
+		}
 	}
 }
 
@@ -102,11 +137,11 @@ func (p *pluginContext) OnPluginDone() bool {
 
 func (p *pluginContext) Add(m Metric, n uint64) { p.counter[m].Increment(n) }
 
-func (p *pluginContext) NewHttpContext(uint32) types.HttpContext {
+func (p *pluginContext) NewHttpContext(id uint32) types.HttpContext {
 	if p.engine == nil {
 		return nil
 	}
-	c := &httpContext{e: p.engine, s: p.engine.NewStream()}
+	c := &httpContext{e: p.engine, s: p.engine.NewStream(), p: p, id: id}
 	c.s.SetWaker(c)
 	return c
 }
@@ -141,6 +176,8 @@ type httpContext struct {
 	types.DefaultHttpContext
 	e        *Engine
 	s        *Stream
+	p        *pluginContext
+	id       uint32
 	wantBody bool
 	head     RequestHead
 }
@@ -181,6 +218,8 @@ func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 			c.head.ContentEncoding = kv[1]
 		case "x-http-method-override", "x-http-method", "x-method-override":
 			c.head.MethodOverride = kv[1]
+		case wire.HeaderModel, wire.HeaderProvider:
+			c.head.RoutingHeaders = true
 		case "anthropic-version":
 			c.head.AnthropicVersion = true
 		case "content-length":
@@ -194,10 +233,28 @@ func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 			c.head.Route = string(b)
 		}
 	}
-	return c.apply(c.e.RequestHeaders(c.s, &c.head))
+	a := c.apply(c.e.RequestHeaders(c.s, &c.head))
+	c.watchHold(a)
+	return a
+}
+
+// watchHold notes a request left paused with its headers held, for
+// releaseStalled.
+func (c *httpContext) watchHold(a types.Action) {
+	if a != types.ActionPause || !c.s.Holding() || c.s.bodyIn != bodyInNone || c.s.bodySize > 0 {
+		return
+	}
+	if _, ok := c.p.held[c.id]; ok {
+		return
+	}
+	if c.p.held == nil {
+		c.p.held = map[uint32]heldRequest{}
+	}
+	c.p.held[c.id] = heldRequest{c: c, since: time.Now()}
 }
 
 func (c *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
+	delete(c.p.held, c.id)
 	if c.s == nil || !c.s.governs || c.s.replied {
 		return types.ActionContinue
 	}
@@ -205,6 +262,7 @@ func (c *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
 }
 
 func (c *httpContext) OnHttpRequestTrailers(int) types.Action {
+	delete(c.p.held, c.id)
 	if c.s == nil || !c.s.governs || c.s.replied {
 		return types.ActionContinue
 	}
@@ -245,6 +303,12 @@ func (c *httpContext) apply(v Verdict) types.Action {
 				return c.apply(c.e.EditFailed(c.s, "rewriting its body", err))
 			}
 		}
+		if v.ClearRoute {
+			// Envoy chose the route before this filter ran; without its
+			// clear_route_cache (a host that lacks it) the edits route
+			// nothing.
+			proxywasm.ClearRouteCache()
+		}
 	}
 	switch v.Action {
 	case ActPause:
@@ -264,14 +328,26 @@ func (c *httpContext) apply(v Verdict) types.Action {
 // request going on. It runs as the request's context (the binding makes
 // it the effective context for the answer).
 func (c *httpContext) Wake(v Verdict) {
-	if c.s == nil || v.Action == ActPause {
-		return // gone, or waiting on another answer
+	if c.s == nil {
+		return // gone
 	}
-	if c.apply(v) == types.ActionContinue {
+	if v.Action != ActReply && c.s.bodyIn != bodyInNone {
+		// The body came in while gate 1 waited (a host that delivers it
+		// to a filter paused at the headers): gate 1's edits, then gate 2.
+		v.Action = ActPause
+		if c.apply(v); c.s.replied {
+			return
+		}
+		v = c.e.BodyAfterWait(c.s, c)
+	}
+	a := c.apply(v)
+	if a == types.ActionContinue {
 		if err := proxywasm.ResumeHttpRequest(); err != nil {
 			proxywasm.LogErrorf("tokentriage: resuming the request: %v", err)
 		}
+		return
 	}
+	c.watchHold(a)
 }
 
 func (c *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
@@ -357,6 +433,7 @@ func (c *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 // per HTTP context, and nothing after it, so the stream goes back to the
 // engine's pool here.
 func (c *httpContext) OnHttpStreamDone() {
+	delete(c.p.held, c.id)
 	if c.s == nil {
 		return
 	}

@@ -73,7 +73,12 @@ type Engine struct {
 	buf  []byte
 	// Scratch for what a callback hands the binding, which applies it
 	// before the next callback.
+	// holdSeen: a request held at its headers received its body, so the
+	// host honours hold_headers; holdBroken: one never did (hold.go).
+	holdSeen, holdBroken bool
+
 	removeScratch []string
+	setScratch    [][2]string
 	addScratch    [][2]string
 	pairs         [][2]string // the binding's header map rewrites
 	// chunk receives request and response bodies from the host, read and
@@ -112,7 +117,8 @@ func NewEngine(cfg *pluginconf.Config, h Host) (*Engine, error) {
 		replicas:      1,
 		ingestHeaders: [][2]string{{"content-type", "application/x-ndjson"}},
 		inst:          make([]govern.Instance, 0, 16),
-		removeScratch: make([]string, 0, 6),
+		removeScratch: make([]string, 0, 8),
+		setScratch:    make([][2]string, 0, 3),
 		addScratch:    make([][2]string, 0, 8),
 		chunk:         make([]byte, 0, 4096),
 	}

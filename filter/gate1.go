@@ -38,6 +38,9 @@ type RequestHead struct {
 	// AnthropicVersion is set when the request carries anthropic-version:
 	// its client speaks Anthropic's API (every Anthropic SDK sends it).
 	AnthropicVersion bool
+	// RoutingHeaders is set when the client sent x-tt-model or
+	// x-tt-provider: they are the gateway's to set.
+	RoutingHeaders bool
 }
 
 // governedHeaders are removed from a governed request before it goes on:
@@ -45,6 +48,14 @@ type RequestHead struct {
 // because the usage the filter settles on must come back readable (a
 // provider that compresses its answer leaves the filter only an estimate).
 var governedHeaders = []string{"content-length", "accept-encoding"}
+
+// heldHeaders are removed from a governed request whose headers wait for
+// gate 2: its length is set there, once the body is final.
+var heldHeaders = []string{"accept-encoding"}
+
+// routingHeaders are the gateway's own: removed from what a client sends,
+// so that no client picks a route by them.
+var routingHeaders = []string{wire.HeaderModel, wire.HeaderProvider}
 
 // MePath is answered by the filter itself.
 const MePath = "/tt/v1/me"
@@ -81,6 +92,11 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 			ambiguous = true
 		}
 	}
+	if h.RoutingHeaders {
+		// The route was chosen with them: choose it again without.
+		v.RemoveHeaders = append(v.RemoveHeaders, routingHeaders...)
+		v.ClearRoute = true
+	}
 	// A credential that is there but is not a virtual key (a provider's
 	// key pasted by mistake) is named as such, not as a missing key.
 	if c.key == "" {
@@ -113,7 +129,9 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 			s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
 		}
 		if s.governs {
-			v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
+			s.dims.Provider = e.provider(h, s.path)
+			s.hadLength = h.ContentLength >= 0
+			return e.holdOrGo(s, v)
 		}
 		return v
 	}
@@ -193,11 +211,13 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		return e.reject(s, v, wire.TooLarge(s.id, e.cfg.MaxBodyBytes))
 	}
 
+	s.hadLength = h.ContentLength >= 0
 	e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate1, e.inst[:0])
 	if asked := e.fleetPrefix(s, e.inst, now); len(asked) > 0 {
 		// The request waits for the fleet's answer, its headers already
-		// edited as they go on (see below).
-		if s.governs && !h.EndOfStream {
+		// edited as they go on (see holdOrGo); held headers are edited when
+		// the answer comes.
+		if s.governs && !h.EndOfStream && !e.holding() {
 			v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
 		}
 		if pv, paused := e.askFleet(s, e.inst, asked, h.EndOfStream, v, now); paused {
@@ -229,18 +249,36 @@ func (e *Engine) gate1Walk(s *Stream, insts []govern.Instance, now time.Time, eo
 
 	if s.governs {
 		if eos {
+			s.held = true // still in the headers callback: gate 2 may set them
 			return e.gate2(s, nil, v)
 		}
-		// The headers go on (a paused headers callback would hold the body
-		// back from this filter too, in Envoy); the body is buffered at gate
-		// 2. Its length may change there (stream_options), so the length
-		// header goes, as Envoy's ext_proc does for a mutable body.
-		if !contains(v.RemoveHeaders, governedHeaders[0]) && !s.fleet.done {
-			v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
-		}
+		return e.holdOrGo(s, v)
 	}
 	return v
 }
+
+// holdOrGo ends gate 1 for a governed request with a body. With
+// hold_headers the headers wait (a Pause the host honours as
+// StopIteration) until gate 2 decides. Otherwise they go on now (a Pause
+// would hold the body back from this filter too, in Envoy); the body is
+// buffered at gate 2, and its length may change there (stream_options), so
+// the length header goes, as Envoy's ext_proc does for a mutable body.
+func (e *Engine) holdOrGo(s *Stream, v Verdict) Verdict {
+	if e.holding() {
+		s.held = true
+		v.RemoveHeaders = append(v.RemoveHeaders, heldHeaders...)
+		v.Action = ActPause
+		return v
+	}
+	if !contains(v.RemoveHeaders, governedHeaders[0]) && !s.fleet.done {
+		v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
+	}
+	return v
+}
+
+// holding reports whether governed requests wait at their headers for
+// gate 2 (hold_headers, unless this host proved it cannot: hold.go).
+func (e *Engine) holding() bool { return e.cfg.HoldHeaders && !e.holdBroken }
 
 // checkRPM takes one arrival from the instance's cell; i is the instance's
 // position in the gate's walk. A store: redis instance takes it from the

@@ -27,6 +27,9 @@ func (e *Engine) RequestBody(s *Stream, size int, eos bool, body BodySource) Ver
 	if !s.governs || s.replied {
 		return Verdict{}
 	}
+	if s.held || s.fleet.pending {
+		e.holdSeen = true // a filter paused at the headers gets the body
+	}
 	s.bodySize = size
 	if int64(size) > e.cfg.MaxBodyBytes {
 		e.releaseLeases(s, e.host.Now())
@@ -37,10 +40,35 @@ func (e *Engine) RequestBody(s *Stream, size int, eos bool, body BodySource) Ver
 		}
 		return e.reject(s, Verdict{}, wire.TooLarge(s.id, e.cfg.MaxBodyBytes))
 	}
+	if s.fleet.pending {
+		// Gate 1 still waits for the fleet's answer: keep the body for
+		// gate 2, which runs once gate 1 has decided.
+		if eos {
+			s.bodyIn = bodyInEnd
+		}
+		return Verdict{Action: ActPause}
+	}
 	if !eos {
 		return Verdict{Action: ActPause}
 	}
 	return e.gate2(s, body.Body(size), Verdict{})
+}
+
+const (
+	bodyInNone uint8 = iota
+	bodyInEnd
+	bodyInTrailers
+)
+
+// BodyAfterWait runs gate 2 on a body that was complete before gate 1's
+// fleet answer came (the binding calls it on that answer).
+func (e *Engine) BodyAfterWait(s *Stream, body BodySource) Verdict {
+	in := s.bodyIn
+	s.bodyIn = bodyInNone
+	if in == bodyInTrailers {
+		return e.RequestTrailers(s, body)
+	}
+	return e.RequestBody(s, s.bodySize, true, body)
 }
 
 // RequestTrailers handles the request trailers. A body followed by
@@ -50,6 +78,13 @@ func (e *Engine) RequestBody(s *Stream, size int, eos bool, body BodySource) Ver
 func (e *Engine) RequestTrailers(s *Stream, body BodySource) Verdict {
 	if !s.governs || s.replied || s.forwarded {
 		return Verdict{}
+	}
+	if s.held {
+		e.holdSeen = true
+	}
+	if s.fleet.pending {
+		s.bodyIn = bodyInTrailers
+		return Verdict{Action: ActPause}
 	}
 	b := body.Body(int(e.cfg.MaxBodyBytes) + 1)
 	if int64(len(b)) > e.cfg.MaxBodyBytes {
@@ -115,17 +150,22 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 		// the provider is held to it.
 		if nb, changed := req.SetOutputMax(body, s.outMax); changed {
 			body = nb
-			v.Body = nb // the length header went at gate 1
+			v.Body = nb // its length: removed at gate 1, or set below when held
 			s.replacedBody = true
 			s.req.MaxTokens, s.req.HasMaxTokens = s.outMax, true
 		}
 	}
 	if req.Stream && (req.Endpoint == llm.ChatCompletions || req.Endpoint == llm.Completions) && !req.IncludeUsage {
 		if nb, changed := req.InjectIncludeUsage(body); changed {
-			v.Body = nb // the length header went at gate 1
+			v.Body = nb // its length: removed at gate 1, or set below when held
 			s.stripUsage = true
 			s.replacedBody = true
 		}
+	}
+	if s.held {
+		// Before any wait below: the headers leave with what the body
+		// decided whichever answer lets them go.
+		e.routeHeaders(s, &v)
 	}
 	if len(s.fleetTPM) > 0 {
 		// The body is rewritten now, in its own callback; the request
@@ -140,6 +180,25 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 	v.Action = ActContinue
 	s.forwarded = true
 	return v
+}
+
+// routeHeaders sets, on headers that waited for gate 2, what the body
+// decided: the model and provider for routes to match on (the route is
+// chosen again), and the final length of a body gate 2 rewrote.
+func (e *Engine) routeHeaders(s *Stream, v *Verdict) {
+	set := e.setScratch[:0]
+	if s.req.Model != "" {
+		set = append(set, [2]string{wire.HeaderModel, s.req.Model})
+	}
+	if s.dims.Provider != "" {
+		set = append(set, [2]string{wire.HeaderProvider, s.dims.Provider})
+	}
+	if v.Body != nil && s.hadLength {
+		set = append(set, [2]string{"content-length", itoa(int64(len(v.Body)))})
+	}
+	e.setScratch = set[:0]
+	v.SetHeaders = set
+	v.ClearRoute = true
 }
 
 // checkSettled reads a budget_usd, quota_tokens or quota_requests instance

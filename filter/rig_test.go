@@ -96,6 +96,16 @@ type rigOptions struct {
 	acctHandler http.Handler
 	// log receives every line the VMs log.
 	log io.Writer
+	// headersGo runs the filter without hold_headers, on a host without
+	// Envoy's allow_on_headers_stop_iteration: a governed request's
+	// headers go upstream at gate 1. By default they wait for gate 2.
+	headersGo bool
+	// noStopIteration keeps hold_headers on a host without Envoy's
+	// allow_on_headers_stop_iteration (a misconfiguration).
+	noStopIteration bool
+	// routes and clusters are the host's route table and extra clusters.
+	routes   []wasmtest.Route
+	clusters map[string]wasmtest.Cluster
 }
 
 // rig is one host running the real filter.wasm, with a manual clock, the
@@ -124,6 +134,9 @@ func (o rigOptions) pluginConfig() string {
 		}
 		parts = append(parts, `"keys":[`+strings.Join(ks, ",")+`]`)
 	}
+	if !o.headersGo {
+		parts = append(parts, `"hold_headers":true`)
+	}
 	parts = append(parts, o.extra...)
 	return "{" + strings.Join(parts, ",") + "}"
 }
@@ -142,6 +155,8 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		Upstream:     wasmtest.Cluster{Handler: r.stub},
 		MaxLogs:      1 << 14,
 		Log:          o.log,
+
+		AllowOnHeadersStopIteration: !o.headersGo && !o.noStopIteration,
 	}
 	if o.upstream != nil {
 		cfg.Upstream = wasmtest.Cluster{Handler: o.upstream}
@@ -156,6 +171,13 @@ func newRig(t testing.TB, o rigOptions) *rig {
 			cfg.Clusters["accountant"] = wasmtest.Cluster{Handler: o.acctHandler}
 		}
 	}
+	for name, c := range o.clusters {
+		if cfg.Clusters == nil {
+			cfg.Clusters = map[string]wasmtest.Cluster{}
+		}
+		cfg.Clusters[name] = c
+	}
+	cfg.Routes = o.routes
 	h, err := wasmtest.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("starting the host: %v\nplugin configuration: %s", err, o.pluginConfig())

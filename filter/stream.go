@@ -25,6 +25,10 @@ type Stream struct {
 	path    string // without the query
 	ep      llm.Endpoint
 	governs bool // a governed LLM endpoint: gate 2 runs on its body
+	// held: the request headers wait for gate 2 (hold_headers), which may
+	// still set them; hadLength: the client sent a content-length.
+	held      bool
+	hadLength bool
 	// shape is the body shape of the gateway's own answers to it.
 	shape wire.Shape
 	// free is a free endpoint (models.go), freeID the model of
@@ -59,6 +63,10 @@ type Stream struct {
 	// waker carries out a verdict reached outside the request's callbacks
 	// (on a callout's answer): the binding's context, set by it.
 	waker Waker
+	// bodyIn says the body ended (bodyInEnd) or its trailers came
+	// (bodyInTrailers) while gate 1 waited for the fleet: gate 2 runs when
+	// gate 1 has decided (BodyAfterWait).
+	bodyIn uint8
 
 	// The request as parsed at gate 2.
 	req          llm.Request
@@ -179,6 +187,9 @@ type Verdict struct {
 	// engine's scratch, valid until its next callback.
 	RemoveHeaders []string
 	SetHeaders    [][2]string
+	// ClearRoute asks the host to choose the route again after the header
+	// edits (Envoy chooses it before the filter runs).
+	ClearRoute bool
 	// Body, when non-nil, replaces the buffered request body.
 	Body []byte
 }

@@ -40,8 +40,8 @@ func TestHeadersGoUpstreamOnContinue(t *testing.T) {
 	})}
 	h := newHost(t, Config{Upstream: up})
 	resp := h.Do(Request{Headers: hdr("X-Mode", "local-body", "X-Request-Id", "lb"), BodyChunks: chunks("abc", "def")})
-	if resp.Status != 413 {
-		t.Fatalf("status %d", resp.Status)
+	if resp.Status != 413 || !resp.Upstream {
+		t.Fatalf("status %d, went upstream %v", resp.Status, resp.Upstream)
 	}
 	if got := <-seen; got != "lb body error: true" {
 		t.Errorf("upstream: %s", got)
@@ -71,7 +71,7 @@ func TestHeldHeadersWaitForTheBody(t *testing.T) {
 		t.Errorf("notes %q: the held headers were not writable in the body callback", n)
 	}
 	resp = h.Do(Request{Headers: hdr("X-Mode", "hold-local", "X-Request-Id", "hl"), BodyChunks: chunks("ab", "cd")})
-	if resp.Status != 429 || hits.Load() != 1 {
+	if resp.Status != 429 || resp.Upstream || hits.Load() != 1 {
 		t.Errorf("got %d; the upstream saw %d requests, want only the first", resp.Status, hits.Load())
 	}
 }

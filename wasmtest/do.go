@@ -41,6 +41,10 @@ type Response struct {
 	// Reset is a stream that ended without a complete response (the
 	// connection would have been dropped).
 	Reset bool
+	// Upstream reports that the request went upstream: its headers left
+	// the filter and the upstream exchange began (it may have been reset
+	// since, by a local reply at the body).
+	Upstream bool
 	// Counts are the guest/host calls this stream made.
 	Counts Counts
 }
@@ -57,7 +61,9 @@ func (h *Host) Do(req Request) Response {
 		Body:    rec.body,
 		Chunks:  rec.chunks,
 		Reset:   res.reset,
-		Counts:  res.counts,
+
+		Upstream: res.upstream,
+		Counts:   res.counts,
 	}
 	if out.Status == 0 && !res.reset {
 		out.Status = http.StatusOK

@@ -75,10 +75,17 @@
 //     are registered, as Envoy registers them. Envoy's declare_property,
 //     set_envoy_filter_state, sign, verify_signature and expr_* are not:
 //     they answer NOT_FOUND, as in a host that lacks them (foreign.go).
-//   - The upstream gets the request when the filter releases its body (at
-//     once when it has none or no length), with the exact length of what the
-//     filter let through when all of it is known by then. A changed body that
-//     streams goes chunked. A response the filter buffers and rewrites gets
-//     its exact Content-Length; a filter that changes a streamed response body
-//     must remove content-length in proxy_on_response_headers.
+//   - The upstream request opens when the request headers leave the filter,
+//     as Envoy's router opens it, with the content-length the filter left in
+//     them (chunked without one): a filter that changes the body must remove
+//     content-length at the headers, or hold them. A local reply sent from a
+//     body callback resets an upstream request that has begun
+//     (Response.Upstream says whether a request went upstream). With
+//     Config.AllowOnHeadersStopIteration (Envoy's
+//     allow_on_headers_stop_iteration), a Pause at the headers holds them,
+//     still writable, while the body keeps reaching the filter; without it a
+//     Pause holds the body back too. A response the filter buffers and
+//     rewrites gets its exact Content-Length; a filter that changes a
+//     streamed response body must remove content-length in
+//     proxy_on_response_headers.
 package wasmtest

@@ -73,6 +73,7 @@ type proxyState struct {
 	reqPending  bool // a chunk was asked for and not yet received
 	upHeaders   bool // request headers released, upstream not yet started
 	upStarted   bool
+	upSent      bool // the exchange began
 	upBlocked   bool // cancelled: never start or listen again
 	upGen       int
 	upCancel    context.CancelFunc
@@ -331,6 +332,7 @@ func (s *stream) startUpstream() {
 		}
 	}
 	gen := px.upGen
+	px.upSent = true
 	go s.runUpstream(t, req, gen)
 }
 

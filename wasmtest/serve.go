@@ -42,6 +42,7 @@ func hasBody(r *http.Request) bool {
 
 type serveResult struct {
 	reset, clientGone bool
+	upstream          bool
 	counts            Counts
 }
 
@@ -137,7 +138,7 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResu
 	if px.upBody != nil {
 		px.upBody.fail(errStreamCancelled)
 	}
-	return serveResult{reset: px.reset, clientGone: px.clientGone, counts: s.counts}
+	return serveResult{reset: px.reset, clientGone: px.clientGone, upstream: px.upSent, counts: s.counts}
 }
 
 // locked runs f and the deferred actions with the VM locked, then performs

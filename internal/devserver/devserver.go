@@ -176,7 +176,9 @@ type Server struct {
 const BufferHeadroom = 1 << 20
 
 // PluginConfig is the filter's plugin configuration in dev: it names only
-// the accountant, and the internal token the filter sends it.
+// the accountant, and the internal token the filter sends it. The host
+// honours a Pause at the headers as Envoy 1.35's StopIteration, so a
+// governed request's headers wait for gate 2 (hold_headers).
 //
 // Rows leave every FlushInterval (the plugin's default is 500 ms): the
 // rows a kill -9 of dev can lose are those of the requests that finished
@@ -186,6 +188,7 @@ func PluginConfig(token string) []byte {
 	b, err := json.Marshal(map[string]any{
 		"accountant":     map[string]string{"cluster": AccountantCluster, "token": token},
 		"flush_interval": FlushInterval,
+		"hold_headers":   true,
 	})
 	if err != nil {
 		panic("devserver: marshalling the plugin configuration: " + err.Error())
@@ -338,10 +341,11 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		LogLevel:     wasmtest.LogInfo,
 		BufferLimit:  bufferLimit(pc),
 
-		MaxRequestHeadersCount: o.MaxRequestHeadersCount,
-		MaxRequestHeadersKB:    o.MaxRequestHeadersKB,
-		StreamIdleTimeout:      o.StreamIdleTimeout,
-		RequestTimeout:         o.RequestTimeout,
+		MaxRequestHeadersCount:      o.MaxRequestHeadersCount,
+		MaxRequestHeadersKB:         o.MaxRequestHeadersKB,
+		StreamIdleTimeout:           o.StreamIdleTimeout,
+		RequestTimeout:              o.RequestTimeout,
+		AllowOnHeadersStopIteration: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("devserver: starting the filter: %w (is the module a build of cmd/filter? `make wasm` rebuilds it)", err)

@@ -66,7 +66,7 @@ func TestDecodeProblems(t *testing.T) {
 		{
 			name: "plan is not a field",
 			json: `{"accountant":{"cluster":"x"},"Plan":{}}`,
-			want: []string{`top level: unknown field "Plan" (known: accountant, sync_interval, flush_interval, max_body_bytes, governance, keys, providers, lease_ttl)`},
+			want: []string{`top level: unknown field "Plan" (known: accountant, sync_interval, flush_interval, max_body_bytes, governance, keys, providers, lease_ttl, hold_headers)`},
 		},
 		{
 			name: "durations and sizes",

@@ -39,6 +39,18 @@ type Config struct {
 	// LeaseTTL bounds how long a concurrency lease or tpm reserve held by a
 	// lost VM survives. Default "15m".
 	LeaseTTL string `json:"lease_ttl"`
+	// HoldHeaders holds the headers of a governed request with a body until
+	// gate 2 has read the body and decided: a request refused at gate 2
+	// never reaches the provider, and the headers that go on carry the
+	// request's model and provider (x-tt-model, x-tt-provider) and its
+	// exact length, for routes to pick a backend by. It needs a host that
+	// keeps delivering the body to a filter that paused at the headers:
+	// Envoy 1.35 or later with allow_on_headers_stop_iteration: true in the
+	// Wasm filter's config (wasmtest: AllowOnHeadersStopIteration). Off,
+	// the headers go on at gate 1 (without content-length, as gate 2 may
+	// change the body) and a gate-2 refusal resets an upstream request
+	// that has begun.
+	HoldHeaders bool `json:"hold_headers"`
 
 	// Plan is Governance compiled by Decode; nil when Governance is absent.
 	Plan *govern.Plan `json:"-"`

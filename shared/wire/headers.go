@@ -15,6 +15,12 @@ const (
 	HeaderRefusedBy       = "X-Tt-Refused-By"
 	HeaderRequestID       = "X-Tt-Request-Id"
 	HeaderAllow           = "Allow"
+	// HeaderModel and HeaderProvider are set on a request the gateway
+	// holds until gate 2 (hold_headers): the model its body asks for and
+	// the provider it resolved to, for routes to match on. A client's own
+	// values never reach the upstream.
+	HeaderModel    = "x-tt-model"
+	HeaderProvider = "x-tt-provider"
 	HeaderAuthenticate    = "WWW-Authenticate"
 
 	HeaderLimitRequests     = "X-Ratelimit-Limit-Requests"

@@ -1,0 +1,168 @@
+package filter_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tokentriage/tokentriage/internal/stub"
+	"github.com/tokentriage/tokentriage/wasmtest"
+)
+
+// seen is an upstream that records what reached it, then answers as the
+// stub does.
+type seen struct {
+	name string
+	stub *stub.Stub
+	mu   sync.Mutex
+	reqs []seenReq
+}
+
+type seenReq struct {
+	model, provider []string
+	length          int64
+}
+
+func newSeen(name string) *seen { return &seen{name: name, stub: stub.New(stub.Options{})} }
+
+func (s *seen) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.reqs = append(s.reqs, seenReq{r.Header.Values("X-Tt-Model"), r.Header.Values("X-Tt-Provider"), r.ContentLength})
+	s.mu.Unlock()
+	s.stub.ServeHTTP(w, r)
+}
+
+func (s *seen) last(t testing.TB) seenReq {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.reqs) == 0 {
+		t.Fatalf("nothing reached %s", s.name)
+	}
+	return s.reqs[len(s.reqs)-1]
+}
+
+func (s *seen) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.reqs)
+}
+
+// A request that gate 2 refuses never reaches the provider when its headers
+// wait for gate 2 (hold_headers, on a host that honours a Pause at the
+// headers as StopIteration). Without, the headers went upstream at gate 1,
+// as Envoy's router sends them, and the refusal resets a request the
+// provider saw begin.
+func TestRefusedAtGate2NeverReachesProvider(t *testing.T) {
+	scoped := newTestKey("vk_scopedscoped", "org:acme/team:ml/user:dev2").withScopes(`{"models":["gpt-4o-mini"]}`)
+	for _, headersGo := range []bool{false, true} {
+		t.Run("headersGo="+strconv.FormatBool(headersGo), func(t *testing.T) {
+			r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{scoped}, headersGo: headersGo})
+			resp := r.chat(scoped, chatBody("gpt-4o", germany))
+			mustStatus(t, resp, 403)
+			if resp.Upstream != headersGo {
+				t.Errorf("the refused request went upstream: %v, want %v", resp.Upstream, headersGo)
+			}
+			resp = r.chat(scoped, chatBody("gpt-4o-mini", germany))
+			mustStatus(t, resp, 200)
+			if !resp.Upstream {
+				t.Error("an admitted request did not go upstream")
+			}
+		})
+	}
+}
+
+// With the headers held until gate 2, they leave carrying the model the
+// body asks for and the provider it resolved to, and the route is chosen
+// again: an Envoy route matching x-tt-model picks the backend per model. A
+// client's own x-tt-model never picks one, with or without holding.
+func TestRoutingHeadersPickTheBackend(t *testing.T) {
+	premium, standard := newSeen("premium"), newSeen("standard")
+	routes := []wasmtest.Route{
+		{Name: "premium-models", Headers: []wasmtest.HeaderMatch{{Name: "x-tt-model", Prefix: "gpt-4.1"}}, Cluster: "premium"},
+		{Name: "default"},
+	}
+	r := newRig(t, rigOptions{
+		governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key},
+		upstream: standard, routes: routes,
+		clusters: map[string]wasmtest.Cluster{"premium": {Handler: premium}},
+	})
+	mustStatus(t, r.chat(dev1Key, chatBody("gpt-4.1", germany)), 200)
+	if got := premium.last(t); len(got.model) != 1 || got.model[0] != "gpt-4.1" || len(got.provider) != 1 || got.provider[0] != "openai" {
+		t.Errorf("premium saw model %q provider %q", got.model, got.provider)
+	}
+	mustStatus(t, r.chat(dev1Key, chatBody("gpt-4o-mini", germany)), 200)
+	if got := standard.last(t); len(got.model) != 1 || got.model[0] != "gpt-4o-mini" {
+		t.Errorf("standard saw model %q", got.model)
+	}
+	// A client naming the premium model in the header, not in its body.
+	n := premium.count()
+	mustStatus(t, r.chat(dev1Key, chatBody("gpt-4o-mini", germany), "X-Tt-Model", "gpt-4.1-premium", "X-Tt-Provider", "anthropic"), 200)
+	if premium.count() != n {
+		t.Error("a client's x-tt-model picked the premium backend")
+	}
+	if got := standard.last(t); len(got.model) != 1 || got.model[0] != "gpt-4o-mini" || len(got.provider) != 1 || got.provider[0] != "openai" {
+		t.Errorf("standard saw model %q provider %q, want the body's alone", got.model, got.provider)
+	}
+	// A body gate 2 rewrote (include_usage) goes with its exact length.
+	body := chatBody("gpt-4o-mini", germany, `,"stream":true`)
+	mustStatus(t, r.chat(dev1Key, body), 200)
+	if got := standard.last(t); got.length <= int64(len(body)) {
+		t.Errorf("the rewritten body went with length %d; the client's was %d and include_usage adds to it", got.length, len(body))
+	}
+
+	// Without holding, the headers go at gate 1: no routing headers, and a
+	// client's own are removed before the route is chosen again.
+	premium2, standard2 := newSeen("premium"), newSeen("standard")
+	r2 := newRig(t, rigOptions{
+		governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, headersGo: true,
+		upstream: standard2, routes: routes,
+		clusters: map[string]wasmtest.Cluster{"premium": {Handler: premium2}},
+	})
+	mustStatus(t, r2.chat(dev1Key, chatBody("gpt-4o-mini", germany), "X-Tt-Model", "gpt-4.1"), 200)
+	if premium2.count() != 0 {
+		t.Error("a client's x-tt-model picked the premium backend")
+	}
+	if got := standard2.last(t); len(got.model) != 0 || got.length != -1 {
+		t.Errorf("standard saw model %q length %d; want none, chunked", got.model, got.length)
+	}
+}
+
+// hold_headers on a host that holds the body back from a filter paused at
+// the headers (Envoy without allow_on_headers_stop_iteration) must not hang
+// requests: the first one is let go after HoldGrace, with an error naming
+// the fix, and the VM stops holding.
+func TestHoldOnAHostWithoutStopIteration(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, noStopIteration: true, workers: 1})
+	done := make(chan wasmtest.Response, 1)
+	go func() { done <- r.chat(dev1Key, chatBody("gpt-4o-mini", germany, `,"stream":true`)) }()
+	var resp wasmtest.Response
+	for resp.Status == 0 {
+		select {
+		case resp = <-done:
+		default:
+			r.step(time.Second)
+		}
+	}
+	mustStatus(t, resp, 200)
+	if !strings.Contains(string(resp.Body), "[DONE]") {
+		t.Errorf("the released request's answer: %s", resp.Body)
+	}
+	if !logged(r.h, "Set allow_on_headers_stop_iteration: true") {
+		t.Errorf("no log names the fix: %v", r.h.Logs())
+	}
+	// The VM no longer holds: the next request needs no tick to go on.
+	mustStatus(t, r.chat(dev1Key, chatBody("gpt-4o-mini", germany)), 200)
+}
+
+func logged(h *wasmtest.Host, part string) bool {
+	for _, l := range h.Logs() {
+		if strings.Contains(l.Message, part) {
+			return true
+		}
+	}
+	return false
+}
