@@ -19,9 +19,9 @@ const (
 	// holds until gate 2 (hold_headers): the model its body asks for and
 	// the provider it resolved to, for routes to match on. A client's own
 	// values never reach the upstream.
-	HeaderModel    = "x-tt-model"
-	HeaderProvider = "x-tt-provider"
-	HeaderAuthenticate    = "WWW-Authenticate"
+	HeaderModel        = "x-tt-model"
+	HeaderProvider     = "x-tt-provider"
+	HeaderAuthenticate = "WWW-Authenticate"
 
 	HeaderLimitRequests     = "X-Ratelimit-Limit-Requests"
 	HeaderRemainingRequests = "X-Ratelimit-Remaining-Requests"
