@@ -303,6 +303,18 @@ func (c *httpContext) apply(v Verdict) types.Action {
 				return c.apply(c.e.EditFailed(c.s, "rewriting its body", err))
 			}
 		}
+		if v.Length > 0 {
+			if err := proxywasm.ReplaceHttpRequestHeader("content-length", strconv.FormatInt(v.Length, 10)); err != nil {
+				if err := proxywasm.RemoveHttpRequestHeader("content-length"); err != nil {
+					return c.apply(c.e.EditFailed(c.s, "removing its content-length header", err))
+				}
+			}
+		}
+		for _, h := range v.RouteHeaders {
+			if err := proxywasm.ReplaceHttpRequestHeader(h[0], h[1]); err != nil {
+				proxywasm.LogWarnf("tokentriage: setting the %s header: %v (routes matching it will not see it)", h[0], err)
+			}
+		}
 		if v.ClearRoute {
 			// Envoy chose the route before this filter ran; without its
 			// clear_route_cache (a host that lacks it) the edits route

@@ -184,7 +184,8 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 
 // routeHeaders sets, on headers that waited for gate 2, what the body
 // decided: the model and provider for routes to match on (the route is
-// chosen again), and the final length of a body gate 2 rewrote.
+// chosen again), and the final length of a body gate 2 rewrote (or no
+// length, where the host cannot set it).
 func (e *Engine) routeHeaders(s *Stream, v *Verdict) {
 	set := e.setScratch[:0]
 	if s.req.Model != "" {
@@ -193,12 +194,12 @@ func (e *Engine) routeHeaders(s *Stream, v *Verdict) {
 	if s.dims.Provider != "" {
 		set = append(set, [2]string{wire.HeaderProvider, s.dims.Provider})
 	}
-	if v.Body != nil && s.hadLength {
-		set = append(set, [2]string{"content-length", itoa(int64(len(v.Body)))})
-	}
 	e.setScratch = set[:0]
-	v.SetHeaders = set
+	v.RouteHeaders = set
 	v.ClearRoute = true
+	if v.Body != nil && s.hadLength {
+		v.Length = int64(len(v.Body))
+	}
 }
 
 // checkSettled reads a budget_usd, quota_tokens or quota_requests instance

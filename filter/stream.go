@@ -187,11 +187,18 @@ type Verdict struct {
 	// engine's scratch, valid until its next callback.
 	RemoveHeaders []string
 	SetHeaders    [][2]string
-	// ClearRoute asks the host to choose the route again after the header
-	// edits (Envoy chooses it before the filter runs).
-	ClearRoute bool
+	// RouteHeaders are set when the host can (a map past its limits may
+	// refuse them): the request goes on either way. ClearRoute asks the
+	// host to choose the route again after the header edits (Envoy chooses
+	// it before the filter runs).
+	RouteHeaders [][2]string
+	ClearRoute   bool
 	// Body, when non-nil, replaces the buffered request body.
 	Body []byte
+	// Length, when positive, is the content-length the replaced body goes
+	// with; where the host cannot set it the header is removed (the body
+	// then goes chunked).
+	Length int64
 }
 
 // Action is the callback's result.
