@@ -95,6 +95,9 @@ type Options struct {
 	// shared_state.redis.addr of the config, or adds it. Empty: the
 	// config's, or none.
 	Redis string
+	// Collectors are registered on /metrics beside the accountant's own
+	// (tokentriage dev adds the embedded gateway's filter stats).
+	Collectors []prometheus.Collector
 }
 
 // MaxReplicas bounds the replicas tracked (by the ?replica= id of sync and
@@ -238,6 +241,11 @@ func New(opts Options) (*Server, error) {
 	}
 	s.plan = plan
 	s.metrics = newMetrics(s)
+	for _, c := range opts.Collectors {
+		if err := s.metrics.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("accountant: registering a metrics collector: %w", err)
+		}
+	}
 	s.auth = newInternalAuth(opts.InternalToken, opts.AdminToken, s.log, s.metrics.reg)
 	s.alerts = newAlerter(opts.AlertWebhook, s.log, s.metrics)
 	if err := s.openRedis(plan); err != nil {

@@ -20,12 +20,17 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"sigs.k8s.io/yaml"
 
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
+	"github.com/tokentriage/tokentriage/filter"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
 
 	// Every typed_config the configs name must resolve, so each extension
 	// they use is imported for its registration with the proto registry.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/credential_injector/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/http/injected_credentials/generic/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 )
@@ -46,6 +51,11 @@ type envoyConfig struct {
 	bootstrap *bootstrapv3.Bootstrap
 	hcms      []located[*hcmv3.HttpConnectionManager]
 	wasm      []located[*wasmfilterv3.Wasm]
+	// injectors are the credential injectors of the HTTP filter chains.
+	injectors []injector
+	// sds are the SDS secrets the config names, with the file each comes
+	// from.
+	sds []located[*tlsv3.SdsSecretConfig]
 }
 
 // located is a message found inside a typed_config, with the path to it.
@@ -91,9 +101,15 @@ func loadEnvoyConfig(src []byte) (*envoyConfig, error) {
 		switch m := inner.(type) {
 		case *hcmv3.HttpConnectionManager:
 			cfg.hcms = append(cfg.hcms, located[*hcmv3.HttpConnectionManager]{path, m})
+			for i, f := range m.GetHttpFilters() {
+				if in, ok := newInjector(fmt.Sprintf("%s.http_filters[%d]", path, i), f); ok {
+					cfg.injectors = append(cfg.injectors, in)
+				}
+			}
 		case *wasmfilterv3.Wasm:
 			cfg.wasm = append(cfg.wasm, located[*wasmfilterv3.Wasm]{path, m})
 		}
+		cfg.sds = append(cfg.sds, sdsConfigs(path, inner.ProtoReflect())...)
 		return eachAny(inner.ProtoReflect(), path, visit)
 	}
 	if err := eachAny(b.ProtoReflect(), "", visit); err != nil {
@@ -263,6 +279,11 @@ func checkTokentriage(cfg *envoyConfig) error {
 		if a := conf.Accountant; a != nil {
 			accountant = a.Cluster
 		}
+		if knob := pc.GetAllowOnHeadersStopIteration().GetValue(); conf.HoldHeaders && !knob {
+			fail("%s.config: hold_headers is on but allow_on_headers_stop_iteration is not: Envoy would hold the body back from the filter paused at the headers, and every governed request would wait %v before the filter lets it go; set allow_on_headers_stop_iteration: true (Envoy 1.35 and later)", w.path, filter.HoldGrace)
+		} else if knob && !conf.HoldHeaders {
+			fail("%s.config: allow_on_headers_stop_iteration is on but hold_headers is not: set both (the filter holds the headers until gate 2) or neither", w.path)
+		}
 		if bufferAt != "" && int64(bufferLimit) < conf.MaxBodyBytes {
 			fail("%s: per_connection_buffer_limit_bytes %d is below the filter's max_body_bytes %d: request bodies between the two would get Envoy's bare 413 instead of the filter's; raise the listener's limit or lower max_body_bytes",
 				bufferAt, bufferLimit, conf.MaxBodyBytes)
@@ -285,8 +306,16 @@ func checkTokentriage(cfg *envoyConfig) error {
 		}
 	}
 	for _, h := range cfg.hcms {
-		_, routeErrs := checkEnvoyProviderRoutes(h.path, h.msg, accountant)
+		_, routeErrs := checkEnvoyProviderRoutes(h.path, h.msg, accountant, cfg.injectors)
 		errs = append(errs, routeErrs...)
+	}
+	if len(cfg.wasm) > 0 {
+		errs = append(errs, checkStatTags(cfg.bootstrap)...)
+	}
+	for _, sds := range cfg.sds {
+		if err := checkSDSFile(sds.msg); err != nil {
+			fail("%s: %w", sds.path, err)
+		}
 	}
 	return errors.Join(errs...)
 }

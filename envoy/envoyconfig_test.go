@@ -2,6 +2,8 @@ package envoy_test
 
 import (
 	"os"
+
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,7 +55,8 @@ func TestEnvoyConfigs(t *testing.T) {
 }
 
 // TestEnvoyConfigPorts keeps the configs and the README in step: the
-// gateway listens on 0.0.0.0:10000 and the admin on 127.0.0.1:9901.
+// gateway listens on 0.0.0.0:10000 (the plaintext local example on
+// 127.0.0.1:10000) and the admin on 127.0.0.1:9901.
 func TestEnvoyConfigPorts(t *testing.T) {
 	for _, name := range envoyConfigFiles(t) {
 		cfg, err := loadEnvoyConfig(readFile(t, name))
@@ -70,8 +73,12 @@ func TestEnvoyConfigPorts(t *testing.T) {
 			t.Fatalf("%s: %d listeners, want 1", name, len(ls))
 		}
 		sa := ls[0].GetAddress().GetSocketAddress()
-		if sa.GetAddress() != "0.0.0.0" || sa.GetPortValue() != 10000 {
-			t.Errorf("%s: listener on %s:%d, want 0.0.0.0:10000", name, sa.GetAddress(), sa.GetPortValue())
+		want := "0.0.0.0"
+		if localPlaintext(name) {
+			want = "127.0.0.1"
+		}
+		if sa.GetAddress() != want || sa.GetPortValue() != 10000 {
+			t.Errorf("%s: listener on %s:%d, want %s:10000", name, sa.GetAddress(), sa.GetPortValue(), want)
 		}
 	}
 }
@@ -109,7 +116,7 @@ func TestEnvoyConfigRejects(t *testing.T) {
 		{
 			name: "misspelt field at the top level",
 			old:  "static_resources:", new: "static_resource:",
-			want: []string{`unknown field "static_resource"`, "line 37: "},
+			want: []string{`unknown field "static_resource"`, "line 64: "},
 		},
 		{
 			name: "typed_config type that does not exist",
@@ -169,8 +176,43 @@ func TestEnvoyConfigRejects(t *testing.T) {
 		},
 		{
 			name: "filter that fails open",
-			old:  "fail_open: false", new: "fail_open: true",
+			old:  "failure_policy: FAIL_RELOAD", new: "failure_policy: FAIL_OPEN",
 			want: []string{"fails open"},
+		},
+		{
+			name: "headers held on an Envoy that holds the body back",
+			old:  "allow_on_headers_stop_iteration: true", new: "allow_on_headers_stop_iteration: false",
+			want: []string{"hold_headers is on but allow_on_headers_stop_iteration is not"},
+		},
+		{
+			name: "the stop-iteration knob without hold_headers",
+			old:  `"hold_headers": true,`, new: ``,
+			want: []string{"allow_on_headers_stop_iteration is on but hold_headers is not"},
+		},
+		{
+			name: "stats without the limit tags",
+			old:  "      regex: '(limit_id=\\.=(.+?);\\.;)'", new: "      regex: '(limit=\\.=(.+?);\\.;)'",
+			want: []string{"stats_config.stats_tags: no tag limit_id"},
+		},
+		{
+			name: "a provider key in a secret file Envoy does not watch",
+			old:  "watched_directory: { path: /etc/tokentriage/secrets }\n                  - name: anthropic_key", new: "\n                  - name: anthropic_key",
+			want: []string{`secret "openai_api_key": path_config_source has no watched_directory: a rotated secret would need a restart`},
+		},
+		{
+			name: "a provider key from a file envoy/sds does not have",
+			old:  "/etc/tokentriage/sds/anthropic-api-key.yaml", new: "/etc/tokentriage/sds/claude-key.yaml",
+			want: []string{"sds/claude-key.yaml: no such file"},
+		},
+		{
+			name: "the gateway certificate from a file outside the watched directory",
+			old:  "watched_directory: { path: /etc/tokentriage/tls }", new: "watched_directory: { path: /etc/tokentriage/certs }",
+			want: []string{`secret "gateway_certificate" reads /etc/tokentriage/tls/tls.crt, outside the watched directory /etc/tokentriage/certs`},
+		},
+		{
+			name: "an OpenAI key that reaches the self-hosted server",
+			old:  "request_headers_to_remove: [authorization, x-api-key, api-key,", new: "request_headers_to_remove: [x-api-key, api-key,",
+			want: []string{"routes[1] (self_hosted): the openai_api_key key (credential injector openai_key, header authorization) reaches cluster self_hosted"},
 		},
 		{
 			name: "wrong wasm file",
@@ -181,12 +223,12 @@ func TestEnvoyConfigRejects(t *testing.T) {
 			name: "route timeout that would cut a stream",
 			old:  "cluster: openai\n                            auto_host_rewrite: true\n                            timeout: 0s",
 			new:  "cluster: openai\n                            auto_host_rewrite: true\n                            timeout: 60s",
-			want: []string{"routes[1] (openai): route.timeout must be 0s"},
+			want: []string{"routes[2] (openai): route.timeout must be 0s"},
 		},
 		{
 			name: "provider route that passes a cookie on",
 			old:  "request_headers_to_remove: [x-api-key, api-key, x-goog-api-key, cookie, ", new: "request_headers_to_remove: [x-api-key, api-key, x-goog-api-key, ",
-			want: []string{"routes[1] (openai): the client's cookie reaches the provider"},
+			want: []string{"routes[2] (openai): the client's cookie reaches the provider"},
 		},
 		{
 			name: "provider route that passes accept-encoding on",
@@ -196,23 +238,18 @@ func TestEnvoyConfigRejects(t *testing.T) {
 		{
 			name: "openai route that passes the client's x-api-key on",
 			old:  "request_headers_to_remove: [x-api-key, api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]", new: "request_headers_to_remove: [api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]",
-			want: []string{"routes[1] (openai): the client's x-api-key reaches the provider (neither removed nor overwritten)"},
+			want: []string{"routes[2] (openai): the anthropic_api_key key (credential injector anthropic_key, header x-api-key) reaches cluster openai"},
 		},
 		{
 			name: "anthropic route that passes the client's authorization on",
 			old:  "request_headers_to_remove: [authorization, api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]", new: "request_headers_to_remove: [api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]",
-			want: []string{"routes[0] (anthropic): the client's authorization reaches the provider"},
+			want: []string{"routes[0] (anthropic): the openai_api_key key (credential injector openai_key, header authorization) reaches cluster anthropic"},
 		},
 		{
 			name: "provider key added beside the client's",
-			old:  "OPENAI_API_KEY)%\" }\n                              append_action: OVERWRITE_IF_EXISTS_OR_ADD",
-			new:  "OPENAI_API_KEY)%\" }\n                              append_action: APPEND_IF_EXISTS_OR_ADD",
-			want: []string{"routes[1] (openai): the client's authorization reaches the provider (added beside the client's value)"},
-		},
-		{
-			name: "provider key header copied from the request",
-			old:  `value: "%ENVIRONMENT(ANTHROPIC_API_KEY)%"`, new: `value: "%REQ(x-api-key)%"`,
-			want: []string{`routes[0] (anthropic): the client's x-api-key reaches the provider (set to "%REQ(x-api-key)%")`},
+			old:  "overwrite: true\n                      credential:\n                        name: envoy.http.injected_credentials.generic\n                        typed_config:\n                          \"@type\": type.googleapis.com/envoy.extensions.http.injected_credentials.generic.v3.Generic\n                          header: authorization",
+			new:  "overwrite: false\n                      credential:\n                        name: envoy.http.injected_credentials.generic\n                        typed_config:\n                          \"@type\": type.googleapis.com/envoy.extensions.http.injected_credentials.generic.v3.Generic\n                          header: authorization",
+			want: []string{"routes[2] (openai): the client's authorization reaches the provider (added beside the client's value)"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -273,5 +310,74 @@ func TestEmbeddedDemoKey(t *testing.T) {
 	if k.KID != kid || !vkey.Verify(embeddedDemoKey, k.SHA256) || k.Owner != demoOwner {
 		t.Errorf("static key {kid %s, owner %s} does not match the demo key %s (kid %s, sha256 %s, owner %s)",
 			k.KID, k.Owner, embeddedDemoKey, kid, vkey.Hash(embeddedDemoKey), demoOwner)
+	}
+}
+
+// localPlaintext reports the one config that may listen without TLS: the
+// laptop example, on loopback.
+func localPlaintext(name string) bool { return strings.Contains(name, "local-plaintext") }
+
+// TestEnvoyConfigTLS: a virtual key is a bearer credential, so every
+// gateway listener speaks TLS, with its certificate from a file Envoy
+// watches (SDS); only the local plaintext example does not, and it listens
+// on loopback alone.
+func TestEnvoyConfigTLS(t *testing.T) {
+	for _, name := range envoyConfigFiles(t) {
+		cfg, err := loadEnvoyConfig(readFile(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, l := range cfg.bootstrap.GetStaticResources().GetListeners() {
+			for i, fc := range l.GetFilterChains() {
+				ts := fc.GetTransportSocket()
+				var dtc tlsv3.DownstreamTlsContext
+				tls := ts != nil && ts.GetTypedConfig().UnmarshalTo(&dtc) == nil
+				switch {
+				case localPlaintext(name) && tls:
+					t.Errorf("%s: listener %s filter_chains[%d] speaks TLS in the plaintext example", name, l.GetName(), i)
+				case localPlaintext(name):
+					if a := l.GetAddress().GetSocketAddress().GetAddress(); a != "127.0.0.1" {
+						t.Errorf("%s: the plaintext listener binds %s; it may listen on loopback only", name, a)
+					}
+				case !tls:
+					t.Errorf("%s: listener %s filter_chains[%d] has no DownstreamTlsContext: virtual keys would travel in clear", name, l.GetName(), i)
+				case len(dtc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()) == 0 && len(dtc.GetCommonTlsContext().GetTlsCertificates()) == 0:
+					t.Errorf("%s: listener %s filter_chains[%d]: TLS without a certificate", name, l.GetName(), i)
+				}
+			}
+		}
+	}
+}
+
+// TestSDSFiles decodes every secrets file of envoy/sds/ strictly, as the
+// DiscoveryResponse Envoy reads from a path_config_source, and checks that
+// each one a config names is found and its material read from files.
+func TestSDSFiles(t *testing.T) {
+	files, err := filepath.Glob("sds/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no SDS files: %v", err)
+	}
+	named := map[string]bool{}
+	for _, name := range envoyConfigFiles(t) {
+		cfg, err := loadEnvoyConfig(readFile(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, s := range cfg.sds {
+			named[filepath.Join("sds", filepath.Base(s.msg.GetSdsConfig().GetPathConfigSource().GetPath()))] = true
+		}
+	}
+	for _, f := range files {
+		secs, err := loadSDSFile(f)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if len(secs) != 1 {
+			t.Errorf("%s: %d secrets, want 1", f, len(secs))
+		}
+		if !named[f] {
+			t.Errorf("%s: no config names it", f)
+		}
 	}
 }

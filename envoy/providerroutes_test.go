@@ -128,9 +128,11 @@ func envoyHeaderOps(rc *routev3.RouteConfiguration, vh *routev3.VirtualHost, r *
 
 // checkEnvoyProviderRoutes checks every route of h that forwards to a
 // cluster other than the accountant's: each is a provider route, and none
-// may pass on the client's accept-encoding or credentials. It returns how
-// many routes it checked.
-func checkEnvoyProviderRoutes(path string, h *hcmv3.HttpConnectionManager, accountant string) (int, []error) {
+// may pass on the client's accept-encoding or credentials. A credential
+// injector of the chain (injs) sets its header before the router's route
+// removals run; the key it sets may reach only the cluster it is for
+// (injector.keyCluster). It returns how many routes it checked.
+func checkEnvoyProviderRoutes(path string, h *hcmv3.HttpConnectionManager, accountant string, injs []injector) (int, []error) {
 	var errs []error
 	n := 0
 	rc := h.GetRouteConfig()
@@ -142,7 +144,29 @@ func checkEnvoyProviderRoutes(path string, h *hcmv3.HttpConnectionManager, accou
 			}
 			n++
 			where := fmt.Sprintf("%s.route_config.virtual_hosts[%s].routes[%d] (%s)", path, vh.GetName(), i, r.GetName())
-			errs = append(errs, envoyHeaderOps(rc, vh, r).check(where, "request_headers_to_remove")...)
+			ops := envoyHeaderOps(rc, vh, r)
+			var keys []injector
+			for _, in := range injs {
+				if in.disabled || !strings.HasPrefix(in.path, path+".") {
+					continue
+				}
+				v := "the credential injector " + in.name
+				if in.overwrite {
+					ops.set[in.header] = append(ops.set[in.header], v)
+				} else {
+					ops.added[in.header] = append(ops.added[in.header], v)
+				}
+				if !ops.removed[in.header] {
+					keys = append(keys, in)
+				}
+			}
+			errs = append(errs, ops.check(where, "request_headers_to_remove")...)
+			for _, in := range keys {
+				if c := ra.Route.GetCluster(); in.keyCluster() != c {
+					errs = append(errs, fmt.Errorf("%s: the %s key (credential injector %s, header %s) reaches cluster %s: add %s to request_headers_to_remove",
+						where, in.secret, in.name, in.header, c, in.header))
+				}
+			}
 		}
 	}
 	return n, errs
@@ -202,8 +226,9 @@ func checkIstioProviderRoutes(vss []located[*networkingv1.VirtualService], accou
 
 // TestProviderRoutesStripClientHeaders checks that the configs have
 // provider routes at all, so the rule checkTokentriage and checkIstio
-// apply to them cannot hold for want of routes: two in each Envoy config,
-// two in the Istio manifests.
+// apply to them cannot hold for want of routes: two in each Envoy config
+// (three with the self-hosted route of envoy.yaml), two in the Istio
+// manifests.
 func TestProviderRoutesStripClientHeaders(t *testing.T) {
 	for _, name := range envoyConfigFiles(t) {
 		cfg, err := loadEnvoyConfig(readFile(t, name))
@@ -212,14 +237,18 @@ func TestProviderRoutesStripClientHeaders(t *testing.T) {
 		}
 		total := 0
 		for _, h := range cfg.hcms {
-			n, errs := checkEnvoyProviderRoutes(h.path, h.msg, "tokentriage_accountant")
+			n, errs := checkEnvoyProviderRoutes(h.path, h.msg, "tokentriage_accountant", cfg.injectors)
 			total += n
 			for _, err := range errs {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
-		if total != 2 {
-			t.Errorf("%s: %d provider routes checked, want 2 (anthropic, openai)", name, total)
+		want := 2
+		if name != "envoy-embedded-plan.yaml" {
+			want = 3
+		}
+		if total != want {
+			t.Errorf("%s: %d provider routes checked, want %d (anthropic, openai, and self_hosted but in the embedded plan)", name, total, want)
 		}
 	}
 	ms, err := loadManifests(readIstio(t))

@@ -32,6 +32,12 @@ type pluginContext struct {
 	id      uint32
 	engine  *Engine
 	counter [metricCount]proxywasm.MetricCounter
+	// gauges and their last values (a VM adds the change of its own
+	// share, so the host's stat sums every VM's); refusals are the
+	// counters by limit, defined on first use.
+	gauges    [gaugeCount]proxywasm.MetricGauge
+	gaugeLast [gaugeCount]int64
+	refusals  map[string]proxywasm.MetricCounter
 	// held are the requests whose headers wait for gate 2 and that no body
 	// callback has reached yet, by context id, with when they paused.
 	held map[uint32]heldRequest
@@ -60,6 +66,9 @@ func (p *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 	}
 	for i, name := range MetricNames {
 		p.counter[i] = proxywasm.DefineCounterMetric(name)
+	}
+	for i, name := range GaugeNames {
+		p.gauges[i] = proxywasm.DefineGaugeMetric(name)
 	}
 	h := Host{
 		Store:    &sharedData{buf: make([]byte, 0, 256)},
@@ -136,6 +145,45 @@ func (p *pluginContext) OnPluginDone() bool {
 }
 
 func (p *pluginContext) Add(m Metric, n uint64) { p.counter[m].Increment(n) }
+
+// maxRefusalStats bounds the counters a VM defines by limit: a plan has
+// far fewer limits; past it, refusals count under limit_id "other".
+const maxRefusalStats = 512
+
+func (p *pluginContext) Refused(limitID, limitType string) {
+	name := RefusalStat(limitID, limitType)
+	c, ok := p.refusals[name]
+	if !ok {
+		if p.refusals == nil {
+			p.refusals = map[string]proxywasm.MetricCounter{}
+		}
+		if len(p.refusals) >= maxRefusalStats {
+			name = RefusalStat("other", limitType)
+			if c, ok = p.refusals[name]; !ok {
+				c = proxywasm.DefineCounterMetric(name)
+				p.refusals[name] = c
+			}
+		} else {
+			c = proxywasm.DefineCounterMetric(name)
+			p.refusals[name] = c
+		}
+	}
+	c.Increment(1)
+}
+
+func (p *pluginContext) Set(g Gauge, v int64) {
+	switch g {
+	case GaugeSyncAge:
+		// The same in every VM: the last to set it is right.
+		if v != p.gaugeLast[g] {
+			p.gauges[g].Set(v)
+		}
+	default:
+		// Each VM's share: add the change, so the stat sums the VMs.
+		p.gauges[g].Add(v - p.gaugeLast[g])
+	}
+	p.gaugeLast[g] = v
+}
 
 func (p *pluginContext) NewHttpContext(id uint32) types.HttpContext {
 	if p.engine == nil {

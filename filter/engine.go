@@ -186,6 +186,10 @@ func (e *Engine) Tick() {
 	e.refresh(now)
 	e.poll(now)
 	e.flushRows(now, e.rows.lag() >= batchRows)
+	e.host.Metrics.Set(GaugeRowsQueued, int64(e.rows.lag()))
+	if e.snap != nil {
+		e.host.Metrics.Set(GaugeSyncAge, int64(now.Sub(e.snap.generatedAt)/time.Second))
+	}
 	e.sendAlerts()
 	if now.Sub(e.lastRefresh) >= e.leaseTTL/3 || e.teeChanged() {
 		e.cells.gaugeRefreshAll(now, e.leaseTTL)

@@ -91,8 +91,25 @@ func (c *manualClock) Advance(d time.Duration) {
 
 // countMetrics counts metric additions.
 type countMetrics struct {
-	mu sync.Mutex
-	n  [metricCount]uint64
+	mu      sync.Mutex
+	n       [metricCount]uint64
+	refused map[string]uint64 // by RefusalStat
+	gauges  [gaugeCount]int64
+}
+
+func (m *countMetrics) Refused(limitID, limitType string) {
+	m.mu.Lock()
+	if m.refused == nil {
+		m.refused = map[string]uint64{}
+	}
+	m.refused[RefusalStat(limitID, limitType)]++
+	m.mu.Unlock()
+}
+
+func (m *countMetrics) Set(g Gauge, v int64) {
+	m.mu.Lock()
+	m.gauges[g] = v
+	m.mu.Unlock()
 }
 
 func (m *countMetrics) Add(k Metric, n uint64) {

@@ -447,6 +447,7 @@ func (e *Engine) refuse(s *Stream, v Verdict, r *wire.Refusal, in *govern.Instan
 	r.Shape = s.shape
 	s.refusal = refusalInfo{errorType: r.ErrorType(), by: &ledger.Ref{LimitID: l.ID, LimitType: l.Type.String(), Node: in.Node}}
 	e.host.Metrics.Add(refusedMetric(l.Type), 1)
+	e.host.Metrics.Refused(l.ID, l.Type.String())
 	s.replied, s.status = true, r.Status()
 	v.Action = ActReply
 	v.Reply = &Reply{Status: r.Status(), Headers: r.AppendHeaders(nil), Body: r.AppendBody(nil), Details: "tokentriage_" + r.ErrorType()}

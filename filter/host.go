@@ -38,6 +38,50 @@ const (
 // defined once per VM; counters aggregate across a host's workers.
 type Metrics interface {
 	Add(m Metric, n uint64)
+	// Refused counts one refusal by the limit that refused it, on a stat
+	// whose name carries the limit's id and type as tags (RefusalStat).
+	Refused(limitID, limitType string)
+	// Set sets a gauge to this VM's value; GaugeNames says how the VMs'
+	// values combine.
+	Set(g Gauge, v int64)
+}
+
+// Gauge names one gauge.
+type Gauge int
+
+const (
+	// GaugeRowsQueued is the ledger rows a VM holds that the accountant has
+	// not acknowledged; the host's stat is the sum over its VMs.
+	GaugeRowsQueued Gauge = iota
+	// GaugeSyncAge is the age in seconds of the accountant's snapshot the
+	// VM decides on (the same for every VM of a host).
+	GaugeSyncAge
+	gaugeCount
+)
+
+// GaugeNames are the Envoy stat names, indexed by Gauge.
+var GaugeNames = [gaugeCount]string{
+	GaugeRowsQueued: "tokentriage.ledger.rows_queued",
+	GaugeSyncAge:    "tokentriage.sync.age_seconds",
+}
+
+// RefusalStat is the name of the counter of refusals by one limit. The tags
+// are spelled as Istio's stats plugin spells them (name=.=value;.;), so
+// Envoy's tag extraction (stats_config.stats_tags with the regexes
+// `(limit_id=\.=(.+?);\.;)` and `(limit_type=\.=(.+?);\.;)`, or Istio's
+// extraStatTags: [limit_id, limit_type]) turns them into labels, and
+// Prometheus sees tokentriage_refusals{limit_id="team_rpm",limit_type="rpm"}.
+// Limit ids are [a-z0-9_], so they never break the spelling.
+func RefusalStat(limitID, limitType string) string {
+	return "limit_id=.=" + limitID + ";.;limit_type=.=" + limitType + ";.;tokentriage.refusals"
+}
+
+// StatTags are the tag extraction rules (Envoy's stats_config.stats_tags)
+// that turn the tags RefusalStat spells into labels; envoy/envoy.yaml and
+// tokentriage dev use these.
+var StatTags = []struct{ Name, Regex string }{
+	{"limit_id", `(limit_id=\.=(.+?);\.;)`},
+	{"limit_type", `(limit_type=\.=(.+?);\.;)`},
 }
 
 // Metric names one counter.

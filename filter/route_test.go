@@ -1,6 +1,7 @@
 package filter_test
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/internal/stub"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
@@ -165,4 +167,44 @@ func logged(h *wasmtest.Host, part string) bool {
 		}
 	}
 	return false
+}
+
+// A store: redis rpm limit makes gate 1 wait for the fleet's answer at the
+// headers; with the headers held, the body keeps coming meanwhile. Whether
+// the answer or the end of the body comes first, gate 2 runs once, after
+// gate 1, and the request leaves with its routing headers and rewritten
+// body.
+func TestFleetAnswerAndHeldBody(t *testing.T) {
+	limits := `{"id":"fleet_rpm","attach":{"level":"team"},"type":"rpm","amount":100000,"period":"1m","store":"redis"},` + limTeamTPM
+	r := newRig(t, rigOptions{
+		governance: gov(limits, `,"require_key":true,"shared_state":{"redis":{"addr":"127.0.0.1:6379","timeout":"10s"}}`),
+		keys:       []testKey{dev1Key}, accountant: true, workers: 2,
+	})
+	allow := func(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
+		var out syncwire.AdmitAnswer
+		for _, st := range req.Rate {
+			out.Rate = append(out.Rate, syncwire.RateResult{Allowed: true, Limit: st.Amount, Remaining: st.Amount - 1})
+		}
+		return out
+	}
+	r.acct.mu.Lock()
+	r.acct.admit = allow
+	r.acct.mu.Unlock()
+	r.sync()
+	for i := range 20 {
+		resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, chunks: []string{`{"model":"gpt-4o-mini","stream":true,`, `"messages":[{"role":"user","content":"hi"}]}`}})
+		mustStatus(t, resp, 200)
+		if resp.Headers.Get("X-Tt-Suspended") != "" {
+			t.Fatalf("request %d: the fleet did not decide: %v", i, resp.Headers)
+		}
+		sent, _ := r.stub.Last()
+		if !bytes.Contains(sent.Body, []byte(`"include_usage":true`)) || sent.Header.Get("X-Tt-Model") != "gpt-4o-mini" {
+			t.Fatalf("request %d: the provider got %s with model header %q", i, sent.Body, sent.Header.Get("X-Tt-Model"))
+		}
+	}
+	r.acct.mu.Lock()
+	defer r.acct.mu.Unlock()
+	if len(r.acct.admits) < 20 {
+		t.Errorf("the fleet was asked %d times for 20 requests", len(r.acct.admits))
+	}
 }

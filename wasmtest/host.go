@@ -69,6 +69,9 @@ type Config struct {
 	// xds.* entry is also served at its older top-level name (node.id,
 	// cluster_name, …) that SDKs before the xds attributes read.
 	Properties map[string][]byte
+	// StatTags are Envoy's stats_config.stats_tags: the tags Stats cuts
+	// out of the plugin's stat names.
+	StatTags []StatTag
 	// Log receives a copy of every captured log line; nil keeps them only
 	// in memory (Logs).
 	Log io.Writer
@@ -148,6 +151,7 @@ type Host struct {
 	retiredMu      sync.Mutex
 	props          map[string][]byte
 	routes         []*route
+	statTags       []statTag
 }
 
 var _ http.Handler = (*Host)(nil)
@@ -248,6 +252,11 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := h.compileRoutes(cfg.Routes); err != nil {
 		return nil, err
 	}
+	tags, err := compileStatTags(cfg.StatTags)
+	if err != nil {
+		return nil, err
+	}
+	h.statTags = tags
 	props, err := configProps(cfg.Properties)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,10 @@
 package wasmtest
 
-import "testing"
+import (
+	"context"
+	"fmt"
+	"testing"
+)
 
 // Envoy's id scheme and rules (shared/proxy-wasm.md 3.7), and values
 // summed across workers by name.
@@ -26,5 +30,25 @@ func TestMetricRules(t *testing.T) {
 	}
 	if _, ok := h.Metric("nope"); ok {
 		t.Error("Metric(nope) found")
+	}
+}
+
+// Stats shows the plugin's counters and gauges as Envoy's stats handler
+// does after stats_config.stats_tags: each matching regex cuts its first
+// group out of the name and gives its tag the second group's value.
+func TestStatTags(t *testing.T) {
+	h := newHost(t, Config{StatTags: []StatTag{
+		{Name: "which", Regex: `^test_counter(2)$`},
+		{Name: "kind", Regex: `^test_(gauge)$`},
+	}})
+	h.Do(Request{Headers: hdr("X-Mode", "metrics")})
+	got := fmt.Sprint(h.Stats())
+	want := "[{test_ [[kind gauge]] gauge 42} {test_counter [[which 2]] counter 0} {test_counter [] counter 7}]"
+	if got != want {
+		t.Errorf("Stats\ngot  %s\nwant %s", got, want)
+	}
+	_, err := New(context.Background(), Config{Module: conformance(t), StatTags: []StatTag{{Name: "x", Regex: "no group"}}})
+	if want := "wasmtest: Config.StatTags[0] (x): needs a name and a regex with a capture group (the part cut from the name)"; err == nil || err.Error() != want {
+		t.Errorf("error %v", err)
 	}
 }

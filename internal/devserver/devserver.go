@@ -29,6 +29,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tokentriage/tokentriage/accountant"
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/internal/stub"
@@ -153,6 +155,7 @@ type Server struct {
 	log       *slog.Logger
 	acct      *accountant.Server
 	host      *wasmtest.Host
+	gwStats   gatewayStats // the filter's stats, on the accountant's /metrics
 	stub      *stub.Stub
 	upstream  string // what the upstream is, for people
 	gw        *http.Server
@@ -311,6 +314,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		Redis:         o.Redis,
 		Control:       o.Control,
 		Promote:       o.Promote,
+		Collectors:    []prometheus.Collector{&s.gwStats},
 	})
 	if err != nil {
 		acctLn.Close()
@@ -346,11 +350,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		StreamIdleTimeout:           o.StreamIdleTimeout,
 		RequestTimeout:              o.RequestTimeout,
 		AllowOnHeadersStopIteration: true,
+		StatTags:                    statTags(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("devserver: starting the filter: %w (is the module a build of cmd/filter? `make wasm` rebuilds it)", err)
 	}
 	s.host = host
+	s.gwStats.host.Store(host)
 
 	gwOwned = false
 	s.gwURL = "http://" + gwLn.Addr().String()

@@ -38,7 +38,9 @@ func testContext(t *testing.T) context.Context {
 
 func start(t *testing.T, o Options) *Server {
 	t.Helper()
-	o.ConfigPath = "testdata/dev.yaml"
+	if o.ConfigPath == "" {
+		o.ConfigPath = "testdata/dev.yaml"
+	}
 	o.DataDir = t.TempDir()
 	o.Listen, o.AccountantListen = "127.0.0.1:0", "127.0.0.1:0"
 	o.Workers = 2
