@@ -203,8 +203,20 @@ func TestFleetAnswerAndHeldBody(t *testing.T) {
 		}
 	}
 	r.acct.mu.Lock()
-	defer r.acct.mu.Unlock()
 	if len(r.acct.admits) < 20 {
 		t.Errorf("the fleet was asked %d times for 20 requests", len(r.acct.admits))
+	}
+	// The fleet refuses: the held request is answered 429, whether its
+	// body came before the answer or after.
+	r.acct.admit = func(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
+		return syncwire.AdmitAnswer{Rate: []syncwire.RateResult{{Allowed: false, Limit: 100000, RetryAfterNS: 1e9}}}
+	}
+	r.acct.mu.Unlock()
+	for i := range 10 {
+		resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, chunks: []string{`{"model":"gpt-4o-mini",`, `"messages":[{"role":"user","content":"hi"}]}`}})
+		mustStatus(t, resp, 429)
+		if got := resp.Headers.Get("X-Tt-Refused-By"); got != "fleet_rpm" || resp.Upstream {
+			t.Fatalf("request %d: refused by %q, went upstream %v", i, got, resp.Upstream)
+		}
 	}
 }
