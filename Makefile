@@ -19,7 +19,11 @@ WASM_ENV  := GOOS=wasip1 GOARCH=wasm
 WASM_FLAGS := -buildmode=c-shared -trimpath -ldflags='-s -w'
 TEST_ENV  := TT_FILTER_WASM=$(abspath $(WASM)) TT_NOOP_WASM=$(abspath $(NOOP_WASM))
 
-.PHONY: all build wasm cli run fleet test check bench bench-guest clean
+# The tag of the filter's OCI image: the one envoy/istio/wasmplugin.yaml's
+# url names.
+OCI_TAG   ?= v0.1.0
+
+.PHONY: all build wasm cli run fleet test check bench bench-guest clean oci
 
 all: build
 
@@ -33,6 +37,12 @@ wasm:
 cli:
 	@mkdir -p bin
 	$(GO) build -trimpath -o $(CLI) ./cmd/tokentriage
+
+# The filter as the OCI image an Istio WasmPlugin pulls, in build/oci (an
+# OCI image layout: push it with crane, oras or skopeo), its digest pinned
+# in envoy/istio/wasmplugin.yaml.
+oci: wasm
+	$(GO) run ./cmd/wasmoci -wasm $(WASM) -out build/oci -tag $(OCI_TAG) -pin envoy/istio/wasmplugin.yaml
 
 # make run LISTEN=127.0.0.1:9790 ACCOUNTANT_LISTEN=127.0.0.1:9791 moves the
 # two addresses (two dev systems side by side, or a port already taken).
