@@ -1,8 +1,10 @@
 package llm
 
 import (
+	"bytes"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -31,16 +33,42 @@ func BenchmarkInjectIncludeUsage(b *testing.B) {
 }
 
 func BenchmarkParseUsage(b *testing.B) {
-	body, err := os.ReadFile("testdata/usage/chat_basic.json")
+	small, err := os.ReadFile("testdata/usage/chat_basic.json")
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, ok := ParseUsage("/v1/chat/completions", body); !ok {
-			b.Fatal("no usage")
-		}
+	// A long answer: the same completion with 8 KB of prose in its
+	// message (a paragraph break every 512 bytes, a quoted word in each
+	// paragraph) ahead of the usage member.
+	para := `Berlin is the capital of \"Germany\" and its largest city. ` + strings.Repeat("It lies on the Spree, in the north-east of the country, and has about 3.9 million people. ", 6)
+	long := bytes.Replace(small, []byte(`"content": "`), []byte(`"content": "`+strings.Repeat(para[:508]+`\n\n`, 16)), 1)
+	if bytes.Equal(long, small) {
+		b.Fatal("chat_basic.json has no content member to lengthen")
+	}
+	for _, bc := range []struct {
+		name string
+		body []byte
+	}{{"answer", small}, {"answer-8KB", long}} {
+		// one-pass is ParseUsage as the filter calls it; gjson is the
+		// generic top-level iteration it replaced, on the same body.
+		b.Run(bc.name+"/one-pass", func(b *testing.B) {
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, ok := ParseUsage("/v1/chat/completions", bc.body); !ok {
+					b.Fatal("no usage")
+				}
+			}
+		})
+		b.Run(bc.name+"/gjson", func(b *testing.B) {
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, ok := parseUsageGJSON(ChatCompletions, bc.body); !ok {
+					b.Fatal("no usage")
+				}
+			}
+		})
 	}
 }
 

@@ -460,11 +460,11 @@ func walkEvent(b []byte, root uint8, f *eventFacts, rec *[]hole) bool {
 				case rUsage:
 					f.usage = u
 				case rRespUsage:
-					if c, ok := readCounts(gjson.Parse(view(b[u.start:u.end]))); ok {
+					if c, ok := readCountsRaw(b[u.start:u.end]); ok {
 						f.respUsage, f.respHave = c, true
 					}
 				case rMsgUsage:
-					if c, ok := readCounts(gjson.Parse(view(b[u.start:u.end]))); ok {
+					if c, ok := readCountsRaw(b[u.start:u.end]); ok {
 						// message_start's output_tokens is a placeholder; the
 						// count arrives in message_delta.
 						c.out, c.has = 0, c.has&^hasOut
@@ -742,7 +742,7 @@ func (s *StreamScanner) applyOpenAI(f *eventFacts, src []byte) (strip bool) {
 	if f.usage.end == 0 {
 		return false
 	}
-	c, have := readCounts(gjson.Parse(view(src[f.usage.start:f.usage.end])))
+	c, have := readCountsRaw(src[f.usage.start:f.usage.end])
 	if !have {
 		return false
 	}
@@ -810,7 +810,7 @@ func (s *StreamScanner) applyAnthropic(f *eventFacts, src []byte) {
 		}
 	case "message_delta":
 		if f.usage.end != 0 {
-			if c, ok := readCounts(gjson.Parse(view(src[f.usage.start:f.usage.end]))); ok {
+			if c, ok := readCountsRaw(src[f.usage.start:f.usage.end]); ok {
 				s.anthropic.merge(c)
 			}
 		}

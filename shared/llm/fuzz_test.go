@@ -71,8 +71,27 @@ func FuzzParseRequest(f *testing.F) {
 // FuzzParseUsage: never panics; counts are never negative.
 func FuzzParseUsage(f *testing.F) {
 	addFiles(f, "testdata/usage/*.json", func(b []byte) { f.Add(b, uint8(0)) })
+	for _, u := range countsCases {
+		f.Add([]byte(u), uint8(0))
+	}
 	f.Fuzz(func(t *testing.T, body []byte, sel uint8) {
 		u, _, ok := ParseUsage(fuzzPaths[int(sel)%len(fuzzPaths)], body)
+		if c, served, have, sure := parseUsageFast(body); sure {
+			ep := EndpointOf(fuzzPaths[int(sel)%len(fuzzPaths)])
+			wu, wm, wok := parseUsageGJSON(ep, body)
+			if have != wok || have && (c.usage(ep) != wu || served != wm) {
+				t.Fatalf("%q: one pass %+v %q %v, gjson %+v %q %v", body, c.usage(ep), served, have, wu, wm, wok)
+			}
+		}
+		// The usage reader for checked objects, on the body as a usage
+		// object: the same counts as readCounts when the syntax is valid,
+		// and no panic whatever the body.
+		rc, rok := readCountsRaw(body)
+		if off, _ := checkSyntax(body); off < 0 {
+			if wc, wok := readCounts(gjson.Parse(view(body))); rok != wok || rok && rc != wc {
+				t.Fatalf("%q: one pass %+v %v, readCounts %+v %v", body, rc, rok, wc, wok)
+			}
+		}
 		if u.Input < 0 || u.Output < 0 || u.CachedInput < 0 || u.Reasoning < 0 || u.Total < 0 {
 			t.Fatalf("negative usage %+v", u)
 		}

@@ -45,6 +45,18 @@ func ParseUsage(path string, body []byte) (u ledger.Usage, servedModel string, o
 	if ep == Unknown {
 		return ledger.Usage{}, "", false
 	}
+	if c, served, have, sure := parseUsageFast(body); sure {
+		if !have {
+			return ledger.Usage{}, "", false
+		}
+		return c.usage(ep), served, true
+	}
+	return parseUsageGJSON(ep, body)
+}
+
+// parseUsageGJSON is ParseUsage through gjson's iteration of the top
+// level, for the bodies findUsage is not sure of.
+func parseUsageGJSON(ep Endpoint, body []byte) (u ledger.Usage, servedModel string, ok bool) {
 	root := gjson.Parse(view(body))
 	if !root.IsObject() {
 		return ledger.Usage{}, "", false
