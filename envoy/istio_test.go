@@ -8,32 +8,33 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	credinjv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/credential_injector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	genericv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/injected_credentials/generic/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	extensionsv1alpha1 "istio.io/api/extensions/v1alpha1"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networkingv1 "istio.io/api/networking/v1"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	securityv1 "istio.io/api/security/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
-)
 
-// The accountant's command line in the Deployment: DESIGN.md's
-// `tokentriage accountant -c FILE --listen ADDR --data DIR`.
-var accountantCommand = []string{
-	"tokentriage", "accountant",
-	"-c", "/etc/tokentriage/tokentriage.yaml",
-	"--listen", "0.0.0.0:8791",
-	"--data", "/var/lib/tokentriage",
-}
+	"github.com/tokentriage/tokentriage/filter"
+	"github.com/tokentriage/tokentriage/internal/wasmoci"
+)
 
 // istioKinds decode the spec of each Istio resource the manifests use, with
 // istio.io/api's own protos.
@@ -50,13 +51,13 @@ var istioKinds = map[string]func() proto.Message{
 // kubeKinds decode each Kubernetes object the manifests use into k8s.io/api
 // types.
 var kubeKinds = map[string]func() any{
-	"v1 Namespace":             func() any { return &corev1.Namespace{} },
-	"v1 ServiceAccount":        func() any { return &corev1.ServiceAccount{} },
-	"v1 Secret":                func() any { return &corev1.Secret{} },
-	"v1 ConfigMap":             func() any { return &corev1.ConfigMap{} },
-	"v1 PersistentVolumeClaim": func() any { return &corev1.PersistentVolumeClaim{} },
-	"v1 Service":               func() any { return &corev1.Service{} },
-	"apps/v1 Deployment":       func() any { return &appsv1.Deployment{} },
+	"v1 Namespace":                  func() any { return &corev1.Namespace{} },
+	"v1 ServiceAccount":             func() any { return &corev1.ServiceAccount{} },
+	"v1 Secret":                     func() any { return &corev1.Secret{} },
+	"v1 ConfigMap":                  func() any { return &corev1.ConfigMap{} },
+	"v1 Service":                    func() any { return &corev1.Service{} },
+	"apps/v1 StatefulSet":           func() any { return &appsv1.StatefulSet{} },
+	"policy/v1 PodDisruptionBudget": func() any { return &policyv1.PodDisruptionBudget{} },
 }
 
 // istioObject is the envelope of an Istio resource; its spec is decoded
@@ -191,13 +192,240 @@ func metaOf(ms []manifest, where string) metav1.ObjectMeta {
 
 var sha256Hex = regexp.MustCompile(`^[a-f0-9]{64}$`)
 
-// checkIstio decodes the manifests and checks that they fit together: the
-// WasmPlugin's plugin configuration passes the filter's decode and names
-// the cluster Istio builds for the accountant's Service; the Deployment
-// runs the accountant's command line with its config, data volume, port
-// and admin token wired to objects that exist; the config in the ConfigMap
-// compiles; no route to a provider passes on the client's accept-encoding
-// or credentials.
+// The accountant's command lines in the fleet: DESIGN.md's `tokentriage
+// accountant -c FILE --listen ADDR --data DIR`, with the fleet's Redis
+// (--redis) on every accountant and the plane's owner (--control) on every
+// gateway replica's. Each flag takes a value.
+var (
+	accountantPrefix = []string{"tokentriage", "accountant"}
+	ownerFlags       = []string{"-c", "--listen", "--data", "--redis"}
+	mirrorFlags      = []string{"-c", "--listen", "--data", "--redis", "--control"}
+)
+
+// accountantPod is a StatefulSet with a container running the accountant.
+type accountantPod struct {
+	where string // file#index StatefulSet name
+	ss    *appsv1.StatefulSet
+	c     corev1.Container
+	flags map[string]string
+}
+
+func (a accountantPod) owner() bool { _, ok := a.flags["--control"]; return !ok }
+
+// accountantPods finds every container of every StatefulSet whose command
+// is `tokentriage accountant …`.
+func accountantPods(ms []manifest) []accountantPod {
+	var out []accountantPod
+	for _, l := range find[*appsv1.StatefulSet](ms) {
+		for _, c := range l.msg.Spec.Template.Spec.Containers {
+			if len(c.Command) >= 2 && c.Command[0] == accountantPrefix[0] && c.Command[1] == accountantPrefix[1] {
+				out = append(out, accountantPod{where: l.path + " " + l.msg.Name, ss: l.msg, c: c, flags: commandFlags(c.Command)})
+			}
+		}
+	}
+	return out
+}
+
+// mountOf is the volume mounted at dir in container c of pod spec p, and
+// whether it is one of the StatefulSet's volumeClaimTemplates.
+func mountOf(ss *appsv1.StatefulSet, c corev1.Container, dir string) (v corev1.Volume, claim, ok bool) {
+	for _, m := range c.VolumeMounts {
+		if path.Clean(m.MountPath) != path.Clean(dir) {
+			continue
+		}
+		for _, v := range ss.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name {
+				return v, false, true
+			}
+		}
+		for _, t := range ss.Spec.VolumeClaimTemplates {
+			if t.Name == m.Name {
+				return corev1.Volume{Name: m.Name}, true, true
+			}
+		}
+	}
+	return corev1.Volume{}, false, false
+}
+
+// envSecret is where container c's variable name comes from, if a Secret.
+func envSecret(c corev1.Container, name string) *corev1.SecretKeySelector {
+	for _, e := range c.Env {
+		if e.Name == name && e.ValueFrom != nil {
+			return e.ValueFrom.SecretKeyRef
+		}
+	}
+	return nil
+}
+
+func secretValue(secrets []located[*corev1.Secret], ns, name, key string) (string, bool) {
+	for _, s := range secrets {
+		if s.msg.Name != name || s.msg.Namespace != ns {
+			continue
+		}
+		if v, ok := s.msg.StringData[key]; ok {
+			return v, true
+		}
+		if v, ok := s.msg.Data[key]; ok {
+			return string(v), true
+		}
+	}
+	return "", false
+}
+
+// serviceAt resolves a Kubernetes DNS name (name, name.ns, name.ns.svc,
+// name.ns.svc.cluster.local) and port, as seen from namespace from, to a
+// Service of the manifests and its port.
+func serviceAt(ms []manifest, host string, port int32, from string) (*corev1.Service, *corev1.ServicePort) {
+	for _, l := range find[*corev1.Service](ms) {
+		svc := l.msg
+		names := serviceHosts(svc)
+		if svc.Namespace != from {
+			delete(names, svc.Name)
+		}
+		if !names[host] {
+			continue
+		}
+		for i, p := range svc.Spec.Ports {
+			if p.Port == port {
+				return svc, &svc.Spec.Ports[i]
+			}
+		}
+		return svc, nil
+	}
+	return nil, nil
+}
+
+// servedBy is the container, among the StatefulSets the Service selects,
+// that has the port the Service port targets.
+func servedBy(ms []manifest, svc *corev1.Service, sp *corev1.ServicePort) (*appsv1.StatefulSet, *corev1.Container, *corev1.ContainerPort) {
+	for _, l := range find[*appsv1.StatefulSet](ms) {
+		if l.msg.Namespace != svc.Namespace || len(svc.Spec.Selector) == 0 {
+			continue
+		}
+		selects := true
+		for k, v := range svc.Spec.Selector {
+			if l.msg.Spec.Template.Labels[k] != v {
+				selects = false
+			}
+		}
+		if !selects {
+			continue
+		}
+		for i := range l.msg.Spec.Template.Spec.Containers {
+			c := &l.msg.Spec.Template.Spec.Containers[i]
+			for j, p := range c.Ports {
+				t := sp.TargetPort.String()
+				if t == p.Name || t == fmt.Sprint(p.ContainerPort) {
+					return l.msg, c, &c.Ports[j]
+				}
+			}
+		}
+	}
+	return nil, nil, nil
+}
+
+func splitHostPort(addr string) (string, int32, bool) {
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return "", 0, false
+	}
+	var p int32
+	if _, err := fmt.Sscanf(addr[i+1:], "%d", &p); err != nil || fmt.Sprint(p) != addr[i+1:] {
+		return "", 0, false
+	}
+	return addr[:i], p, true
+}
+
+// checkAccountantPod checks what every accountant of the fleet needs: its
+// command line, its config from a mounted ConfigMap that compiles, its
+// ledger on a claim of its own (a volumeClaimTemplate, so every replica
+// keeps its own ledger across restarts), its tokens from Secrets that
+// exist, and the fleet's Redis behind a Service of the manifests.
+func checkAccountantPod(ms []manifest, a accountantPod, fail func(string, ...any)) (config string) {
+	want := ownerFlags
+	if !a.owner() {
+		want = mirrorFlags
+	}
+	var got []string
+	for i := 2; i < len(a.c.Command); i += 2 {
+		got = append(got, a.c.Command[i])
+	}
+	if len(a.c.Args) != 0 || len(a.c.Command)%2 != 0 || !sameSet(got, want) {
+		fail("%s: command %q args %q, want the command %q followed by the flags %v, each with its value", a.where, a.c.Command, a.c.Args, accountantPrefix, want)
+	}
+	ns := a.ss.Namespace
+
+	// -c: a file of a mounted ConfigMap that exists and compiles.
+	configFile := a.flags["-c"]
+	if v, _, ok := mountOf(a.ss, a.c, path.Dir(configFile)); !ok || v.ConfigMap == nil {
+		fail("%s: -c %s: %s is not a mounted ConfigMap volume", a.where, configFile, path.Dir(configFile))
+	} else {
+		var cm *corev1.ConfigMap
+		for _, l := range find[*corev1.ConfigMap](ms) {
+			if l.msg.Name == v.ConfigMap.Name && l.msg.Namespace == ns {
+				cm = l.msg
+			}
+		}
+		if cm == nil {
+			fail("%s: ConfigMap %s/%s is not among the manifests", a.where, ns, v.ConfigMap.Name)
+		} else if data, ok := cm.Data[path.Base(configFile)]; !ok {
+			fail("%s: ConfigMap %s has no key %q for -c %s", a.where, cm.Name, path.Base(configFile), configFile)
+		} else if err := checkConfigYAML([]byte(data)); err != nil {
+			fail("ConfigMap %s/%s, %s: %w", ns, cm.Name, path.Base(configFile), err)
+		} else {
+			config = data
+		}
+	}
+
+	// --data: a claim of the replica's own.
+	if _, claim, ok := mountOf(a.ss, a.c, a.flags["--data"]); !ok || !claim {
+		fail("%s: --data %s is not mounted from one of the StatefulSet's volumeClaimTemplates (each replica's ledger must outlive its pod, on a claim of its own)", a.where, a.flags["--data"])
+	}
+
+	// The tokens, from Secrets that exist.
+	for _, env := range []struct{ name, why string }{
+		{"TT_ADMIN_TOKEN", "the management API would have no admin"},
+		{"TT_ACCOUNTANT_TOKEN", "the accountant does not start without its internal token"},
+	} {
+		ref := envSecret(a.c, env.name)
+		if ref == nil {
+			fail("%s: %s does not come from a Secret: %s", a.where, env.name, env.why)
+		} else if !secretHasKey(find[*corev1.Secret](ms), ns, ref.Name, ref.Key) {
+			fail("%s: %s: Secret %s/%s with key %q is not among the manifests", a.where, env.name, ns, ref.Name, ref.Key)
+		}
+	}
+
+	// --redis: a Service of the manifests in front of a redis container.
+	host, port, ok := splitHostPort(a.flags["--redis"])
+	if !ok {
+		fail("%s: --redis %q: want HOST:PORT", a.where, a.flags["--redis"])
+	} else if svc, sp := serviceAt(ms, host, port, ns); svc == nil || sp == nil {
+		fail("%s: --redis %s: no Service of the manifests answers at that name and port (a managed Redis instead: drop the redis StatefulSet and point every --redis at it)", a.where, a.flags["--redis"])
+	} else if _, c, _ := servedBy(ms, svc, sp); c == nil || !strings.HasPrefix(c.Image, "redis:") {
+		fail("%s: --redis %s: Service %s/%s port %d does not reach a redis container's port", a.where, a.flags["--redis"], svc.Namespace, svc.Name, port)
+	}
+	return config
+}
+
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// checkIstio decodes the manifests and checks that they are the fleet:
+// one plane owner (an accountant without --control, one replica, behind an
+// HTTP Service); gateway replicas (at least two) each running the filter in
+// istio-proxy beside an accountant that mirrors the owner (--control names
+// the owner's Service), with its own ledger claim and the cluster the
+// filter calls pointing at it; every accountant on the same Redis, with
+// the same config, and one internal token across namespaces; the
+// WasmPlugin's configuration passes the filter's decode and its pin
+// agrees with itself; the Gateway serves TLS only, on a port its Service
+// exposes; the provider keys come from a mounted Secret Envoy watches; no
+// route to a provider passes on the client's accept-encoding or
+// credentials.
 func checkIstio(files map[string][]byte) error {
 	ms, err := loadManifests(files)
 	if err != nil {
@@ -205,145 +433,155 @@ func checkIstio(files map[string][]byte) error {
 	}
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	secrets := find[*corev1.Secret](ms)
 
-	services := find[*corev1.Service](ms)
-	deployments := find[*appsv1.Deployment](ms)
 	plugins := find[*extensionsv1alpha1.WasmPlugin](ms)
-	if len(services) != 1 || len(deployments) != 1 || len(plugins) != 1 {
-		return fmt.Errorf("want one accountant Service, one Deployment and one WasmPlugin; found %d, %d and %d", len(services), len(deployments), len(plugins))
+	if len(plugins) != 1 {
+		return fmt.Errorf("want one WasmPlugin; found %d", len(plugins))
 	}
-	svc, dep, wp := services[0].msg, deployments[0].msg, plugins[0]
+	wp := plugins[0]
+	wpMeta := metaOf(ms, wp.path)
+	wpWhere := wp.path + " " + wpMeta.Name
 
-	// The accountant Deployment.
-	pod := dep.Spec.Template.Spec
-	if len(pod.Containers) != 1 {
-		return fmt.Errorf("%s: %d containers, want the accountant alone", deployments[0].path, len(pod.Containers))
+	// The accountants: one owner, mirrors in the gateway pods.
+	var owners, mirrors []accountantPod
+	for _, a := range accountantPods(ms) {
+		if a.owner() {
+			owners = append(owners, a)
+		} else {
+			mirrors = append(mirrors, a)
+		}
 	}
-	c := pod.Containers[0]
-	where := deployments[0].path + " " + dep.Name
-	if strings.Join(c.Command, " ") != strings.Join(accountantCommand, " ") || len(c.Args) != 0 {
-		fail("%s: command %q args %q, want the command %q", where, c.Command, c.Args, accountantCommand)
+	if len(owners) != 1 {
+		var where []string
+		for _, o := range owners {
+			where = append(where, o.where)
+		}
+		return errors.Join(append(errs, fmt.Errorf("want one accountant without --control, the runtime plane's owner; found %d %v", len(owners), where))...)
 	}
-	flags := commandFlags(c.Command)
-	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 || dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		fail("%s: want replicas: 1 and strategy Recreate (the ledger has one writer)", where)
+	owner := owners[0]
+	if r := owner.ss.Spec.Replicas; r == nil || *r != 1 {
+		fail("%s: want replicas: 1: the runtime plane has one owner (a second replica would be a second owner)", owner.where)
 	}
-	volumes := map[string]corev1.Volume{}
-	for _, v := range pod.Volumes {
-		volumes[v.Name] = v
+	configs := map[string]string{}
+	redis := map[string]string{}
+	for _, a := range append([]accountantPod{owner}, mirrors...) {
+		if c := checkAccountantPod(ms, a, fail); c != "" {
+			configs[a.where] = c
+		}
+		redis[a.where] = a.flags["--redis"]
 	}
-	mountOf := func(dir string) (corev1.Volume, bool) {
-		for _, m := range c.VolumeMounts {
-			if m.MountPath == dir {
-				v, ok := volumes[m.Name]
-				return v, ok
+
+	// The owner's Service: selects it, targets --listen, speaks HTTP.
+	_, ownerPort, _ := splitHostPort(owner.flags["--listen"])
+	var planeSvc *corev1.Service
+	var planePort *corev1.ServicePort
+	for _, l := range find[*corev1.Service](ms) {
+		for i := range l.msg.Spec.Ports {
+			sp := &l.msg.Spec.Ports[i]
+			if ss, c, p := servedBy(ms, l.msg, sp); ss == owner.ss && c.Name == owner.c.Name && p.ContainerPort == ownerPort {
+				planeSvc, planePort = l.msg, sp
 			}
 		}
-		return corev1.Volume{}, false
 	}
-
-	// -c: a file of a mounted ConfigMap that exists and compiles.
-	configFile := flags["-c"]
-	if v, ok := mountOf(path.Dir(configFile)); !ok || v.ConfigMap == nil {
-		fail("%s: -c %s: %s is not a mounted ConfigMap volume", where, configFile, path.Dir(configFile))
+	if planeSvc == nil {
+		fail("%s: no Service selects the plane owner's pods with a port targeting its --listen port %d", owner.where, ownerPort)
 	} else {
-		var cm *corev1.ConfigMap
-		for _, l := range find[*corev1.ConfigMap](ms) {
-			if l.msg.Name == v.ConfigMap.Name && l.msg.Namespace == dep.Namespace {
-				cm = l.msg
+		if planePort.AppProtocol == nil || *planePort.AppProtocol != "http" {
+			fail("Service %s/%s: port %d needs appProtocol: http, or Istio treats it as TCP", planeSvc.Namespace, planeSvc.Name, planePort.Port)
+		}
+		fqdn := fmt.Sprintf("%s.%s.svc.cluster.local", planeSvc.Name, planeSvc.Namespace)
+		for _, dr := range find[*networkingv1.DestinationRule](ms) {
+			if serviceHosts(planeSvc)[dr.msg.GetHost()] && len(dr.msg.GetSubsets()) > 0 {
+				fail("%s: subsets on %s: the mirrors call the plane's Service whole; a subset would leave them calling no pod", dr.path, fqdn)
 			}
 		}
-		if cm == nil {
-			fail("%s: ConfigMap %s/%s is not among the manifests", where, dep.Namespace, v.ConfigMap.Name)
-		} else if data, ok := cm.Data[path.Base(configFile)]; !ok {
-			fail("%s: ConfigMap %s has no key %q for -c %s", where, cm.Name, path.Base(configFile), configFile)
-		} else if err := checkConfigYAML([]byte(data)); err != nil {
-			fail("ConfigMap %s, %s: %w", cm.Name, path.Base(configFile), err)
-		}
 	}
 
-	// --data: a mounted PersistentVolumeClaim that exists.
-	if v, ok := mountOf(flags["--data"]); !ok || v.PersistentVolumeClaim == nil {
-		fail("%s: --data %s is not a mounted PersistentVolumeClaim (the ledger must outlive the pod)", where, flags["--data"])
-	} else if !hasObject(find[*corev1.PersistentVolumeClaim](ms), dep.Namespace, v.PersistentVolumeClaim.ClaimName) {
-		fail("%s: PersistentVolumeClaim %s/%s is not among the manifests", where, dep.Namespace, v.PersistentVolumeClaim.ClaimName)
+	// The gateway replicas.
+	if len(mirrors) == 0 {
+		fail("no accountant with --control: the gateway replicas need an accountant each, mirroring the plane's owner")
 	}
-
-	// --listen: the container port the Service targets.
-	listenPort := flags["--listen"][strings.LastIndex(flags["--listen"], ":")+1:]
-	var containerPort *corev1.ContainerPort
-	for i, p := range c.Ports {
-		if fmt.Sprint(p.ContainerPort) == listenPort {
-			containerPort = &c.Ports[i]
+	gwLabels := wp.msg.GetSelector().GetMatchLabels()
+	ownerInternal := envSecret(owner.c, "TT_ACCOUNTANT_TOKEN")
+	ownerAdmin := envSecret(owner.c, "TT_ADMIN_TOKEN")
+	var gateway *accountantPod
+	for i, m := range mirrors {
+		if r := m.ss.Spec.Replicas; r == nil || *r < 2 {
+			fail("%s: replicas %v: want at least 2, so that losing one replica does not stop the gateway from enforcing", m.where, derefOr(r, 1))
+		}
+		if c := configs[m.where]; c != "" && configs[owner.where] != "" && c != configs[owner.where] {
+			fail("%s: its config differs from the plane owner's (%s): every accountant of the fleet reads the same plan", m.where, owner.where)
+		}
+		if redis[m.where] != redis[owner.where] {
+			fail("%s: --redis %s, the owner's is %s: the fleet shares one Redis", m.where, redis[m.where], redis[owner.where])
+		}
+		// --control: the owner's Service, by a name that resolves from here.
+		ctl := m.flags["--control"]
+		rest, ok := strings.CutPrefix(ctl, "http://")
+		host, port, hpOK := splitHostPort(strings.TrimSuffix(rest, "/"))
+		if !ok || !hpOK {
+			fail("%s: --control %q: want http://HOST:PORT of the plane owner's Service", m.where, ctl)
+		} else if svc, sp := serviceAt(ms, host, port, m.ss.Namespace); planeSvc == nil || svc != planeSvc || sp != planePort {
+			fail("%s: --control %s does not reach the plane owner: want http://%s.%s.svc.cluster.local:%d", m.where, ctl, planeSvcName(planeSvc), planeSvcNS(planeSvc), portOf(planePort))
+		}
+		// One internal token and one admin token across the fleet.
+		for _, tok := range []struct {
+			env   string
+			owner *corev1.SecretKeySelector
+		}{{"TT_ACCOUNTANT_TOKEN", ownerInternal}, {"TT_ADMIN_TOKEN", ownerAdmin}} {
+			mine := envSecret(m.c, tok.env)
+			if mine == nil || tok.owner == nil {
+				continue
+			}
+			a, okA := secretValue(secrets, m.ss.Namespace, mine.Name, mine.Key)
+			b, okB := secretValue(secrets, owner.ss.Namespace, tok.owner.Name, tok.owner.Key)
+			if okA && okB && a != b {
+				fail("%s: %s: Secret %s/%s holds another value than the owner's %s/%s: the fleet shares one", m.where, tok.env, m.ss.Namespace, mine.Name, owner.ss.Namespace, tok.owner.Name)
+			}
+		}
+		selected := len(gwLabels) > 0
+		for k, v := range gwLabels {
+			if m.ss.Spec.Template.Labels[k] != v {
+				selected = false
+			}
+		}
+		if selected {
+			gateway = &mirrors[i]
 		}
 	}
-	if containerPort == nil {
-		fail("%s: --listen %s: no containerPort %s", where, flags["--listen"], listenPort)
+	if gateway == nil {
+		return errors.Join(append(errs, fmt.Errorf("%s: selector %v selects no gateway StatefulSet with an accountant beside its proxy", wpWhere, gwLabels))...)
 	}
-
-	// The admin token from a Secret that exists and has the key.
-	var tokenRef *corev1.SecretKeySelector
-	for _, e := range c.Env {
-		if e.Name == "TT_ADMIN_TOKEN" && e.ValueFrom != nil {
-			tokenRef = e.ValueFrom.SecretKeyRef
+	gw := gateway.ss
+	if gw.Namespace != wpMeta.Namespace {
+		fail("%s: in namespace %q, the gateway %s in %q: a WasmPlugin applies only in its own namespace", wpWhere, wpMeta.Namespace, gateway.where, gw.Namespace)
+	}
+	var proxy *corev1.Container
+	for i, c := range gw.Spec.Template.Spec.Containers {
+		if c.Name == "istio-proxy" {
+			proxy = &gw.Spec.Template.Spec.Containers[i]
 		}
 	}
-	if tokenRef == nil {
-		fail("%s: TT_ADMIN_TOKEN does not come from a Secret", where)
-	} else if !secretHasKey(find[*corev1.Secret](ms), dep.Namespace, tokenRef.Name, tokenRef.Key) {
-		fail("%s: TT_ADMIN_TOKEN: Secret %s/%s with key %q is not among the manifests", where, dep.Namespace, tokenRef.Name, tokenRef.Key)
+	if proxy == nil || proxy.Image != "auto" || gw.Spec.Template.Annotations["inject.istio.io/templates"] != "gateway" {
+		fail("%s: want a container istio-proxy with image: auto and the annotation inject.istio.io/templates: gateway, so istiod injects the gateway proxy", gateway.where)
 	}
-
-	// The internal token from a Secret that exists and has the key, and the
-	// same Secret where the gateway runs.
-	var internalRef *corev1.SecretKeySelector
-	for _, e := range c.Env {
-		if e.Name == "TT_ACCOUNTANT_TOKEN" && e.ValueFrom != nil {
-			internalRef = e.ValueFrom.SecretKeyRef
-		}
+	if err := checkProxyStats(gw.Spec.Template.Annotations["proxy.istio.io/config"]); err != nil {
+		fail("%s: annotation proxy.istio.io/config: %w", gateway.where, err)
 	}
-	if internalRef == nil {
-		fail("%s: TT_ACCOUNTANT_TOKEN does not come from a Secret: the accountant does not start without its internal token", where)
-	} else {
-		if !secretHasKey(find[*corev1.Secret](ms), dep.Namespace, internalRef.Name, internalRef.Key) {
-			fail("%s: TT_ACCOUNTANT_TOKEN: Secret %s/%s with key %q is not among the manifests", where, dep.Namespace, internalRef.Name, internalRef.Key)
-		}
-		if gwNS := metaOf(ms, wp.path).Namespace; !secretHasKey(find[*corev1.Secret](ms), gwNS, internalRef.Name, internalRef.Key) {
-			fail("%s: Secret %s/%s with key %q is not among the manifests: the gateway needs the accountant's internal token too", wp.path, gwNS, internalRef.Name, internalRef.Key)
-		}
-	}
-
-	// The Service selects the pod and targets the listen port.
-	for k, want := range svc.Spec.Selector {
-		if dep.Spec.Template.Labels[k] != want {
-			fail("Service %s: selector %s=%s does not select the accountant's pods", svc.Name, k, want)
-		}
-	}
-	if svc.Namespace != dep.Namespace {
-		fail("Service %s is in namespace %q, the Deployment in %q", svc.Name, svc.Namespace, dep.Namespace)
-	}
-	var svcPort *corev1.ServicePort
-	for i, p := range svc.Spec.Ports {
-		t := p.TargetPort.String()
-		if containerPort != nil && (t == containerPort.Name || t == fmt.Sprint(containerPort.ContainerPort)) {
-			svcPort = &svc.Spec.Ports[i]
-		}
-	}
-	if svcPort == nil {
-		return errors.Join(append(errs, fmt.Errorf("Service %s: no port targets the accountant's --listen port %s", svc.Name, listenPort))...)
-	}
-	if svcPort.AppProtocol == nil || *svcPort.AppProtocol != "http" {
-		fail("Service %s: port %d needs appProtocol: http, or Istio treats it as TCP", svc.Name, svcPort.Port)
+	if listen := gateway.flags["--listen"]; !strings.HasPrefix(listen, "127.0.0.1:") {
+		fail("%s: --listen %s: a replica's accountant answers its own proxy on 127.0.0.1 only", gateway.where, listen)
 	}
 
 	// The WasmPlugin.
 	spec := wp.msg
-	wpWhere := wp.path + " " + metaOf(ms, wp.path).Name
 	if !strings.HasPrefix(spec.GetUrl(), "oci://") || !regexp.MustCompile(`:[\w][\w.-]*$|@sha256:[a-f0-9]{64}$`).MatchString(spec.GetUrl()) {
 		fail("%s: url %q: want oci://<registry>/<repo>:<version> (or @sha256:<digest>)", wpWhere, spec.GetUrl())
 	}
 	if s := spec.GetSha256(); s != "" && !sha256Hex.MatchString(s) {
 		fail("%s: sha256 %q: want empty or 64 lowercase hex digits (no sha256: prefix)", wpWhere, s)
+	} else if err := checkPin(wpMeta.Annotations, s); err != nil {
+		fail("%s: %w", wpWhere, err)
 	}
 	if spec.GetFailStrategy() == extensionsv1alpha1.FailStrategy_FAIL_OPEN {
 		fail("%s: failStrategy FAIL_OPEN would let every request through ungoverned when the filter fails; use FAIL_CLOSE or FAIL_RELOAD", wpWhere)
@@ -357,13 +595,6 @@ func checkIstio(files map[string][]byte) error {
 	if spec.GetPluginName() == "" {
 		fail("%s: pluginName is empty", wpWhere)
 	}
-	for _, gw := range find[*networkingv1.Gateway](ms) {
-		for k, v := range gw.msg.GetSelector() {
-			if spec.GetSelector().GetMatchLabels()[k] != v {
-				fail("%s: selector does not select the gateway workload %s=%s of %s", wpWhere, k, v, gw.path)
-			}
-		}
-	}
 	// Istio hands pluginConfig to the filter as the protojson rendering of
 	// its Struct; decode exactly that.
 	raw, err := protojson.Marshal(spec.GetPluginConfig())
@@ -374,7 +605,7 @@ func checkIstio(files map[string][]byte) error {
 	if err != nil {
 		fail("%s: pluginConfig: the filter would reject its plugin configuration: %w", wpWhere, err)
 	} else {
-		limit, at, patchErrs := gatewayBufferLimit(ms, spec.GetSelector().GetMatchLabels())
+		limit, at, patchErrs := gatewayBufferLimit(ms, gwLabels)
 		errs = append(errs, patchErrs...)
 		if int64(limit) < conf.MaxBodyBytes {
 			fail("%s: the gateway's listener buffer limit is %d (%s), below pluginConfig.max_body_bytes %d: request bodies between the two would get Envoy's bare 413 instead of the filter's; raise it with an EnvoyFilter (buffer-limit.yaml) or lower max_body_bytes",
@@ -389,33 +620,293 @@ func checkIstio(files map[string][]byte) error {
 				set[e.GetName()] = e.GetValue()
 			}
 		}
-		if conf.Accountant != nil {
+		if conf.Accountant == nil {
+			fail("%s: pluginConfig has no accountant", wpWhere)
+		} else {
 			if err := checkInternalToken(conf.Accountant, hostEnv, set); err != nil {
 				fail("%s: pluginConfig: %w", wpWhere, err)
 			}
-		}
-		want := istioClusterName(svc, svcPort.Port)
-		if conf.Accountant == nil || conf.Accountant.Cluster != want {
-			got := ""
-			if conf.Accountant != nil {
-				got = conf.Accountant.Cluster
+			// The VM reads the token from the proxy's environment: the
+			// same Secret as the replica's accountant.
+			if conf.Accountant.TokenEnv != "" && proxy != nil {
+				ref, acc := envSecret(*proxy, conf.Accountant.TokenEnv), envSecret(gateway.c, "TT_ACCOUNTANT_TOKEN")
+				switch {
+				case ref == nil:
+					fail("%s: istio-proxy: %s does not come from a Secret: the filter's VM reads the accountant's internal token from it (vmConfig.env valueFrom: HOST)", gateway.where, conf.Accountant.TokenEnv)
+				case acc != nil && (*ref != *acc):
+					fail("%s: istio-proxy: %s from Secret %s key %q, the accountant's from %s key %q: the filter must send the token its accountant expects", gateway.where, conf.Accountant.TokenEnv, ref.Name, ref.Key, acc.Name, acc.Key)
+				}
 			}
-			fail("%s: pluginConfig.accountant.cluster %q, want %q, the cluster Istio builds for Service %s/%s port %d",
-				wpWhere, got, want, svc.Namespace, svc.Name, svcPort.Port)
-		}
-	}
-	fqdn := fmt.Sprintf("%s.%s.svc.cluster.local", svc.Name, svc.Namespace)
-	for _, dr := range find[*networkingv1.DestinationRule](ms) {
-		if dr.msg.GetHost() == fqdn && len(dr.msg.GetSubsets()) > 0 {
-			fail("%s: subsets on %s would rename the accountant's cluster to outbound|%d|<subset>|%s", dr.path, fqdn, svcPort.Port, fqdn)
+			errs = append(errs, checkAccountantCluster(ms, gwLabels, conf.Accountant.Cluster, gateway.flags["--listen"], wpWhere)...)
 		}
 	}
 
+	// The Gateway: TLS only, on a port of the Service in front of the
+	// gateway pods.
+	gws := find[*networkingv1.Gateway](ms)
+	if len(gws) == 0 {
+		fail("no Gateway selects the LLM gateway's pods")
+	}
+	for _, g := range gws {
+		for k, v := range g.msg.GetSelector() {
+			if gwLabels[k] != v {
+				fail("%s: the WasmPlugin's selector does not select the gateway workload %s=%s of %s", wpWhere, k, v, g.path)
+			}
+		}
+		for i, s := range g.msg.GetServers() {
+			where := fmt.Sprintf("%s Gateway servers[%d] (port %d)", g.path, i, s.GetPort().GetNumber())
+			mode := s.GetTls().GetMode()
+			if s.GetPort().GetProtocol() != "HTTPS" || (mode != networkingv1.ServerTLSSettings_SIMPLE && mode != networkingv1.ServerTLSSettings_MUTUAL) || s.GetTls().GetCredentialName() == "" {
+				fail("%s: protocol %s, tls mode %s, credentialName %q: want HTTPS with mode SIMPLE (or MUTUAL) and a credentialName: virtual keys are bearer credentials and must not travel in clear", where, s.GetPort().GetProtocol(), mode, s.GetTls().GetCredentialName())
+			}
+			if !gatewayServicePort(ms, gw, proxy, int32(s.GetPort().GetNumber())) {
+				fail("%s: no Service selecting the gateway's pods has a port %d targeting a port of istio-proxy", where, s.GetPort().GetNumber())
+			}
+		}
+	}
+
+	// Provider keys: the credential injectors read SDS files of a mounted
+	// ConfigMap that name files of a mounted Secret, which Envoy watches.
+	errs = append(errs, checkIstioProviderKeys(ms, gateway, proxy)...)
+
 	// Routes to a provider pass on neither accept-encoding nor a client
 	// credential.
-	_, routeErrs := checkIstioProviderRoutes(find[*networkingv1.VirtualService](ms), serviceHosts(svc))
+	_, routeErrs := checkIstioProviderRoutes(find[*networkingv1.VirtualService](ms), inClusterHosts(ms), istioInjectors(ms))
 	errs = append(errs, routeErrs...)
 	return errors.Join(errs...)
+}
+
+func derefOr(p *int32, d int32) int32 {
+	if p == nil {
+		return d
+	}
+	return *p
+}
+
+func planeSvcName(s *corev1.Service) string {
+	if s == nil {
+		return "<plane>"
+	}
+	return s.Name
+}
+
+func planeSvcNS(s *corev1.Service) string {
+	if s == nil {
+		return "<namespace>"
+	}
+	return s.Namespace
+}
+
+func portOf(p *corev1.ServicePort) int32 {
+	if p == nil {
+		return 0
+	}
+	return p.Port
+}
+
+// inClusterHosts are the names of every Service of the manifests: routes
+// to them are not provider routes.
+func inClusterHosts(ms []manifest) map[string]bool {
+	hosts := map[string]bool{}
+	for _, s := range find[*corev1.Service](ms) {
+		for h := range serviceHosts(s.msg) {
+			hosts[h] = true
+		}
+	}
+	return hosts
+}
+
+// checkPin checks that the WasmPlugin's sha256 is the digest of the image
+// `make oci` builds from the module its annotations name.
+func checkPin(ann map[string]string, pinned string) error {
+	sha, size := ann["tokentriage.io/filter-wasm-sha256"], ann["tokentriage.io/filter-wasm-size"]
+	if sha == "" && size == "" && pinned == "" {
+		return nil
+	}
+	var n int64
+	if _, err := fmt.Sscanf(size, "%d", &n); err != nil {
+		return fmt.Errorf("annotation tokentriage.io/filter-wasm-size %q: want the module's size in bytes (make oci writes it)", size)
+	}
+	d, err := wasmoci.ManifestDigest(sha, n)
+	if err != nil {
+		return fmt.Errorf("annotation tokentriage.io/filter-wasm-sha256 %q: %w", sha, err)
+	}
+	if "sha256:"+pinned != d {
+		return fmt.Errorf("sha256 %q is not the digest of the image of the module the annotations name (%s): run make oci, which pins them together", pinned, d)
+	}
+	return nil
+}
+
+// checkAccountantCluster checks that the cluster the filter calls is one
+// an EnvoyFilter selecting the gateway adds, decoding strictly as an Envoy
+// Cluster, and that it reaches the replica's accountant at listen.
+func checkAccountantCluster(ms []manifest, labels map[string]string, name, listen, wpWhere string) []error {
+	var errs []error
+	found := false
+	for _, ef := range find[*networkingv1alpha3.EnvoyFilter](ms) {
+		sel := ef.msg.GetWorkloadSelector().GetLabels()
+		selects := len(sel) > 0
+		for k, v := range sel {
+			if labels[k] != v {
+				selects = false
+			}
+		}
+		for i, p := range ef.msg.GetConfigPatches() {
+			if p.GetApplyTo() != networkingv1alpha3.EnvoyFilter_CLUSTER || p.GetPatch().GetOperation() != networkingv1alpha3.EnvoyFilter_Patch_ADD {
+				continue
+			}
+			js, err := protojson.Marshal(p.GetPatch().GetValue())
+			var c clusterv3.Cluster
+			if err == nil {
+				err = protojson.Unmarshal(js, &c)
+			}
+			if err == nil {
+				err = c.ValidateAll()
+			}
+			where := fmt.Sprintf("%s configPatches[%d]", ef.path, i)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: patch.value is not an Envoy Cluster: %w", where, err))
+				continue
+			}
+			if c.GetName() != name {
+				continue
+			}
+			if !selects || p.GetMatch().GetContext() != networkingv1alpha3.EnvoyFilter_GATEWAY {
+				errs = append(errs, fmt.Errorf("%s: adds cluster %s, but not to the gateway's proxies (workloadSelector %v, context %s)", where, name, sel, p.GetMatch().GetContext()))
+				continue
+			}
+			found = true
+			var addrs []string
+			for _, e := range c.GetLoadAssignment().GetEndpoints() {
+				for _, lb := range e.GetLbEndpoints() {
+					sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
+					addrs = append(addrs, fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue()))
+				}
+			}
+			if len(addrs) != 1 || addrs[0] != listen {
+				errs = append(errs, fmt.Errorf("%s: cluster %s reaches %v, want the replica's own accountant at %s (its --listen)", where, name, addrs, listen))
+			}
+		}
+	}
+	if !found {
+		errs = append(errs, fmt.Errorf("%s: pluginConfig.accountant.cluster %q: no EnvoyFilter adds that cluster to the gateway's proxies; the filter's callouts would fail", wpWhere, name))
+	}
+	return errs
+}
+
+// gatewayServicePort reports whether a Service selecting the gateway pods
+// has port targeting a port of the proxy container.
+func gatewayServicePort(ms []manifest, gw *appsv1.StatefulSet, proxy *corev1.Container, port int32) bool {
+	if proxy == nil {
+		return false
+	}
+	for _, l := range find[*corev1.Service](ms) {
+		svc := l.msg
+		if svc.Namespace != gw.Namespace || len(svc.Spec.Selector) == 0 {
+			continue
+		}
+		selects := true
+		for k, v := range svc.Spec.Selector {
+			if gw.Spec.Template.Labels[k] != v {
+				selects = false
+			}
+		}
+		if !selects {
+			continue
+		}
+		for _, sp := range svc.Spec.Ports {
+			if sp.Port != port {
+				continue
+			}
+			for _, cp := range proxy.Ports {
+				if t := sp.TargetPort.String(); t == cp.Name || t == fmt.Sprint(cp.ContainerPort) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// checkIstioProviderKeys checks each credential injector the EnvoyFilters
+// give the gateway: its SDS file is a key of a ConfigMap mounted in
+// istio-proxy, decoding strictly and naming the injector's secret; that
+// secret is read from a file of the watched directory, where a Secret of
+// the manifests with that key is mounted, so updating the Secret rotates
+// the key without a restart.
+func checkIstioProviderKeys(ms []manifest, gateway *accountantPod, proxy *corev1.Container) []error {
+	var errs []error
+	if proxy == nil {
+		return nil
+	}
+	gw := gateway.ss
+	n := 0
+	for _, ef := range find[*networkingv1alpha3.EnvoyFilter](ms) {
+		for i, p := range ef.msg.GetConfigPatches() {
+			if p.GetApplyTo() != networkingv1alpha3.EnvoyFilter_HTTP_FILTER {
+				continue
+			}
+			js, err := protojson.Marshal(p.GetPatch().GetValue())
+			var f hcmv3.HttpFilter
+			if err == nil {
+				err = protojson.Unmarshal(js, &f)
+			}
+			where := fmt.Sprintf("%s configPatches[%d]", ef.path, i)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: patch.value is not an Envoy HttpFilter: %w", where, err))
+				continue
+			}
+			in, ok := newInjector(where, &f)
+			if !ok {
+				continue
+			}
+			n++
+			var ci credinjv3.CredentialInjector
+			var g genericv3.Generic
+			_ = f.GetTypedConfig().UnmarshalTo(&ci)
+			_ = ci.GetCredential().GetTypedConfig().UnmarshalTo(&g)
+			pcs := g.GetCredential().GetSdsConfig().GetPathConfigSource()
+			if pcs == nil {
+				errs = append(errs, fmt.Errorf("%s: %s: the secret %q must come from an SDS file (path_config_source)", where, in.name, in.secret))
+				continue
+			}
+			v, _, ok := mountOf(gw, *proxy, path.Dir(pcs.GetPath()))
+			var data string
+			if ok && v.ConfigMap != nil {
+				for _, cm := range find[*corev1.ConfigMap](ms) {
+					if cm.msg.Namespace == gw.Namespace && cm.msg.Name == v.ConfigMap.Name {
+						data = cm.msg.Data[path.Base(pcs.GetPath())]
+					}
+				}
+			}
+			if data == "" {
+				errs = append(errs, fmt.Errorf("%s: %s: SDS file %s is not a key of a ConfigMap mounted in istio-proxy", where, in.name, pcs.GetPath()))
+				continue
+			}
+			sec, err := sdsSecretFrom([]byte(data), in.secret)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: SDS file %s: %w", where, in.name, pcs.GetPath(), err))
+				continue
+			}
+			watched := pcs.GetWatchedDirectory().GetPath()
+			file := sec.GetGenericSecret().GetSecret().GetFilename()
+			sv, _, ok := mountOf(gw, *proxy, watched)
+			switch {
+			case watched == "":
+				errs = append(errs, fmt.Errorf("%s: %s: no watched_directory: a rotated key would need a restart", where, in.name))
+			case file == "" || path.Dir(file) != path.Clean(watched):
+				errs = append(errs, fmt.Errorf("%s: %s: secret %q is read from %q, not a file of the watched directory %s", where, in.name, in.secret, file, watched))
+			case !ok || sv.Secret == nil:
+				errs = append(errs, fmt.Errorf("%s: %s: the watched directory %s is not a Secret mounted in istio-proxy", where, in.name, watched))
+			case !secretHasKey(find[*corev1.Secret](ms), gw.Namespace, sv.Secret.SecretName, path.Base(file)):
+				errs = append(errs, fmt.Errorf("%s: %s: Secret %s/%s has no key %q for %s", where, in.name, gw.Namespace, sv.Secret.SecretName, path.Base(file), file))
+			}
+		}
+	}
+	if n == 0 {
+		errs = append(errs, errors.New("no credential injector gives the gateway the provider keys"))
+	}
+	return errs
 }
 
 // gatewayBufferLimit is the per_connection_buffer_limit_bytes the gateway
@@ -559,7 +1050,7 @@ func TestIstioRejects(t *testing.T) {
 		},
 		{
 			name: "buffer limit patch selecting another workload", file: "buffer-limit.yaml",
-			old: "istio: ingressgateway", new: "istio: egressgateway",
+			old: "istio: llm-gateway", new: "istio: egressgateway",
 			want: []string{"the gateway's listener buffer limit is 1048576 (Envoy's default, no EnvoyFilter raises it)"},
 		},
 		{
@@ -568,12 +1059,12 @@ func TestIstioRejects(t *testing.T) {
 			want: []string{"configPatches[0]: patch.value is not an Envoy Listener", "per_connection_buffer_limit_byte"},
 		},
 		{
-			name: "misspelt field in a Deployment", file: "accountant.yaml",
-			old: "containerPort: 8791", new: "containerport: 8791",
+			name: "misspelt field in a StatefulSet", file: "gateway.yaml",
+			old: "containerPort: 443", new: "containerport: 443",
 			want: []string{`unknown field "spec.template.spec.containers[0].ports[0].containerport"`},
 		},
 		{
-			name: "misspelt field in a DestinationRule", file: "accountant.yaml",
+			name: "misspelt field in a DestinationRule", file: "plane.yaml",
 			old: "idleTimeout: 300s", new: "idle_timeout_s: 300s",
 			want: []string{"DestinationRule", `unknown field "idle_timeout_s"`},
 		},
@@ -583,14 +1074,19 @@ func TestIstioRejects(t *testing.T) {
 			want: []string{`accountant.token_env "TT_ACCOUNTANT_TOKEN" is not passed to the VM`},
 		},
 		{
-			name: "no internal token for the accountant", file: "accountant.yaml",
+			name: "no internal token for the owner", file: "plane.yaml",
 			old: "            - name: TT_ACCOUNTANT_TOKEN\n", new: "            - name: TT_OTHER\n",
 			want: []string{"TT_ACCOUNTANT_TOKEN does not come from a Secret: the accountant does not start without its internal token"},
 		},
 		{
-			name: "no internal token Secret where the gateway runs", file: "wasmplugin.yaml",
-			old: "  namespace: istio-system\ntype: Opaque", new: "  namespace: default\ntype: Opaque",
-			want: []string{"Secret istio-system/tokentriage-internal with key \"TT_ACCOUNTANT_TOKEN\" is not among the manifests: the gateway needs the accountant's internal token too"},
+			name: "gateway proxy without the internal token", file: "gateway.yaml",
+			old: "            # The filter reads it from its VM (vmConfig.env, valueFrom: HOST).\n            - name: TT_ACCOUNTANT_TOKEN\n", new: "            - name: TT_OTHER\n",
+			want: []string{"istio-proxy: TT_ACCOUNTANT_TOKEN does not come from a Secret"},
+		},
+		{
+			name: "another internal token where the gateway runs", file: "gateway.yaml",
+			old: "TT_ACCOUNTANT_TOKEN: replace-with-the-internal-token", new: "TT_ACCOUNTANT_TOKEN: another-token",
+			want: []string{"TT_ACCOUNTANT_TOKEN: Secret istio-system/tokentriage-internal holds another value than the owner's tokentriage/tokentriage-internal"},
 		},
 		{
 			name: "plugin that fails open", file: "wasmplugin.yaml",
@@ -599,55 +1095,119 @@ func TestIstioRejects(t *testing.T) {
 		},
 		{
 			name: "sha256 with its prefix", file: "wasmplugin.yaml",
-			old: `sha256: ""`, new: `sha256: "sha256:0000000000000000000000000000000000000000000000000000000000000000"`,
+			old: `  sha256: "`, new: `  sha256: "sha256:`,
 			want: []string{"want empty or 64 lowercase hex digits"},
 		},
 		{
-			name: "accountant cluster in the wrong namespace", file: "wasmplugin.yaml",
-			old:  `cluster: "outbound|8791||tokentriage-accountant.tokentriage.svc.cluster.local"`,
-			new:  `cluster: "outbound|8791||tokentriage-accountant.default.svc.cluster.local"`,
-			want: []string{`want "outbound|8791||tokentriage-accountant.tokentriage.svc.cluster.local"`},
+			name: "pin that is not the image of the module named", file: "wasmplugin.yaml",
+			old: `tokentriage.io/filter-wasm-size: "`, new: `tokentriage.io/filter-wasm-size: "1`,
+			want: []string{"is not the digest of the image of the module the annotations name", "run make oci"},
 		},
 		{
-			name: "accountant cluster with the target port", file: "wasmplugin.yaml",
-			old: `cluster: "outbound|8791||`, new: `cluster: "outbound|http||`,
-			want: []string{`pluginConfig.accountant.cluster "outbound|http||`},
+			name: "accountant cluster no EnvoyFilter adds", file: "wasmplugin.yaml",
+			old: "cluster: tokentriage_accountant", new: "cluster: outbound|8791||tokentriage-plane.tokentriage.svc.cluster.local",
+			want: []string{`pluginConfig.accountant.cluster "outbound|8791||tokentriage-plane.tokentriage.svc.cluster.local": no EnvoyFilter adds that cluster`},
 		},
 		{
-			name: "misspelt plugin configuration field", file: "wasmplugin.yaml",
-			old: "sync_interval: 1s", new: "sync_intervl: 1s",
-			want: []string{"the filter would reject its plugin configuration", "sync_intervl"},
+			name: "accountant cluster at another port", file: "gateway.yaml",
+			old: "port_value: 8791", new: "port_value: 8792",
+			want: []string{"cluster tokentriage_accountant reaches [127.0.0.1:8792], want the replica's own accountant at 127.0.0.1:8791"},
 		},
 		{
-			name: "accountant command with a misspelt flag", file: "accountant.yaml",
+			name: "owner command with a misspelt flag", file: "plane.yaml",
 			old: "- --listen\n", new: "- --listn\n",
-			want: []string{"want the command"},
+			want: []string{"want the command", "--listen"},
 		},
 		{
-			name: "data directory not on the volume", file: "accountant.yaml",
-			old: "mountPath: /var/lib/tokentriage", new: "mountPath: /data",
-			want: []string{"--data /var/lib/tokentriage is not a mounted PersistentVolumeClaim"},
+			name: "gateway accountant without --control", file: "gateway.yaml",
+			old: "            - --control\n            - http://tokentriage-plane.tokentriage.svc.cluster.local:8791\n", new: "",
+			want: []string{"want one accountant without --control, the runtime plane's owner; found 2"},
 		},
 		{
-			name: "admin token Secret key that does not exist", file: "accountant.yaml",
+			name: "--control that misses the owner", file: "gateway.yaml",
+			old: "http://tokentriage-plane.tokentriage.svc.cluster.local:8791", new: "http://tokentriage-plane:8791",
+			want: []string{"--control http://tokentriage-plane:8791 does not reach the plane owner: want http://tokentriage-plane.tokentriage.svc.cluster.local:8791"},
+		},
+		{
+			name: "ledger not on a claim of its own", file: "gateway.yaml",
+			old: "            - name: ledger\n              mountPath: /var/lib/tokentriage\n", new: "            - name: tmp\n              mountPath: /var/lib/tokentriage\n",
+			want: []string{"--data /var/lib/tokentriage is not mounted from one of the StatefulSet's volumeClaimTemplates"},
+		},
+		{
+			name: "one gateway replica", file: "gateway.yaml",
+			old: "  replicas: 3\n", new: "  replicas: 1\n",
+			want: []string{"want at least 2, so that losing one replica does not stop the gateway from enforcing"},
+		},
+		{
+			name: "two plane owners", file: "plane.yaml",
+			old: "  replicas: 1\n  serviceName: tokentriage-plane\n", new: "  replicas: 2\n  serviceName: tokentriage-plane\n",
+			want: []string{"want replicas: 1: the runtime plane has one owner"},
+		},
+		{
+			name: "admin token Secret key that does not exist", file: "plane.yaml",
 			old: "key: admin-token", new: "key: token",
 			want: []string{`TT_ADMIN_TOKEN: Secret tokentriage/tokentriage-admin with key "token"`},
 		},
 		{
-			name: "governance config in the ConfigMap that does not decode", file: "accountant.yaml",
+			name: "governance config in the ConfigMap that does not decode", file: "plane.yaml",
 			old: "attach: { level: org }", new: "atach: { level: org }",
-			want: []string{"ConfigMap tokentriage-config", "atach"},
+			want: []string{"ConfigMap tokentriage/tokentriage-config", "atach"},
 		},
 		{
-			name: "subset on the accountant's DestinationRule", file: "accountant.yaml",
+			name: "gateway config that differs from the owner's", file: "gateway.yaml",
+			old: "amount_usd: 1000", new: "amount_usd: 2000",
+			want: []string{"its config differs from the plane owner's"},
+		},
+		{
+			name: "gateway on another Redis", file: "gateway.yaml",
+			old: "tokentriage-redis.tokentriage.svc.cluster.local:6379", new: "redis.example.com:6379",
+			want: []string{"--redis redis.example.com:6379: no Service of the manifests answers", "the fleet shares one Redis"},
+		},
+		{
+			name: "Redis Service in front of no redis", file: "plane.yaml",
+			old: "      targetPort: redis\n", new: "      targetPort: http\n",
+			want: []string{"does not reach a redis container's port"},
+		},
+		{
+			name: "subset on the plane's DestinationRule", file: "plane.yaml",
 			old:  "  trafficPolicy:\n    tls:\n      mode: ISTIO_MUTUAL\n",
-			new:  "  subsets:\n    - name: v1\n      labels: { app: tokentriage-accountant }\n  trafficPolicy:\n    tls:\n      mode: ISTIO_MUTUAL\n",
-			want: []string{"would rename the accountant's cluster"},
+			new:  "  subsets:\n    - name: v1\n      labels: { app: tokentriage-plane }\n  trafficPolicy:\n    tls:\n      mode: ISTIO_MUTUAL\n",
+			want: []string{"subsets on tokentriage-plane.tokentriage.svc.cluster.local"},
 		},
 		{
-			name: "Service port Istio would treat as TCP", file: "accountant.yaml",
+			name: "plane Service port Istio would treat as TCP", file: "plane.yaml",
 			old: "      appProtocol: http\n", new: "\n",
 			want: []string{"needs appProtocol: http"},
+		},
+		{
+			name: "Gateway that serves in clear", file: "providers.yaml",
+			old: "        protocol: HTTPS\n", new: "        protocol: HTTP\n",
+			want: []string{"virtual keys are bearer credentials and must not travel in clear"},
+		},
+		{
+			name: "Gateway port the Service does not expose", file: "gateway.yaml",
+			old: "      port: 443\n      targetPort: 443\n", new: "      port: 8443\n      targetPort: 443\n",
+			want: []string{"no Service selecting the gateway's pods has a port 443"},
+		},
+		{
+			name: "provider key outside the watched directory", file: "gateway.yaml",
+			old: "filename: /etc/tokentriage/secrets/openai-api-key", new: "filename: /etc/tokentriage/openai-api-key",
+			want: []string{`secret "openai_api_key" is read from "/etc/tokentriage/openai-api-key", not a file of the watched directory /etc/tokentriage/secrets`},
+		},
+		{
+			name: "provider key the Secret does not hold", file: "gateway.yaml",
+			old: "  openai-api-key: replace-with-the-openai-key", new: "  openai-key: replace-with-the-openai-key",
+			want: []string{`Secret istio-system/llm-provider-keys has no key "openai-api-key"`},
+		},
+		{
+			name: "gateway that drops the filter's stats", file: "gateway.yaml",
+			old: `inclusionRegexps: [".*tokentriage.*"]`, new: `inclusionRegexps: ["tokentriage_.*"]`,
+			want: []string{"proxyStatsMatcher keeps no stat named like wasmcustom.limit_id=.=team_rpm"},
+		},
+		{
+			name: "gateway that keeps the limit in the stat name", file: "gateway.yaml",
+			old: "extraStatTags: [limit_id, limit_type]", new: "extraStatTags: [limit_type]",
+			want: []string{"extraStatTags lacks limit_id"},
 		},
 		{
 			name: "provider route that passes accept-encoding on", file: "providers.yaml",
@@ -655,9 +1215,9 @@ func TestIstioRejects(t *testing.T) {
 			want: []string{"http[0] (anthropic) route[0] to api.anthropic.com: the client's accept-encoding reaches the provider (neither removed nor overwritten): add it to headers.request.remove"},
 		},
 		{
-			name: "openai route that passes the client's x-api-key on", file: "providers.yaml",
+			name: "openai route that passes the Anthropic key on", file: "providers.yaml",
 			old: "remove: [x-api-key, api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]", new: "remove: [api-key, x-goog-api-key, cookie, proxy-authorization, accept-encoding]",
-			want: []string{"http[1] (openai) route[0] to api.openai.com: the client's x-api-key reaches the provider"},
+			want: []string{"http[1] (openai) route[0] to api.openai.com: the anthropic_api_key key (credential injector anthropic_key, header x-api-key) reaches api.openai.com"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -682,4 +1242,62 @@ func TestIstioRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// istioInjectors are the credential injectors the EnvoyFilters add.
+func istioInjectors(ms []manifest) []injector {
+	var out []injector
+	for _, ef := range find[*networkingv1alpha3.EnvoyFilter](ms) {
+		for i, p := range ef.msg.GetConfigPatches() {
+			if p.GetApplyTo() != networkingv1alpha3.EnvoyFilter_HTTP_FILTER {
+				continue
+			}
+			js, err := protojson.Marshal(p.GetPatch().GetValue())
+			var f hcmv3.HttpFilter
+			if err != nil || protojson.Unmarshal(js, &f) != nil {
+				continue // checkIstioProviderKeys names it
+			}
+			if in, ok := newInjector(fmt.Sprintf("%s configPatches[%d]", ef.path, i), &f); ok {
+				out = append(out, in)
+			}
+		}
+	}
+	return out
+}
+
+// checkProxyStats checks the gateway pods' proxy config (Istio's
+// ProxyConfig, decoded strictly): the filter's stats are kept
+// (proxyStatsMatcher) and its tags extracted (extraStatTags, for which
+// Istio's bootstrap adds the rule `(TAG=\.=(.*?);\.;)`, the spelling
+// filter.RefusalStat uses), so a limit id is a Prometheus label.
+func checkProxyStats(src string) error {
+	if src == "" {
+		return errors.New("missing: without it Istio drops the filter's stats (only its own are kept by default)")
+	}
+	js, err := yaml.YAMLToJSONStrict([]byte(src))
+	if err != nil {
+		return fmt.Errorf("reading YAML: %w", err)
+	}
+	var pc meshv1alpha1.ProxyConfig
+	if err := protojson.Unmarshal(js, &pc); err != nil {
+		return fmt.Errorf("not an Istio ProxyConfig: %w", err)
+	}
+	for _, tag := range filter.StatTags {
+		if !slices.Contains(pc.GetExtraStatTags(), tag.Name) {
+			return fmt.Errorf("extraStatTags lacks %s: the refusal stats would keep it in their names instead of a label", tag.Name)
+		}
+	}
+	name := "wasmcustom." + filter.RefusalStat("team_rpm", "rpm")
+	m := pc.GetProxyStatsMatcher()
+	kept := slices.ContainsFunc(m.GetInclusionPrefixes(), func(p string) bool { return strings.HasPrefix(name, p) }) ||
+		slices.ContainsFunc(m.GetInclusionSuffixes(), func(p string) bool { return strings.HasSuffix(name, p) })
+	for _, re := range m.GetInclusionRegexps() {
+		if r, err := regexp.Compile("^(?:" + re + ")$"); err == nil && r.MatchString(name) {
+			kept = true
+		}
+	}
+	if !kept {
+		return fmt.Errorf("proxyStatsMatcher keeps no stat named like %s", name)
+	}
+	return nil
 }

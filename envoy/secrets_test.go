@@ -150,6 +150,11 @@ func loadSDSFile(name string) ([]*tlsv3.Secret, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeSDS(name, src)
+}
+
+// decodeSDS decodes the SDS file src (named name in errors).
+func decodeSDS(name string, src []byte) ([]*tlsv3.Secret, error) {
 	js, err := yaml.YAMLToJSONStrict(src)
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading YAML: %w", name, err)
@@ -188,6 +193,19 @@ func loadSDSSecret(file, name string) (*tlsv3.Secret, error) {
 	if err != nil {
 		return nil, err
 	}
+	return secretNamed(file, secs, name)
+}
+
+// sdsSecretFrom decodes an SDS file's content and finds the secret name.
+func sdsSecretFrom(src []byte, name string) (*tlsv3.Secret, error) {
+	secs, err := decodeSDS("the file", src)
+	if err != nil {
+		return nil, err
+	}
+	return secretNamed("the file", secs, name)
+}
+
+func secretNamed(file string, secs []*tlsv3.Secret, name string) (*tlsv3.Secret, error) {
 	var names []string
 	for _, s := range secs {
 		if s.GetName() == name {
