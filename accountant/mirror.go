@@ -196,7 +196,7 @@ func (m *mirror) pull(ctx context.Context, wait time.Duration) (more bool, err e
 	m.mu.Lock()
 	seen := m.fleet.hash()
 	m.mu.Unlock()
-	body, _ := json.Marshal(planePull{Mirror: m.name, Have: have, WaitMS: wait.Milliseconds(), Rollout: m.s.localReport(), Seen: seen})
+	body, _ := json.Marshal(planePull{Mirror: m.name, Accountant: m.s.advertise, Have: have, WaitMS: wait.Milliseconds(), Rollout: m.s.localReport(), Seen: seen})
 	ans, err := m.ask(ctx, body, wait)
 	if err != nil {
 		select {
@@ -303,6 +303,9 @@ func (m *mirror) answered(ans planeAnswer) {
 	m.mu.Lock()
 	away, since := !m.awaySince.IsZero(), m.awaySince
 	m.lastOK, m.version, m.fleet = now, ans.Version, ans.Rollout
+	if ans.Accountants != nil {
+		m.s.members.replace(ans.Accountants)
+	}
 	m.awaySince, m.awayErr = time.Time{}, ""
 	m.mu.Unlock()
 	m.reachable.Set(1)

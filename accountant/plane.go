@@ -89,6 +89,9 @@ type planePull struct {
 	// Mirror names the mirror (its host and accountant address); its
 	// report replaces the one it sent before.
 	Mirror string `json:"mirror"`
+	// Accountant is the base URL the fleet's other accountants reach the
+	// mirror at ("" when it has none to announce).
+	Accountant string `json:"accountant,omitempty"`
 	// Have is the plane version the mirror holds ("" for none).
 	Have string `json:"have"`
 	// WaitMS: when Have is current, answer when the plane moves, or after
@@ -121,6 +124,9 @@ type planeAnswer struct {
 	Version string         `json:"version"`
 	Plane   *runtime.Plane `json:"plane,omitempty"`
 	Rollout rolloutReport  `json:"rollout"`
+	// Accountants are the fleet's accountants: the owner and every one
+	// that pulled within MemberMemory.
+	Accountants []member `json:"accountants,omitempty"`
 }
 
 // mirrorSeen is what the owner keeps of a mirror: when it last pulled and
@@ -217,7 +223,7 @@ func (s *Server) servePlane(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) answerPlane(w http.ResponseWriter, have, version string, fleet rolloutReport) {
-	ans := planeAnswer{Version: version, Rollout: fleet}
+	ans := planeAnswer{Version: version, Rollout: fleet, Accountants: s.membersAnswer()}
 	if have != version {
 		p, err := s.db.Plane(have)
 		if err != nil {
@@ -234,6 +240,9 @@ func (s *Server) answerPlane(w http.ResponseWriter, have, version string, fleet 
 // noteMirror records a mirror's pull and its report.
 func (s *Server) noteMirror(p planePull) {
 	m := mirrorSeen{seen: s.now(), live: max(p.Rollout.Live, 0), holding: map[heldKey]int{}}
+	if len(p.Accountant) <= 1024 {
+		s.members.note(member{Name: p.Mirror, Accountant: p.Accountant, Seen: m.seen})
+	}
 	for _, h := range p.Rollout.Holding {
 		m.holding[heldKey{h.LimitID, h.Node, h.Amount}] = max(h.Replicas, 0)
 	}

@@ -69,6 +69,11 @@ type Options struct {
 	// runtime plane (keys, nodes, overrides, admins, audit). Set, this
 	// accountant mirrors it (see mirror.go); empty, it owns its own.
 	Control string
+	// Advertise is the base URL the fleet's other accountants reach this
+	// one at (--advertise), announced to the owner with each pull and
+	// listed by it, so a spend report from any accountant covers every
+	// ledger. Empty: http:// and Listen, when Listen names a host.
+	Advertise string
 	// Promote lets an accountant started without Control own a
 	// governance.db that mirrored another's plane: it keeps the copy and
 	// writes it from now on. Without it such a start is refused.
@@ -169,8 +174,16 @@ type Server struct {
 	// the owner. mirrors are the owner's mirrors, by name, with their
 	// reports; watch is closed and replaced each time the plane moves,
 	// waking the pulls waiting for it.
-	mirror     *mirror
-	mirrors    map[string]mirrorSeen
+	mirror  *mirror
+	mirrors map[string]mirrorSeen
+	// members are the fleet's accountants as this one knows them (see
+	// fleetspend.go); advertise the address it announces, name its name in
+	// the owner's list, instance its process's id in spend shares.
+	members    fleetMembers
+	advertise  string
+	name       string
+	instance   string
+	peerClient *http.Client
 	watchMu    sync.Mutex
 	watch      chan struct{}
 	mirrorDone chan struct{}
@@ -225,7 +238,15 @@ func New(opts Options) (*Server, error) {
 			return nil, errors.New("accountant: --promote makes this accountant the owner of its runtime plane and --control a mirror of another's; pass one of them")
 		}
 	}
-	s := &Server{opts: opts, log: opts.Logger, now: opts.Now, replicas: map[string]replica{}, planGens: map[string]int64{}, mirrors: map[string]mirrorSeen{}, stopping: make(chan struct{})}
+	s := &Server{opts: opts, log: opts.Logger, now: opts.Now, replicas: map[string]replica{}, planGens: map[string]int64{}, mirrors: map[string]mirrorSeen{}, stopping: make(chan struct{}),
+		instance: newInstanceID(), peerClient: &http.Client{}}
+	adv, err := advertiseURL(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.advertise = adv
+	host, _ := os.Hostname()
+	s.name = host + "/" + opts.Listen
 	s.pricing = pricing.Default()
 	if opts.PricingFile != "" {
 		c, err := pricing.LoadFile(opts.PricingFile)
@@ -342,6 +363,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+syncwire.AlertsPath, s.internal(s.serveAlerts))
 	mux.HandleFunc("GET "+syncwire.SyncPath, s.internal(s.serveSync))
 	mux.HandleFunc("POST "+syncwire.AdmitPath, s.internal(s.serveAdmit))
+	mux.HandleFunc("POST "+SpendPartialPath, s.internal(s.servePartial))
 	mux.HandleFunc("POST "+PlanePath, s.servePlane)
 	mux.HandleFunc("POST "+PlaneReloadPath, s.serveMirrorReload)
 	mux.HandleFunc("GET /healthz", s.serveHealth)

@@ -1,6 +1,7 @@
 package accountant
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,11 @@ func (s *Server) spendAcknowledged(rows []ledger.Row, res core.Result) {
 func (s *Server) spendReport(q spend.Query, scope string) (*spend.Report, error) {
 	if err := s.spendNotReady(); err != nil {
 		return nil, err
+	}
+	if !q.Local {
+		if peers := s.spendPeers(); len(peers) > 1 {
+			return spend.FleetRun(context.Background(), q, scope, s.now(), peers)
+		}
 	}
 	return s.spend.Run(q, scope, s.now())
 }

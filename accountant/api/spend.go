@@ -69,6 +69,16 @@ func (h *handler) getSpend(w http.ResponseWriter, r *http.Request, p principal) 
 		h.spendError(w, r, p, err)
 		return
 	}
+	if rep.Partial {
+		// Said in the headers too, for a CSV reader.
+		var missing []string
+		for _, a := range rep.Source.Replicas {
+			if !a.Answered {
+				missing = append(missing, a.Accountant)
+			}
+		}
+		w.Header().Set("X-Tt-Spend-Partial", fmt.Sprintf("%d of %d accountants did not answer: %s", len(missing), len(rep.Source.Replicas), strings.Join(missing, " ")))
+	}
 	if !csv {
 		writeJSON(w, http.StatusOK, rep)
 		return

@@ -186,6 +186,9 @@ type Query struct {
 	// estimated dollars, then UNPRICED tokens, then requests) and sums the
 	// rest into one group marked Other.
 	Top int
+	// Local keeps the report to this accountant's own ledger (fleet=false);
+	// otherwise an accountant of a fleet reports over every replica's.
+	Local bool
 }
 
 // Limits on a query, so one request cannot ask for an answer of
@@ -210,6 +213,8 @@ const (
 //	decision, cost
 //	          keep rows with one of the comma-separated values
 //	top       keep the N groups that spent most, the rest summed as other
+//	fleet     true (default): every replica of the fleet; false: this
+//	          accountant's ledger only
 //
 // now is the instant the defaults are taken from. Every problem is
 // reported in the error, naming the parameter and what it takes.
@@ -227,7 +232,7 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 			bad("%s is given %d times; give it once (a list is comma-separated: %s=a,b)", name, n, name)
 		}
 	}
-	known := map[string]bool{"group_by": true, "bucket": true, "from": true, "to": true, "node": true, "top": true, "format": true}
+	known := map[string]bool{"group_by": true, "bucket": true, "from": true, "to": true, "node": true, "top": true, "format": true, "fleet": true}
 	q.Bucket = Day
 	if s := v.Get("bucket"); s != "" {
 		q.Bucket = 0
@@ -290,6 +295,13 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 		}
 		q.Top = n
 	}
+	switch s := v.Get("fleet"); s {
+	case "", "true":
+	case "false":
+		q.Local = true
+	default:
+		bad("fleet %q is not true (every replica's ledger) or false (this accountant's only)", s)
+	}
 	q.To = now.UTC().Truncate(time.Hour).Add(time.Hour)
 	q.From = calendar.Start(calendar.Month, now)
 	if s := v.Get("from"); s != "" {
@@ -314,7 +326,7 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 	}
 	sort.Strings(unknown)
 	for _, name := range unknown {
-		bad("unknown parameter %q; a report takes group_by, bucket, from, to, node, top, format and the filters %s", name, filterList())
+		bad("unknown parameter %q; a report takes group_by, bucket, from, to, node, top, fleet, format and the filters %s", name, filterList())
 	}
 	if len(probs) == 0 {
 		if !q.From.Before(q.To) {
@@ -404,6 +416,9 @@ func (q Query) Values() url.Values {
 	}
 	if q.Top > 0 {
 		v.Set("top", strconv.Itoa(q.Top))
+	}
+	if q.Local {
+		v.Set("fleet", "false")
 	}
 	return v
 }

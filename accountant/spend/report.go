@@ -89,6 +89,15 @@ type Source struct {
 	// once.
 	Ledgers    int   `json:"ledgers"`
 	Duplicates int64 `json:"duplicates"`
+	// Replicas, in a fleet report, says of every accountant of the fleet
+	// whether it answered (Ledgers counts those that did); Missing counts
+	// those that did not.
+	Replicas []ReplicaAnswer `json:"replicas,omitempty"`
+	Missing  int             `json:"missing,omitempty"`
+	// Overlaps lists filter replicas whose rows are in more than one
+	// accountant's ledger: a request of theirs may be counted twice
+	// (tokentriage spend --log over those ledgers counts it once).
+	Overlaps []Overlap `json:"overlaps,omitempty"`
 }
 
 // Report is the answer to a Query.
@@ -117,7 +126,12 @@ type Report struct {
 	// Groups are ordered by dollars spent (priced plus estimated), then
 	// UNPRICED tokens, then requests, most first; empty without group_by.
 	Groups []Group `json:"groups"`
-	Note   string  `json:"note"`
+	// Fleet marks a report over every accountant of a fleet; Partial one
+	// some of them did not answer (Source.Replicas says which): its
+	// figures leave their ledgers out.
+	Fleet   bool   `json:"fleet,omitempty"`
+	Partial bool   `json:"partial,omitempty"`
+	Note    string `json:"note"`
 }
 
 // Note is the note of every report.

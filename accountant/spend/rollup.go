@@ -141,8 +141,12 @@ type Rollup struct {
 	// hourlyFrom is the first Unix day whose rows are kept hourly.
 	hourlyFrom int64
 	rows       int64
-	first      time.Time // earliest row end
-	last       time.Time // latest row end
+	// feeds counts the rows of each filter replica (ledger.Row.Replica):
+	// a fleet report finds by it the replicas whose rows reached two
+	// accountants.
+	feeds map[string]int64
+	first time.Time // earliest row end
+	last  time.Time // latest row end
 	// last dims looked up, since consecutive rows often share them
 	lastDims Dims
 	lastID   uint32
@@ -193,6 +197,7 @@ func New(opts Options) *Rollup {
 		opts:       opts,
 		wake:       make(chan struct{}, 1),
 		index:      map[Dims]uint32{},
+		feeds:      map[string]int64{},
 		hours:      map[int64]*slot{},
 		days:       map[int64]*slot{},
 		hourlyFrom: math.MinInt64,
@@ -280,6 +285,11 @@ func (r *Rollup) addLocked(rows []ledger.Row, keep func(int) bool) {
 			getSlot(r.hours, h).cell(id).add(&s)
 		}
 		r.rows++
+		if n, ok := r.feeds[row.Replica]; ok {
+			r.feeds[row.Replica] = n + 1
+		} else {
+			r.feeds[strings.Clone(row.Replica)] = 1
+		}
 		if r.first.IsZero() || row.End.Before(r.first) {
 			r.first = row.End
 		}
@@ -393,6 +403,9 @@ func (r *Rollup) Merge(o *Rollup) {
 		}
 	}
 	r.rows = addSat(r.rows, o.rows)
+	for f, n := range o.feeds {
+		r.feeds[f] += n
+	}
 	if !o.first.IsZero() && (r.first.IsZero() || o.first.Before(r.first)) {
 		r.first = o.first
 	}

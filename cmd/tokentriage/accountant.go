@@ -57,6 +57,7 @@ plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 		fs.StringVar(&o.internalFile, "internal-token-file", "", "file holding the internal token the filters send (default: $"+accountant.InternalTokenEnv+")")
 		fs.BoolVar(&o.insecure, "insecure-no-admin", false, "start without an admin token: the management API refuses every admin request")
 		fs.StringVar(&o.control, "control", "", "mirror the runtime plane (keys, nodes, overrides, admins, audit) of the accountant at this URL, which owns it; management writes sent here are forwarded there")
+		fs.StringVar(&o.advertise, "advertise", "", "this accountant's base URL as the fleet's other accountants reach it, announced to the owner so a spend report from any of them covers every ledger (default: http:// and --listen when it names a host)")
 		fs.BoolVar(&o.promote, "promote", false, "own the runtime plane this data directory mirrored so far (without --control)")
 		fs.StringVar(&o.redis, "redis", "", "the fleet's shared Redis, HOST:PORT (overrides governance.shared_state.redis.addr)")
 		return func(e *env) int { return runAccountant(e, o) }
@@ -64,9 +65,9 @@ plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 }
 
 type sidecarFlags struct {
-	config, listen, data, pricing, webhook, tokenFile, internalFile, redis, control string
-	promote                                                                         bool
-	insecure                                                                        bool
+	config, listen, data, pricing, webhook, tokenFile, internalFile, redis, control, advertise string
+	promote                                                                                    bool
+	insecure                                                                                   bool
 }
 
 func runAccountant(e *env, o sidecarFlags) int {
@@ -116,7 +117,7 @@ func runAccountant(e *env, o sidecarFlags) int {
 	s, err := accountant.New(accountant.Options{
 		ConfigPath: o.config, DataDir: o.data, Listen: o.listen, AdminToken: token, InternalToken: internal,
 		PricingFile: o.pricing, AlertWebhook: o.webhook, Logger: log, Redis: o.redis,
-		Control: o.control, Promote: o.promote,
+		Control: o.control, Promote: o.promote, Advertise: o.advertise,
 	})
 	if code, ok := e.bootFailure(err); ok {
 		return code

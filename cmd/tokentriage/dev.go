@@ -72,6 +72,7 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 		fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "answer 408 to a request whose body has not all arrived this long after its headers (Envoy's request_timeout); 0, the default, turns it off")
 		fs.IntVar(&o.maxHeadersKB, "max-request-headers-kb", devserver.DefaultMaxRequestHeadersKB, "most KiB of request headers (names, values, method and path); more are answered 431 (Envoy's max_request_headers_kb, at most 8192)")
 		fs.StringVar(&o.control, "control", "", "mirror the runtime plane (keys, nodes, overrides, admins, audit) of the accountant at this URL, which owns it; writes sent here are forwarded there")
+		fs.StringVar(&o.advertise, "advertise", "", "this accountant's base URL as the fleet's other accountants reach it, announced to the owner so a spend report from any of them covers every ledger (default: http:// and --accountant-listen when it names a host)")
 		fs.BoolVar(&o.promote, "promote", false, "own the runtime plane this data directory mirrored so far (without --control)")
 		fs.StringVar(&o.redis, "redis", "", "the fleet's shared Redis, HOST:PORT (overrides governance.shared_state.redis.addr)")
 		return func(e *env) int { return runDev(e, o) }
@@ -79,10 +80,10 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 }
 
 type devFlags struct {
-	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis, control string
-	promote                                                                                                  bool
-	workers, maxHeaders, maxHeadersKB                                                                        int
-	idleTimeout, requestTimeout                                                                              time.Duration
+	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis, control, advertise string
+	promote                                                                                                             bool
+	workers, maxHeaders, maxHeadersKB                                                                                   int
+	idleTimeout, requestTimeout                                                                                         time.Duration
 }
 
 func runDev(e *env, o devFlags) int {
@@ -169,6 +170,7 @@ func runDev(e *env, o devFlags) int {
 		AlertWebhook:     o.webhook,
 		Redis:            o.redis,
 		Control:          o.control,
+		Advertise:        o.advertise,
 		Promote:          o.promote,
 		Logger:           log,
 		FilterLog:        e.stderr,

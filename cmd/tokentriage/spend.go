@@ -46,6 +46,13 @@ accountant of a fleet), or a ledger file, and may be repeated; a row
 several ledgers hold (a retried batch that reached two accountants) is
 counted once, by its request id.
 
+An accountant of a fleet (one started with --control, or the owner its
+mirrors pull from) reports over every replica's ledger: it asks each
+accountant the fleet knows for its share and adds them up. The report
+says which answered; one that did not is left out and named, and the
+report is marked partial (on stderr too, for --format csv and json).
+--local reports the asked accountant's own ledger only.
+
 --from and --to take a date (2026-08-01, midnight UTC) or an RFC 3339 time
 on the hour; --to is exclusive. The default is the current month so far.
 The filters (--key, --model, ...) take comma-separated values.
@@ -63,6 +70,7 @@ Exit status: 0 done, 1 the accountant refused or could not be reached,
 		node := fs.String("node", "", "report on this node's subtree only")
 		top := fs.Int("top", 0, "keep the N groups that spent most; the rest are summed as (other)")
 		format := fs.String("format", "table", "table, csv or json")
+		local := fs.Bool("local", false, "the accountant's own ledger only, not the fleet's")
 		filters := map[string]*string{}
 		for _, d := range []string{"key", "model", "model_served", "provider", "endpoint", "limit", "refusal", "decision", "cost"} {
 			filters[d] = fs.String(strings.ReplaceAll(d, "_", "-"), "", "keep rows whose "+d+" is one of these (comma-separated)")
@@ -87,6 +95,12 @@ Exit status: 0 done, 1 the accountant refused or could not be reached,
 			set("from", *from)
 			set("to", *to)
 			set("node", *node)
+			if *local {
+				if len(*logs) > 0 {
+					return e.failf(2, "--local asks a running accountant for its own ledger; with --log the report is over the ledgers named")
+				}
+				v.Set("fleet", "false")
+			}
 			if fs.Changed("top") {
 				v.Set("top", strconv.Itoa(*top))
 			}
@@ -123,6 +137,9 @@ Exit status: 0 done, 1 the accountant refused or could not be reached,
 				if err != nil {
 					return c.fail(e, err)
 				}
+			}
+			if rep.Partial && *format != "table" {
+				fmt.Fprintf(e.stderr, "tokentriage spend: partial report: %s\n", missingLine(rep))
 			}
 			switch *format {
 			case "json":
@@ -218,6 +235,15 @@ func writeSpendTable(w io.Writer, rep *spend.Report) {
 		src += fmt.Sprintf(" from %d ledgers (%s rows held by more than one, counted once)", rep.Source.Ledgers, thousands(rep.Source.Duplicates))
 	}
 	fmt.Fprintln(w, src)
+	if rep.Fleet {
+		fmt.Fprintf(w, "fleet: %d of %d accountants answered\n", rep.Source.Ledgers, len(rep.Source.Replicas))
+		if rep.Partial {
+			fmt.Fprintf(w, "PARTIAL: %s\n", missingLine(rep))
+		}
+		for _, o := range rep.Source.Overlaps {
+			fmt.Fprintf(w, "WARNING: rows of gateway replica %s are in the ledgers of %s: a request may be counted twice (spend --log over those ledgers counts each once)\n", o.Replica, strings.Join(o.Accountants, ", "))
+		}
+	}
 	fmt.Fprintln(w)
 
 	var tb strings.Builder
@@ -344,4 +370,20 @@ func thousands(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// missingLine names the accountants a fleet report left out, and why.
+func missingLine(rep *spend.Report) string {
+	var s []string
+	for _, a := range rep.Source.Replicas {
+		if a.Answered {
+			continue
+		}
+		m := a.Accountant + " did not answer (" + a.Error
+		if a.LastSeen != nil {
+			m += "; last heard from " + a.LastSeen.Format(time.RFC3339)
+		}
+		s = append(s, m+")")
+	}
+	return strings.Join(s, "; ") + "; what they recorded is not in these figures"
 }

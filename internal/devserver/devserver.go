@@ -115,7 +115,10 @@ type Options struct {
 	// runtime plane; set, this system's accountant mirrors it (see
 	// accountant.Options.Control). Promote takes over a mirrored plane.
 	Control string
-	Promote bool
+	// Advertise is the accountant's base URL as the fleet's other
+	// accountants reach it (accountant.Options.Advertise).
+	Advertise string
+	Promote   bool
 	// Logger receives the accountant's and the gateway's operational logs;
 	// nil discards them.
 	Logger *slog.Logger
@@ -313,6 +316,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		Logger:        o.Logger,
 		Redis:         o.Redis,
 		Control:       o.Control,
+		Advertise:     o.Advertise,
 		Promote:       o.Promote,
 		Collectors:    []prometheus.Collector{&s.gwStats},
 	})

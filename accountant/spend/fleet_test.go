@@ -1,0 +1,162 @@
+package spend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// jsonPeer asks a rollup for its share through the JSON form the
+// accountants exchange.
+func jsonPeer(name string, r *Rollup) Peer {
+	return Peer{Accountant: name, Ask: func(_ context.Context, req PartialRequest) (*Partial, error) {
+		b, err := json.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		var back PartialRequest
+		if err := json.Unmarshal(b, &back); err != nil {
+			return nil, err
+		}
+		p, err := r.Partial(back)
+		if err != nil {
+			return nil, err
+		}
+		if b, err = json.Marshal(p); err != nil {
+			return nil, err
+		}
+		var out Partial
+		return &out, json.Unmarshal(b, &out)
+	}}
+}
+
+// TestFleetRunAddsUpExactly: rows spread over three rollups (three
+// ledgers) report, added up through their shares, exactly what one
+// rollup of every row reports: every grouping, bucket, filter, scope and
+// top=.
+func TestFleetRunAddsUpExactly(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	t0 := time.Date(2026, 1, 20, 0, 0, 0, 0, time.UTC)
+	rows := randomRows(rng, 6000, t0)
+	for i := range rows {
+		rows[i].Replica = []string{"gw-a", "gw-b", "gw-c"}[i%3]
+	}
+	all := New(Options{HourlyDays: -1})
+	all.Add(rows)
+	shares := []*Rollup{New(Options{HourlyDays: -1}), New(Options{HourlyDays: -1}), New(Options{HourlyDays: -1})}
+	for i := range rows {
+		shares[i%3].Add(rows[i : i+1])
+	}
+	peers := []Peer{jsonPeer("http://a", shares[0]), jsonPeer("http://b", shares[1]), jsonPeer("http://c", shares[2])}
+	peers[0].Self = true
+	for step := 0; step < 120; step++ {
+		v := randomQuery(rng, t0)
+		if rng.Intn(2) == 0 {
+			v.Set("top", []string{"1", "3", "10", "1000"}[rng.Intn(4)])
+		}
+		q, err := ParseQuery(v, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scope := []string{"", "", "org:a", "org:a/team:x/user:u1"}[rng.Intn(4)]
+		if q.Node != "" && scope != "" {
+			scope = ""
+		}
+		want, err := all.Run(q, scope, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := FleetRun(context.Background(), q, scope, t0, peers)
+		if err != nil {
+			t.Fatalf("step %d: %s: %v", step, v.Encode(), err)
+		}
+		if !reflect.DeepEqual(got.Groups, want.Groups) || got.Total != want.Total || !reflect.DeepEqual(got.Series, want.Series) {
+			t.Fatalf("step %d: %s scope %q: the fleet's report differs from one rollup's:\n%+v\n%+v", step, v.Encode(), scope, got.Groups, want.Groups)
+		}
+		if !got.Fleet || got.Partial || got.Source.Ledgers != 3 || got.Source.Missing != 0 || len(got.Source.Replicas) != 3 || len(got.Source.Overlaps) != 0 {
+			t.Fatalf("step %d: source %+v; want three ledgers answered", step, got.Source)
+		}
+		if scope == "" && got.Source.Rows != int64(len(rows)) {
+			t.Fatalf("step %d: source rows %d; want %d", step, got.Source.Rows, len(rows))
+		}
+	}
+}
+
+// TestFleetRunSaysWhoDidNotAnswer: an accountant that does not answer is
+// left out, named, and the report is partial; one whose rows overlap
+// another's is named as an overlap; a query a share cannot answer fails
+// the report naming the accountant.
+func TestFleetRunSaysWhoDidNotAnswer(t *testing.T) {
+	rng := rand.New(rand.NewSource(6))
+	t0 := time.Date(2026, 1, 20, 0, 0, 0, 0, time.UTC)
+	rows := randomRows(rng, 3000, t0)
+	for i := range rows {
+		rows[i].Replica = "gw-a"
+	}
+	a, b := New(Options{HourlyDays: -1}), New(Options{HourlyDays: -1})
+	a.Add(rows[:2000])
+	b.Add(rows[1500:])
+	seen := t0.Add(-time.Minute)
+	down := Peer{Accountant: "http://down", LastSeen: seen, Ask: func(context.Context, PartialRequest) (*Partial, error) {
+		return nil, errors.New("connection refused")
+	}}
+	for _, top := range []string{"", "5"} {
+		v := randomQuery(rng, t0)
+		v.Set("group_by", "key")
+		v.Set("top", top)
+		if top == "" {
+			v.Del("top")
+		}
+		q, err := ParseQuery(v, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		only := New(Options{HourlyDays: -1})
+		only.Add(rows[:2000])
+		want, _ := only.Run(q, "", t0)
+		got, err := FleetRun(context.Background(), q, "", t0, []Peer{jsonPeer("http://a", a), down})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Partial || got.Source.Missing != 1 || got.Source.Ledgers != 1 {
+			t.Fatalf("top=%q: partial %v, source %+v; want partial, one missing", top, got.Partial, got.Source)
+		}
+		r := got.Source.Replicas[1]
+		if r.Accountant != "http://down" || r.Answered || r.Error != "connection refused" || r.LastSeen == nil || !r.LastSeen.Equal(seen) {
+			t.Fatalf("top=%q: the missing accountant reads %+v", top, r)
+		}
+		if got.Total != want.Total || !reflect.DeepEqual(got.Groups, want.Groups) {
+			t.Fatalf("top=%q: the partial report is not the answering ledger's", top)
+		}
+	}
+	q, _ := ParseQuery(map[string][]string{"from": {"2026-01-20"}, "to": {"2026-02-20"}}, t0)
+	got, err := FleetRun(context.Background(), q, "", t0, []Peer{jsonPeer("http://a", a), jsonPeer("http://b", b)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Source.Overlaps) != 1 || got.Source.Overlaps[0].Replica != "gw-a" || !reflect.DeepEqual(got.Source.Overlaps[0].Accountants, []string{"http://a", "http://b"}) {
+		t.Fatalf("overlaps %+v; want gw-a in both", got.Source.Overlaps)
+	}
+	compacted := New(Options{HourlyDays: 1})
+	compacted.Add(rows)
+	compacted.Compact(t0.AddDate(0, 3, 0))
+	q, _ = ParseQuery(map[string][]string{"from": {"2026-01-20T05:00:00Z"}, "to": {"2026-02-20"}, "bucket": {"hour"}}, t0)
+	_, err = FleetRun(context.Background(), q, "", t0, []Peer{jsonPeer("http://a", a), jsonPeer("http://old", compacted)})
+	if !IsQueryError(err) || !containsAll(err.Error(), "http://old: ", "daily sums") {
+		t.Fatalf("a share past its hourly window: %v; want a query error naming it", err)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
