@@ -213,12 +213,45 @@
     renderCrumbs();
     renderKPIs(d.stacked.total);
     renderUnpriced(d.stacked.total, d.unpricedModels);
+    renderFleet([d.stacked, d.top, d.refusals, d.unpricedModels]);
     renderSpendChart(d);
     renderTop(d.top, d.topDim);
     renderLimits(d.limits);
     renderRefusals(d.refusals, d.rq);
     const rows = d.stacked.source.rows ? ` · ${int(d.stacked.source.rows)} ledger rows summed` : '';
     $('footer').textContent = `Reports ${d.stacked.from} to ${d.stacked.to} (UTC, ${d.stacked.bucket} buckets)${rows} · ${d.stacked.note}`;
+  }
+
+  // A fleet's report covers every accountant's ledger; one that did not
+  // answer is left out of the figures, and the page says so above them.
+  function renderFleet(reps) {
+    const f = $('fleet');
+    const rep = reps[0];
+    if (!rep.fleet) { f.hidden = true; f.dataset.partial = 'false'; return; }
+    // The panels are several reports: the page is partial if any was.
+    const down = new Map();
+    for (const r of reps) {
+      if (!r || !r.fleet) continue;
+      for (const a of r.source.replicas || []) if (!a.answered && !down.has(a.accountant)) down.set(a.accountant, a);
+    }
+    const all = rep.source.replicas || [];
+    f.hidden = false;
+    f.className = down.size ? 'fleet partial' : 'fleet';
+    f.dataset.partial = String(down.size > 0);
+    f.dataset.accountants = String(all.length);
+    f.dataset.answered = String(all.length - down.size);
+    const head = down.size
+      ? `Partial: ${down.size} of ${all.length} accountants of the fleet did not answer; what their replicas recorded is not in these figures.`
+      : `Fleet: all ${all.length} accountants answered; the figures cover every replica's ledger.`;
+    const items = all.map((a) => {
+      const d = down.get(a.accountant);
+      const seen = d && d.last_seen ? `; last heard from ${d.last_seen.slice(0, 19).replace('T', ' ')} UTC` : '';
+      return el('li', { class: d ? 'down' : 'up', 'data-accountant': a.accountant, 'data-answered': String(!d),
+        text: a.accountant + (a.self ? ' (this one)' : '') + (d ? ` did not answer: ${d.error || 'no answer'}${seen}` : '') });
+    });
+    const overlaps = (rep.source.overlaps || []).map((o) => el('li', { class: 'down',
+      text: `rows of gateway replica ${o.replica} are in the ledgers of ${o.accountants.join(', ')}: a request may be counted twice` }));
+    f.replaceChildren(el('span', { text: head }), el('ul', {}, ...items, ...overlaps));
   }
 
   function renderWho() {
