@@ -33,7 +33,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tokentriage/tokentriage/filter"
+	"github.com/tokentriage/tokentriage/internal/configfile"
 	"github.com/tokentriage/tokentriage/internal/wasmoci"
+	"github.com/tokentriage/tokentriage/shared/config"
 )
 
 // istioKinds decode the spec of each Istio resource the manifests use, with
@@ -46,6 +48,7 @@ var istioKinds = map[string]func() proto.Message{
 	"networking.istio.io/v1 ServiceEntry":      func() proto.Message { return &networkingv1.ServiceEntry{} },
 	"networking.istio.io/v1 VirtualService":    func() proto.Message { return &networkingv1.VirtualService{} },
 	"security.istio.io/v1 AuthorizationPolicy": func() proto.Message { return &securityv1.AuthorizationPolicy{} },
+	"security.istio.io/v1 PeerAuthentication":  func() proto.Message { return &securityv1.PeerAuthentication{} },
 }
 
 // kubeKinds decode each Kubernetes object the manifests use into k8s.io/api
@@ -193,13 +196,15 @@ func metaOf(ms []manifest, where string) metav1.ObjectMeta {
 var sha256Hex = regexp.MustCompile(`^[a-f0-9]{64}$`)
 
 // The accountant's command lines in the fleet: DESIGN.md's `tokentriage
-// accountant -c FILE --listen ADDR --data DIR`, with the fleet's Redis
-// (--redis) on every accountant and the plane's owner (--control) on every
-// gateway replica's. Each flag takes a value.
+// accountant -c FILE --listen ADDR --data DIR`, with --control naming the
+// plane's owner on every gateway replica's accountant; --redis (which
+// overrides governance.shared_state.redis.addr) may be given to any. Each
+// flag takes a value.
 var (
 	accountantPrefix = []string{"tokentriage", "accountant"}
-	ownerFlags       = []string{"-c", "--listen", "--data", "--redis"}
-	mirrorFlags      = []string{"-c", "--listen", "--data", "--redis", "--control"}
+	ownerFlags       = []string{"-c", "--listen", "--data"}
+	mirrorFlags      = []string{"-c", "--listen", "--data", "--control"}
+	optionalFlags    = []string{"--redis"}
 )
 
 // accountantPod is a StatefulSet with a container running the accountant.
@@ -341,7 +346,7 @@ func splitHostPort(addr string) (string, int32, bool) {
 // ledger on a claim of its own (a volumeClaimTemplate, so every replica
 // keeps its own ledger across restarts), its tokens from Secrets that
 // exist, and the fleet's Redis behind a Service of the manifests.
-func checkAccountantPod(ms []manifest, a accountantPod, fail func(string, ...any)) (config string) {
+func checkAccountantPod(ms []manifest, a accountantPod, fail func(string, ...any)) (plan, redis string) {
 	want := ownerFlags
 	if !a.owner() {
 		want = mirrorFlags
@@ -350,8 +355,9 @@ func checkAccountantPod(ms []manifest, a accountantPod, fail func(string, ...any
 	for i := 2; i < len(a.c.Command); i += 2 {
 		got = append(got, a.c.Command[i])
 	}
+	got = slices.DeleteFunc(got, func(f string) bool { return slices.Contains(optionalFlags, f) })
 	if len(a.c.Args) != 0 || len(a.c.Command)%2 != 0 || !sameSet(got, want) {
-		fail("%s: command %q args %q, want the command %q followed by the flags %v, each with its value", a.where, a.c.Command, a.c.Args, accountantPrefix, want)
+		fail("%s: command %q args %q, want the command %q followed by the flags %v (and optionally %v), each with its value", a.where, a.c.Command, a.c.Args, accountantPrefix, want, optionalFlags)
 	}
 	ns := a.ss.Namespace
 
@@ -373,7 +379,7 @@ func checkAccountantPod(ms []manifest, a accountantPod, fail func(string, ...any
 		} else if err := checkConfigYAML([]byte(data)); err != nil {
 			fail("ConfigMap %s/%s, %s: %w", ns, cm.Name, path.Base(configFile), err)
 		} else {
-			config = data
+			plan = data
 		}
 	}
 
@@ -395,16 +401,63 @@ func checkAccountantPod(ms []manifest, a accountantPod, fail func(string, ...any
 		}
 	}
 
-	// --redis: a Service of the manifests in front of a redis container.
-	host, port, ok := splitHostPort(a.flags["--redis"])
-	if !ok {
-		fail("%s: --redis %q: want HOST:PORT", a.where, a.flags["--redis"])
-	} else if svc, sp := serviceAt(ms, host, port, ns); svc == nil || sp == nil {
-		fail("%s: --redis %s: no Service of the manifests answers at that name and port (a managed Redis instead: drop the redis StatefulSet and point every --redis at it)", a.where, a.flags["--redis"])
-	} else if _, c, _ := servedBy(ms, svc, sp); c == nil || !strings.HasPrefix(c.Image, "redis:") {
-		fail("%s: --redis %s: Service %s/%s port %d does not reach a redis container's port", a.where, a.flags["--redis"], svc.Namespace, svc.Name, port)
+	// The fleet's Redis: a Service of the manifests in front of a redis
+	// container that wants a password, which the accountant sends.
+	var rc *config.Redis
+	if f, err := configfile.Parse("tokentriage.yaml", []byte(plan)); err == nil && f.Governance != nil && f.Governance.SharedState != nil {
+		rc = f.Governance.SharedState.Redis
 	}
-	return config
+	addr, from := a.flags["--redis"], "--redis"
+	if addr == "" && rc != nil {
+		addr, from = rc.Addr, "governance.shared_state.redis.addr"
+	}
+	if plan == "" {
+		return "", ""
+	}
+	host, port, ok := splitHostPort(addr)
+	if !ok {
+		fail("%s: %s %q: want HOST:PORT of the fleet's Redis (store: redis and share limits, the fleet's spend totals)", a.where, from, addr)
+		return plan, addr
+	}
+	svc, sp := serviceAt(ms, host, port, ns)
+	if svc == nil || sp == nil {
+		fail("%s: %s %s: no Service of the manifests answers at that name and port (a managed Redis instead: drop the redis StatefulSet and point the address at it)", a.where, from, addr)
+		return plan, addr
+	}
+	_, c, _ := servedBy(ms, svc, sp)
+	if c == nil || !strings.HasPrefix(c.Image, "redis:") {
+		fail("%s: %s %s: Service %s/%s port %d does not reach a redis container's port", a.where, from, addr, svc.Namespace, svc.Name, port)
+		return plan, addr
+	}
+	var pass *corev1.SecretKeySelector
+	if i := slices.Index(c.Args, "--requirepass"); i >= 0 && i+1 < len(c.Args) {
+		if v, ok := strings.CutPrefix(c.Args[i+1], "$("); ok {
+			pass = envSecret(*c, strings.TrimSuffix(v, ")"))
+		}
+	}
+	var sent *corev1.SecretKeySelector
+	if rc != nil && rc.PasswordEnv != "" {
+		sent = envSecret(a.c, rc.PasswordEnv)
+	}
+	switch {
+	case pass == nil:
+		fail("Service %s/%s: its redis takes no --requirepass from a Secret: any pod of the cluster could rewrite the fleet's counters", svc.Namespace, svc.Name)
+	case rc == nil || rc.PasswordEnv == "":
+		fail("%s: Redis %s wants a password and governance.shared_state.redis.password_env names none: every fleet decision would fail (NOAUTH)", a.where, addr)
+	case sent == nil:
+		fail("%s: %s (governance.shared_state.redis.password_env) does not come from a Secret", a.where, rc.PasswordEnv)
+	default:
+		secrets := find[*corev1.Secret](ms)
+		mine, ok1 := secretValue(secrets, ns, sent.Name, sent.Key)
+		theirs, ok2 := secretValue(secrets, svc.Namespace, pass.Name, pass.Key)
+		switch {
+		case !ok1:
+			fail("%s: %s: Secret %s/%s with key %q is not among the manifests", a.where, rc.PasswordEnv, ns, sent.Name, sent.Key)
+		case ok2 && mine != theirs:
+			fail("%s: %s: Secret %s/%s holds another value than Redis's requirepass (%s/%s)", a.where, rc.PasswordEnv, ns, sent.Name, svc.Namespace, pass.Name)
+		}
+	}
+	return plan, addr
 }
 
 func sameSet(a, b []string) bool {
@@ -466,10 +519,11 @@ func checkIstio(files map[string][]byte) error {
 	configs := map[string]string{}
 	redis := map[string]string{}
 	for _, a := range append([]accountantPod{owner}, mirrors...) {
-		if c := checkAccountantPod(ms, a, fail); c != "" {
+		c, r := checkAccountantPod(ms, a, fail)
+		if c != "" {
 			configs[a.where] = c
 		}
-		redis[a.where] = a.flags["--redis"]
+		redis[a.where] = r
 	}
 
 	// The owner's Service: selects it, targets --listen, speaks HTTP.
@@ -514,7 +568,7 @@ func checkIstio(files map[string][]byte) error {
 			fail("%s: its config differs from the plane owner's (%s): every accountant of the fleet reads the same plan", m.where, owner.where)
 		}
 		if redis[m.where] != redis[owner.where] {
-			fail("%s: --redis %s, the owner's is %s: the fleet shares one Redis", m.where, redis[m.where], redis[owner.where])
+			fail("%s: Redis at %s, the owner's at %s: the fleet shares one Redis", m.where, redis[m.where], redis[owner.where])
 		}
 		// --control: the owner's Service, by a name that resolves from here.
 		ctl := m.flags["--control"]
@@ -1160,8 +1214,23 @@ func TestIstioRejects(t *testing.T) {
 		},
 		{
 			name: "gateway on another Redis", file: "gateway.yaml",
-			old: "tokentriage-redis.tokentriage.svc.cluster.local:6379", new: "redis.example.com:6379",
-			want: []string{"--redis redis.example.com:6379: no Service of the manifests answers", "the fleet shares one Redis"},
+			old: "            - --data\n", new: "            - --redis\n            - redis.example.com:6379\n            - --data\n",
+			want: []string{"--redis redis.example.com:6379: no Service of the manifests answers", "Redis at redis.example.com:6379, the owner's at tokentriage-redis.tokentriage.svc.cluster.local:6379: the fleet shares one Redis"},
+		},
+		{
+			name: "Redis without a password", file: "plane.yaml",
+			old: `, "--requirepass", "$(REDIS_PASSWORD)"]`, new: `]`,
+			want: []string{"its redis takes no --requirepass from a Secret"},
+		},
+		{
+			name: "accountant that sends no Redis password", file: "gateway.yaml",
+			old: "            # governance.shared_state.redis.password_env\n            - name: TT_REDIS_PASSWORD\n", new: "            - name: TT_OTHER\n",
+			want: []string{"TT_REDIS_PASSWORD (governance.shared_state.redis.password_env) does not come from a Secret"},
+		},
+		{
+			name: "gateway with another Redis password", file: "gateway.yaml",
+			old: "password: replace-with-the-redis-password", new: "password: another",
+			want: []string{"TT_REDIS_PASSWORD: Secret istio-system/tokentriage-redis holds another value than Redis's requirepass (tokentriage/tokentriage-redis)"},
 		},
 		{
 			name: "Redis Service in front of no redis", file: "plane.yaml",
