@@ -240,9 +240,13 @@ func (s *Server) answerPlane(w http.ResponseWriter, have, version string, fleet 
 // noteMirror records a mirror's pull and its report.
 func (s *Server) noteMirror(p planePull) {
 	m := mirrorSeen{seen: s.now(), live: max(p.Rollout.Live, 0), holding: map[heldKey]int{}}
-	if len(p.Accountant) <= 1024 {
-		s.members.note(member{Name: p.Mirror, Accountant: p.Accountant, Seen: m.seen})
+	// An address that is not a base URL is listed as none (the report
+	// then says the accountant announced none it can be reached at).
+	addr, err := controlURL(p.Accountant)
+	if err != nil || len(addr) > 1024 {
+		addr = ""
 	}
+	s.members.note(member{Name: p.Mirror, Accountant: addr, Seen: m.seen})
 	for _, h := range p.Rollout.Holding {
 		m.holding[heldKey{h.LimitID, h.Node, h.Amount}] = max(h.Replicas, 0)
 	}

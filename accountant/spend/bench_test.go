@@ -1,6 +1,7 @@
 package spend
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"net/url"
@@ -176,4 +177,50 @@ func BenchmarkRollupAdd(b *testing.B) {
 		r.Fold()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
+}
+
+// benchmarkFleetReport is benchmarkReport over a fleet of three
+// accountants, each holding the month (30 million rows in all): the
+// shares are asked in parallel and pass through the JSON the accountants
+// exchange, as over loopback.
+func benchmarkFleetReport(b *testing.B, v url.Values) {
+	r := monthRollup(b)
+	v.Set("from", bench.from.Format(time.RFC3339))
+	v.Set("to", bench.from.AddDate(0, 0, 30).Format(time.RFC3339))
+	q, err := ParseQuery(v, bench.from)
+	if err != nil {
+		b.Fatal(err)
+	}
+	peers := []Peer{jsonPeer("a", r), jsonPeer("b", r), jsonPeer("c", r)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cputime.Now()
+	var rep *Report
+	for i := 0; i < b.N; i++ {
+		rep, err = FleetRun(context.Background(), q, "", bench.from, peers)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := cputime.Now() - cpu0
+	b.StopTimer()
+	if rep.Total.Requests != 3*monthRows || rep.Partial {
+		b.Fatalf("the fleet's report counts %d rows (partial %v); want %d", rep.Total.Requests, rep.Partial, 3*monthRows)
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/report")
+	if cputime.Supported() {
+		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/report")
+	}
+}
+
+// BenchmarkFleetMonthReport: the dashboard's view over three replicas'
+// months.
+func BenchmarkFleetMonthReport(b *testing.B) {
+	benchmarkFleetReport(b, url.Values{"group_by": {"team"}, "bucket": {"day"}})
+}
+
+// BenchmarkFleetMonthReportByKeyHour: every key, every hour, top 20, over
+// three replicas' months (two rounds: ranks, then the kept series).
+func BenchmarkFleetMonthReportByKeyHour(b *testing.B) {
+	benchmarkFleetReport(b, url.Values{"group_by": {"key"}, "bucket": {"hour"}, "top": {"20"}})
 }

@@ -142,6 +142,27 @@ func TestFleetRunSaysWhoDidNotAnswer(t *testing.T) {
 	if len(got.Source.Overlaps) != 1 || got.Source.Overlaps[0].Replica != "gw-a" || !reflect.DeepEqual(got.Source.Overlaps[0].Accountants, []string{"http://a", "http://b"}) {
 		t.Fatalf("overlaps %+v; want gw-a in both", got.Source.Overlaps)
 	}
+	// One accountant reached under two addresses answers with one
+	// instance id: counted once, listed once.
+	same := func(name string) Peer {
+		p := jsonPeer(name, a)
+		ask := p.Ask
+		p.Ask = func(ctx context.Context, req PartialRequest) (*Partial, error) {
+			part, err := ask(ctx, req)
+			if part != nil {
+				part.Instance = "the-one"
+			}
+			return part, err
+		}
+		return p
+	}
+	got, err = FleetRun(context.Background(), q, "", t0, []Peer{same("http://a"), same("http://a-again")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := a.Run(q, "", t0); got.Total != want.Total || len(got.Source.Replicas) != 1 || got.Partial {
+		t.Fatalf("one accountant under two addresses: total %+v (want %+v), %d listed, partial %v", got.Total, want.Total, len(got.Source.Replicas), got.Partial)
+	}
 	compacted := New(Options{HourlyDays: 1})
 	compacted.Add(rows)
 	compacted.Compact(t0.AddDate(0, 3, 0))
