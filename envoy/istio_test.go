@@ -198,13 +198,13 @@ var sha256Hex = regexp.MustCompile(`^[a-f0-9]{64}$`)
 // The accountant's command lines in the fleet: DESIGN.md's `tokentriage
 // accountant -c FILE --listen ADDR --data DIR`, with --control naming the
 // plane's owner on every gateway replica's accountant; --redis (which
-// overrides governance.shared_state.redis.addr) may be given to any. Each
-// flag takes a value.
+// overrides governance.shared_state.redis.addr) and --advertise may be
+// given to any. Each flag takes a value.
 var (
 	accountantPrefix = []string{"tokentriage", "accountant"}
 	ownerFlags       = []string{"-c", "--listen", "--data"}
 	mirrorFlags      = []string{"-c", "--listen", "--data", "--control"}
-	optionalFlags    = []string{"--redis"}
+	optionalFlags    = []string{"--redis", "--advertise"}
 )
 
 // accountantPod is a StatefulSet with a container running the accountant.
@@ -623,9 +623,7 @@ func checkIstio(files map[string][]byte) error {
 	if err := checkProxyStats(gw.Spec.Template.Annotations["proxy.istio.io/config"]); err != nil {
 		fail("%s: annotation proxy.istio.io/config: %w", gateway.where, err)
 	}
-	if listen := gateway.flags["--listen"]; !strings.HasPrefix(listen, "127.0.0.1:") {
-		fail("%s: --listen %s: a replica's accountant answers its own proxy on 127.0.0.1 only", gateway.where, listen)
-	}
+	errs = append(errs, checkAdvertise(*gateway, owner)...)
 
 	// The WasmPlugin.
 	spec := wp.msg
@@ -691,7 +689,8 @@ func checkIstio(files map[string][]byte) error {
 					fail("%s: istio-proxy: %s from Secret %s key %q, the accountant's from %s key %q: the filter must send the token its accountant expects", gateway.where, conf.Accountant.TokenEnv, ref.Name, ref.Key, acc.Name, acc.Key)
 				}
 			}
-			errs = append(errs, checkAccountantCluster(ms, gwLabels, conf.Accountant.Cluster, gateway.flags["--listen"], wpWhere)...)
+			_, port, _ := splitHostPort(gateway.flags["--listen"])
+			errs = append(errs, checkAccountantCluster(ms, gwLabels, conf.Accountant.Cluster, fmt.Sprintf("127.0.0.1:%d", port), wpWhere)...)
 		}
 	}
 
@@ -838,7 +837,7 @@ func checkAccountantCluster(ms []manifest, labels map[string]string, name, liste
 				}
 			}
 			if len(addrs) != 1 || addrs[0] != listen {
-				errs = append(errs, fmt.Errorf("%s: cluster %s reaches %v, want the replica's own accountant at %s (its --listen)", where, name, addrs, listen))
+				errs = append(errs, fmt.Errorf("%s: cluster %s reaches %v, want the replica's own accountant at %s (its --listen port on loopback)", where, name, addrs, listen))
 			}
 		}
 	}
@@ -1168,6 +1167,21 @@ func TestIstioRejects(t *testing.T) {
 			want: []string{"cluster tokentriage_accountant reaches [127.0.0.1:8792], want the replica's own accountant at 127.0.0.1:8791"},
 		},
 		{
+			name: "gateway accountant on loopback only", file: "gateway.yaml",
+			old: "            - 0.0.0.0:8791\n", new: "            - 127.0.0.1:8791\n",
+			want: []string{"--listen 127.0.0.1:8791: the plane's owner cannot reach this accountant for its share of a spend report"},
+		},
+		{
+			name: "gateway accountant that announces no pod address", file: "gateway.yaml",
+			old: "            - --advertise\n            - http://$(POD_IP):8791\n", new: "",
+			want: []string{`--advertise "": want http://$(POD_IP):8791 with POD_IP from the pod's status.podIP`},
+		},
+		{
+			name: "owner whose sidecar takes its calls to the replicas", file: "plane.yaml",
+			old: `traffic.sidecar.istio.io/excludeOutboundPorts: "8791"`, new: `traffic.sidecar.istio.io/excludeOutboundPorts: "6379"`,
+			want: []string{`annotation traffic.sidecar.istio.io/excludeOutboundPorts "6379" lacks 8791`},
+		},
+		{
 			name: "owner command with a misspelt flag", file: "plane.yaml",
 			old: "- --listen\n", new: "- --listn\n",
 			want: []string{"want the command", "--listen"},
@@ -1369,4 +1383,44 @@ func checkProxyStats(src string) error {
 		return fmt.Errorf("proxyStatsMatcher keeps no stat named like %s", name)
 	}
 	return nil
+}
+
+// checkAdvertise checks that the plane's owner can reach a gateway
+// replica's accountant for its share of a spend report: the accountant
+// listens beyond loopback (the filter still calls it on 127.0.0.1) and
+// announces the pod's address (--advertise http://$(POD_IP):PORT, POD_IP
+// from the pod's status), which the owner calls past its sidecar. Without
+// that the accountant announces its --listen, and an owner calling
+// 127.0.0.1 would ask itself.
+func checkAdvertise(m, owner accountantPod) []error {
+	var errs []error
+	host, port, ok := splitHostPort(m.flags["--listen"])
+	if !ok {
+		return []error{fmt.Errorf("%s: --listen %q: want HOST:PORT", m.where, m.flags["--listen"])}
+	}
+	if host != "0.0.0.0" && host != "" && host != "[::]" {
+		errs = append(errs, fmt.Errorf("%s: --listen %s: the plane's owner cannot reach this accountant for its share of a spend report; listen on 0.0.0.0 (the filter calls it on 127.0.0.1) and --advertise the pod's address", m.where, m.flags["--listen"]))
+	}
+	adv := m.flags["--advertise"]
+	want := fmt.Sprintf(":%d", port)
+	rest, okScheme := strings.CutPrefix(adv, "http://")
+	if r, ok := strings.CutPrefix(rest, "["); ok { // an IPv6 pod address
+		rest = strings.Replace(r, ")]:", "):", 1)
+	}
+	v, okVar := strings.CutPrefix(rest, "$(")
+	v, okPort := strings.CutSuffix(v, ")"+want)
+	var fromIP bool
+	for _, e := range m.c.Env {
+		if e.Name == v && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP" {
+			fromIP = true
+		}
+	}
+	if !okScheme || !okVar || !okPort || !fromIP {
+		errs = append(errs, fmt.Errorf("%s: --advertise %q: want http://$(POD_IP)%s with POD_IP from the pod's status.podIP, the address the plane's owner asks for this replica's share of a spend report", m.where, adv, want))
+	}
+	ann := owner.ss.Spec.Template.Annotations["traffic.sidecar.istio.io/excludeOutboundPorts"]
+	if !slices.Contains(strings.Split(strings.ReplaceAll(ann, " ", ""), ","), fmt.Sprint(port)) {
+		errs = append(errs, fmt.Errorf("%s: annotation traffic.sidecar.istio.io/excludeOutboundPorts %q lacks %d: the owner's sidecar would handle its calls to the gateway replicas' accountants, which are no mesh service", owner.where, ann, port))
+	}
+	return errs
 }
