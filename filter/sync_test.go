@@ -140,6 +140,11 @@ func TestSyncFailOpenSuspends(t *testing.T) {
 	r.acct.set(func(a *fakeAccountant) { a.down = true })
 	resp := r.chat(dev1Key, chatGermany)
 	mustStatus(t, resp, 200)
+	// The row left as the request ended, to an accountant that is down: its
+	// answer is in before the accountant comes back, so the sync below is
+	// what delivers it (under load the failed send could otherwise still be
+	// out at that sync's tick, which then sends nothing).
+	r.wait()
 	if got := resp.Headers.Get("X-Tt-Suspended"); got != "org_monthly_budget" {
 		t.Errorf("X-Tt-Suspended %q", got)
 	}
