@@ -42,7 +42,7 @@ cli:
 # OCI image layout: push it with crane, oras or skopeo), its digest pinned
 # in envoy/istio/wasmplugin.yaml.
 oci: wasm
-	$(GO) run ./cmd/wasmoci -wasm $(WASM) -out build/oci -tag $(OCI_TAG) -pin envoy/istio/wasmplugin.yaml
+	$(GO) run ./cmd/wasmoci -wasm $(WASM) -out build/oci -tag $(OCI_TAG) -pin envoy/istio/wasmplugin.yaml -pin envoy/istio/hold-headers/filter.yaml
 
 # make run LISTEN=127.0.0.1:9790 ACCOUNTANT_LISTEN=127.0.0.1:9791 moves the
 # two addresses (two dev systems side by side, or a port already taken).

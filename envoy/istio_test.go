@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -14,10 +16,13 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	credinjv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/credential_injector/v3"
+	wasmfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	genericv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/injected_credentials/generic/v3"
+	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	extensionsv1alpha1 "istio.io/api/extensions/v1alpha1"
@@ -488,13 +493,17 @@ func checkIstio(files map[string][]byte) error {
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	secrets := find[*corev1.Secret](ms)
 
-	plugins := find[*extensionsv1alpha1.WasmPlugin](ms)
+	plugins := istioPlugins(ms)
 	if len(plugins) != 1 {
-		return fmt.Errorf("want one WasmPlugin; found %d", len(plugins))
+		var where []string
+		for _, p := range plugins {
+			where = append(where, p.where)
+		}
+		return fmt.Errorf("want the filter loaded once: one WasmPlugin, or the EnvoyFilter of istio/hold-headers/ instead; found %d %v", len(plugins), where)
 	}
 	wp := plugins[0]
-	wpMeta := metaOf(ms, wp.path)
-	wpWhere := wp.path + " " + wpMeta.Name
+	errs = append(errs, wp.errs...)
+	wpWhere := wp.where
 
 	// The accountants: one owner, mirrors in the gateway pods.
 	var owners, mirrors []accountantPod
@@ -556,7 +565,7 @@ func checkIstio(files map[string][]byte) error {
 	if len(mirrors) == 0 {
 		fail("no accountant with --control: the gateway replicas need an accountant each, mirroring the plane's owner")
 	}
-	gwLabels := wp.msg.GetSelector().GetMatchLabels()
+	gwLabels := wp.labels
 	ownerInternal := envSecret(owner.c, "TT_ACCOUNTANT_TOKEN")
 	ownerAdmin := envSecret(owner.c, "TT_ADMIN_TOKEN")
 	var gateway *accountantPod
@@ -608,8 +617,8 @@ func checkIstio(files map[string][]byte) error {
 		return errors.Join(append(errs, fmt.Errorf("%s: selector %v selects no gateway StatefulSet with an accountant beside its proxy", wpWhere, gwLabels))...)
 	}
 	gw := gateway.ss
-	if gw.Namespace != wpMeta.Namespace {
-		fail("%s: in namespace %q, the gateway %s in %q: a WasmPlugin applies only in its own namespace", wpWhere, wpMeta.Namespace, gateway.where, gw.Namespace)
+	if gw.Namespace != wp.ns {
+		fail("%s: in namespace %q, the gateway %s in %q: it applies only in its own namespace", wpWhere, wp.ns, gateway.where, gw.Namespace)
 	}
 	var proxy *corev1.Container
 	for i, c := range gw.Spec.Template.Spec.Containers {
@@ -625,34 +634,19 @@ func checkIstio(files map[string][]byte) error {
 	}
 	errs = append(errs, checkAdvertise(*gateway, owner)...)
 
-	// The WasmPlugin.
-	spec := wp.msg
-	if !strings.HasPrefix(spec.GetUrl(), "oci://") || !regexp.MustCompile(`:[\w][\w.-]*$|@sha256:[a-f0-9]{64}$`).MatchString(spec.GetUrl()) {
-		fail("%s: url %q: want oci://<registry>/<repo>:<version> (or @sha256:<digest>)", wpWhere, spec.GetUrl())
+	// The filter's module and configuration.
+	if !strings.HasPrefix(wp.url, "oci://") || !regexp.MustCompile(`:[\w][\w.-]*$|@sha256:[a-f0-9]{64}$`).MatchString(wp.url) {
+		fail("%s: url %q: want oci://<registry>/<repo>:<version> (or @sha256:<digest>)", wpWhere, wp.url)
 	}
-	if s := spec.GetSha256(); s != "" && !sha256Hex.MatchString(s) {
+	if s := wp.sha256; s != "" && !sha256Hex.MatchString(s) {
 		fail("%s: sha256 %q: want empty or 64 lowercase hex digits (no sha256: prefix)", wpWhere, s)
-	} else if err := checkPin(wpMeta.Annotations, s); err != nil {
+	} else if err := checkPin(wp.ann, s); err != nil {
 		fail("%s: %w", wpWhere, err)
 	}
-	if spec.GetFailStrategy() == extensionsv1alpha1.FailStrategy_FAIL_OPEN {
-		fail("%s: failStrategy FAIL_OPEN would let every request through ungoverned when the filter fails; use FAIL_CLOSE or FAIL_RELOAD", wpWhere)
+	if wp.failOpen {
+		fail("%s: fails open: every request would go through ungoverned when the filter fails; use FAIL_CLOSE or FAIL_RELOAD", wpWhere)
 	}
-	if spec.GetPhase() == extensionsv1alpha1.PluginPhase_UNSPECIFIED_PHASE {
-		fail("%s: phase: set it, so the filter's place relative to Istio's authn, authz and stats filters is chosen, not left to istiod", wpWhere)
-	}
-	if spec.GetType() != extensionsv1alpha1.PluginType_HTTP {
-		fail("%s: type %s, want HTTP", wpWhere, spec.GetType())
-	}
-	if spec.GetPluginName() == "" {
-		fail("%s: pluginName is empty", wpWhere)
-	}
-	// Istio hands pluginConfig to the filter as the protojson rendering of
-	// its Struct; decode exactly that.
-	raw, err := protojson.Marshal(spec.GetPluginConfig())
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("%s: pluginConfig: %w", wpWhere, err))...)
-	}
+	raw := wp.config
 	conf, err := decodePluginConfig(raw)
 	if err != nil {
 		fail("%s: pluginConfig: the filter would reject its plugin configuration: %w", wpWhere, err)
@@ -663,14 +657,11 @@ func checkIstio(files map[string][]byte) error {
 			fail("%s: the gateway's listener buffer limit is %d (%s), below pluginConfig.max_body_bytes %d: request bodies between the two would get Envoy's bare 413 instead of the filter's; raise it with an EnvoyFilter (buffer-limit.yaml) or lower max_body_bytes",
 				wpWhere, limit, at, conf.MaxBodyBytes)
 		}
-		var hostEnv []string
-		set := map[string]string{}
-		for _, e := range spec.GetVmConfig().GetEnv() {
-			if e.GetValueFrom() == extensionsv1alpha1.EnvValueSource_HOST {
-				hostEnv = append(hostEnv, e.GetName())
-			} else {
-				set[e.GetName()] = e.GetValue()
-			}
+		hostEnv, set := wp.hostEnv, wp.set
+		if conf.HoldHeaders && !wp.stopIteration {
+			fail("%s: hold_headers is on but allow_on_headers_stop_iteration is not: Envoy would hold the body back from the filter paused at the headers, and every governed request would wait %v before the filter lets it go (a WasmPlugin cannot set the knob: use istio/hold-headers/)", wpWhere, filter.HoldGrace)
+		} else if wp.stopIteration && !conf.HoldHeaders {
+			fail("%s: allow_on_headers_stop_iteration is on but hold_headers is not: set both or neither", wpWhere)
 		}
 		if conf.Accountant == nil {
 			fail("%s: pluginConfig has no accountant", wpWhere)
@@ -703,7 +694,7 @@ func checkIstio(files map[string][]byte) error {
 	for _, g := range gws {
 		for k, v := range g.msg.GetSelector() {
 			if gwLabels[k] != v {
-				fail("%s: the WasmPlugin's selector does not select the gateway workload %s=%s of %s", wpWhere, k, v, g.path)
+				fail("%s: the filter's selector does not select the gateway workload %s=%s of %s", wpWhere, k, v, g.path)
 			}
 		}
 		for i, s := range g.msg.GetServers() {
@@ -1144,7 +1135,7 @@ func TestIstioRejects(t *testing.T) {
 		{
 			name: "plugin that fails open", file: "wasmplugin.yaml",
 			old: "  failStrategy: FAIL_CLOSE\n", new: "  failStrategy: FAIL_OPEN\n",
-			want: []string{"failStrategy FAIL_OPEN"},
+			want: []string{"fails open: every request would go through ungoverned"},
 		},
 		{
 			name: "sha256 with its prefix", file: "wasmplugin.yaml",
@@ -1423,4 +1414,231 @@ func checkAdvertise(m, owner accountantPod) []error {
 		errs = append(errs, fmt.Errorf("%s: annotation traffic.sidecar.istio.io/excludeOutboundPorts %q lacks %d: the owner's sidecar would handle its calls to the gateway replicas' accountants, which are no mesh service", owner.where, ann, port))
 	}
 	return errs
+}
+
+// istioPlugin is the filter as the gateway's proxies load it: from a
+// WasmPlugin, or from an EnvoyFilter (istio/hold-headers/: the Wasm
+// filter's config delivered by extension config discovery, which can set
+// what a WasmPlugin cannot, allow_on_headers_stop_iteration).
+type istioPlugin struct {
+	where, ns     string
+	labels        map[string]string
+	url, sha256   string
+	ann           map[string]string
+	failOpen      bool
+	config        []byte // the plugin configuration as the filter reads it
+	hostEnv       []string
+	set           map[string]string
+	stopIteration bool
+	errs          []error // what is wrong with its form
+}
+
+func istioPlugins(ms []manifest) []istioPlugin {
+	var out []istioPlugin
+	for _, l := range find[*extensionsv1alpha1.WasmPlugin](ms) {
+		meta := metaOf(ms, l.path)
+		spec := l.msg
+		p := istioPlugin{where: l.path + " " + meta.Name, ns: meta.Namespace, labels: spec.GetSelector().GetMatchLabels(),
+			url: spec.GetUrl(), sha256: spec.GetSha256(), ann: meta.Annotations, set: map[string]string{},
+			failOpen: spec.GetFailStrategy() == extensionsv1alpha1.FailStrategy_FAIL_OPEN}
+		if spec.GetPhase() == extensionsv1alpha1.PluginPhase_UNSPECIFIED_PHASE {
+			p.errs = append(p.errs, fmt.Errorf("%s: phase: set it, so the filter's place relative to Istio's authn, authz and stats filters is chosen, not left to istiod", p.where))
+		}
+		if spec.GetType() != extensionsv1alpha1.PluginType_HTTP {
+			p.errs = append(p.errs, fmt.Errorf("%s: type %s, want HTTP", p.where, spec.GetType()))
+		}
+		if spec.GetPluginName() == "" {
+			p.errs = append(p.errs, fmt.Errorf("%s: pluginName is empty", p.where))
+		}
+		// Istio hands pluginConfig to the filter as the protojson
+		// rendering of its Struct; decode exactly that.
+		raw, err := protojson.Marshal(spec.GetPluginConfig())
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s: pluginConfig: %w", p.where, err))
+		}
+		p.config = raw
+		for _, e := range spec.GetVmConfig().GetEnv() {
+			if e.GetValueFrom() == extensionsv1alpha1.EnvValueSource_HOST {
+				p.hostEnv = append(p.hostEnv, e.GetName())
+			} else {
+				p.set[e.GetName()] = e.GetValue()
+			}
+		}
+		out = append(out, p)
+	}
+	for _, ef := range find[*networkingv1alpha3.EnvoyFilter](ms) {
+		meta := metaOf(ms, ef.path)
+		filters := map[string]string{} // config discovery name -> where
+		for i, cp := range ef.msg.GetConfigPatches() {
+			if cp.GetApplyTo() != networkingv1alpha3.EnvoyFilter_HTTP_FILTER {
+				continue
+			}
+			js, err := protojson.Marshal(cp.GetPatch().GetValue())
+			var f hcmv3.HttpFilter
+			if err != nil || protojson.Unmarshal(js, &f) != nil || f.GetConfigDiscovery() == nil {
+				continue
+			}
+			where := fmt.Sprintf("%s configPatches[%d]", ef.path, i)
+			cd := f.GetConfigDiscovery()
+			if !slices.Contains(cd.GetTypeUrls(), "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm") || cd.GetConfigSource().GetAds() == nil {
+				continue
+			}
+			if cp.GetMatch().GetContext() != networkingv1alpha3.EnvoyFilter_GATEWAY || cp.GetPatch().GetOperation() != networkingv1alpha3.EnvoyFilter_Patch_INSERT_BEFORE ||
+				cp.GetMatch().GetListener().GetFilterChain().GetFilter().GetSubFilter().GetName() != "envoy.filters.http.router" {
+				filters[f.GetName()] = where + ": want context GATEWAY, operation INSERT_BEFORE the router (envoy.filters.http.router)"
+				continue
+			}
+			filters[f.GetName()] = ""
+		}
+		for i, cp := range ef.msg.GetConfigPatches() {
+			if cp.GetApplyTo() != networkingv1alpha3.EnvoyFilter_EXTENSION_CONFIG {
+				continue
+			}
+			where := fmt.Sprintf("%s configPatches[%d]", ef.path, i)
+			p := istioPlugin{where: where, ns: meta.Namespace, labels: ef.msg.GetWorkloadSelector().GetLabels(), ann: meta.Annotations, set: map[string]string{}}
+			js, err := protojson.Marshal(cp.GetPatch().GetValue())
+			var tec corev3.TypedExtensionConfig
+			if err == nil {
+				err = protojson.Unmarshal(js, &tec)
+			}
+			var w wasmfilterv3.Wasm
+			if err == nil {
+				err = tec.GetTypedConfig().UnmarshalTo(&w)
+			}
+			if err == nil {
+				err = w.ValidateAll()
+			}
+			if err != nil {
+				p.errs = append(p.errs, fmt.Errorf("%s: patch.value is not an Envoy Wasm filter's extension config: %w", where, err))
+				out = append(out, p)
+				continue
+			}
+			p.where = where + " " + tec.GetName()
+			pc := w.GetConfig()
+			vm := pc.GetVmConfig()
+			remote := vm.GetCode().GetRemote()
+			p.url, p.sha256 = remote.GetHttpUri().GetUri(), remote.GetSha256()
+			p.failOpen = pc.GetFailOpen() || pc.GetFailurePolicy() == wasmv3.FailurePolicy_FAIL_OPEN
+			p.stopIteration = pc.GetAllowOnHeadersStopIteration().GetValue()
+			p.hostEnv = vm.GetEnvironmentVariables().GetHostEnvKeys()
+			for k, v := range vm.GetEnvironmentVariables().GetKeyValues() {
+				p.set[k] = v
+			}
+			if raw, err := pluginConfiguration(&w); err != nil {
+				p.errs = append(p.errs, fmt.Errorf("%s.%w", p.where, err))
+			} else {
+				p.config = raw
+			}
+			if vm.GetRuntime() != wasmRuntime || vm.GetVmId() != wasmVMID {
+				p.errs = append(p.errs, fmt.Errorf("%s: vm_config runtime %q vm_id %q, want %q and %q", p.where, vm.GetRuntime(), vm.GetVmId(), wasmRuntime, wasmVMID))
+			}
+			if why, ok := filters[tec.GetName()]; !ok {
+				p.errs = append(p.errs, fmt.Errorf("%s: no HTTP filter of the EnvoyFilter names it by config discovery (ads, the Wasm type url): the gateway would never run it", p.where))
+			} else if why != "" {
+				p.errs = append(p.errs, errors.New(why))
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// holdHeadersFiles are the Istio manifests with istio/hold-headers/'s
+// EnvoyFilter in place of the WasmPlugin.
+func holdHeadersFiles(t *testing.T) map[string][]byte {
+	t.Helper()
+	files := readIstio(t)
+	delete(files, filepath.Join("istio", "wasmplugin.yaml"))
+	name := filepath.Join("istio", "hold-headers", "filter.yaml")
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[name] = b
+	return files
+}
+
+// TestIstioHoldHeaders checks istio/hold-headers/: with its EnvoyFilter in
+// place of the WasmPlugin the manifests are still the fleet, the filter
+// holds the headers with Envoy's knob set, and it loads the same module
+// with the same configuration as the WasmPlugin but for hold_headers.
+func TestIstioHoldHeaders(t *testing.T) {
+	files := holdHeadersFiles(t)
+	if err := checkIstio(files); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadManifests(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wps, err := loadManifests(map[string][]byte{"wasmplugin.yaml": readIstio(t)[filepath.Join("istio", "wasmplugin.yaml")]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, plain := istioPlugins(ms), istioPlugins(wps)
+	if len(held) != 1 || len(plain) != 1 {
+		t.Fatalf("%d and %d plugins", len(held), len(plain))
+	}
+	h, p := held[0], plain[0]
+	if h.url != p.url || h.sha256 != p.sha256 || !maps.Equal(h.ann, p.ann) {
+		t.Errorf("%s loads %s (sha256 %s, %v), the WasmPlugin %s (sha256 %s, %v): make oci pins both", h.where, h.url, h.sha256, h.ann, p.url, p.sha256, p.ann)
+	}
+	hc, err1 := decodePluginConfig(h.config)
+	pc, err2 := decodePluginConfig(p.config)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if !hc.HoldHeaders || pc.HoldHeaders {
+		t.Errorf("hold_headers %v here, %v in the WasmPlugin; want true and false", hc.HoldHeaders, pc.HoldHeaders)
+	}
+	hc.HoldHeaders = false
+	if !reflect.DeepEqual(hc, pc) {
+		t.Errorf("the plugin configurations differ beyond hold_headers:\n%+v\n%+v", hc, pc)
+	}
+	if !slices.Equal(h.hostEnv, p.hostEnv) {
+		t.Errorf("host environment %v here, %v in the WasmPlugin", h.hostEnv, p.hostEnv)
+	}
+
+	name := filepath.Join("istio", "hold-headers", "filter.yaml")
+	for _, tc := range []struct {
+		name, old, new string
+		want           []string
+	}{
+		{"knob off", "allow_on_headers_stop_iteration: true", "allow_on_headers_stop_iteration: false",
+			[]string{"hold_headers is on but allow_on_headers_stop_iteration is not"}},
+		{"HTTP filter naming another config", "          name: istio-system.tokentriage\n          config_discovery:", "          name: istio-system.other\n          config_discovery:",
+			[]string{"no HTTP filter of the EnvoyFilter names it by config discovery"}},
+		{"HTTP filter after the router", "operation: INSERT_BEFORE", "operation: INSERT_AFTER",
+			[]string{"want context GATEWAY, operation INSERT_BEFORE the router"}},
+		{"fails open", "failure_policy: FAIL_CLOSED", "failure_policy: FAIL_OPEN",
+			[]string{"fails open"}},
+		{"another VM", "vm_id: tokentriage", "vm_id: other",
+			[]string{`vm_id "other"`}},
+		{"misspelt Wasm field", "allow_on_headers_stop_iteration: true", "allow_on_header_stop_iteration: true",
+			[]string{"is not an Envoy Wasm filter's extension config", "allow_on_header_stop_iteration"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := string(files[name])
+			if n := strings.Count(src, tc.old); n != 1 {
+				t.Fatalf("%s holds %q %d times; the case needs it exactly once", name, tc.old, n)
+			}
+			broken := maps.Clone(files)
+			broken[name] = []byte(strings.Replace(src, tc.old, tc.new, 1))
+			err := checkIstio(broken)
+			if err == nil {
+				t.Fatal("the broken manifests were accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not contain %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+	// Beside the WasmPlugin, the filter would run twice.
+	both := maps.Clone(files)
+	both[filepath.Join("istio", "wasmplugin.yaml")] = readIstio(t)[filepath.Join("istio", "wasmplugin.yaml")]
+	if err := checkIstio(both); err == nil || !strings.Contains(err.Error(), "want the filter loaded once") {
+		t.Errorf("both applied: %v", err)
+	}
 }
