@@ -393,6 +393,11 @@ func checkAccountantPod(ms []manifest, a accountantPod, fail func(string, ...any
 		fail("%s: --data %s is not mounted from one of the StatefulSet's volumeClaimTemplates (each replica's ledger must outlive its pod, on a claim of its own)", a.where, a.flags["--data"])
 	}
 
+	if r := a.ss.Spec.PersistentVolumeClaimRetentionPolicy; r != nil &&
+		(r.WhenDeleted == appsv1.DeletePersistentVolumeClaimRetentionPolicyType || r.WhenScaled == appsv1.DeletePersistentVolumeClaimRetentionPolicyType) {
+		fail("%s: persistentVolumeClaimRetentionPolicy deletes a replica's claim (whenDeleted %s, whenScaled %s): its ledger's acknowledged rows and its fleet identity would go with it; use Retain", a.where, r.WhenDeleted, r.WhenScaled)
+	}
+
 	// The tokens, from Secrets that exist.
 	for _, env := range []struct{ name, why string }{
 		{"TT_ADMIN_TOKEN", "the management API would have no admin"},
@@ -1191,6 +1196,11 @@ func TestIstioRejects(t *testing.T) {
 			name: "ledger not on a claim of its own", file: "gateway.yaml",
 			old: "            - name: ledger\n              mountPath: /var/lib/tokentriage\n", new: "            - name: tmp\n              mountPath: /var/lib/tokentriage\n",
 			want: []string{"--data /var/lib/tokentriage is not mounted from one of the StatefulSet's volumeClaimTemplates"},
+		},
+		{
+			name: "claims deleted on scale-down", file: "gateway.yaml",
+			old: "    whenScaled: Retain\n", new: "    whenScaled: Delete\n",
+			want: []string{"persistentVolumeClaimRetentionPolicy deletes a replica's claim (whenDeleted Retain, whenScaled Delete)"},
 		},
 		{
 			name: "one gateway replica", file: "gateway.yaml",
