@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,12 +41,14 @@ type Route struct {
 }
 
 // HeaderMatch matches one request header by name: its first value equals
-// Exact, or starts with Prefix; with neither set, the header need only be
-// present. Absent says the header must not be there.
+// Exact, starts with Prefix, or matches Regex whole (Envoy's safe_regex: an
+// RE2 expression that must match the entire value); with none set, the
+// header need only be present. Absent says the header must not be there.
 type HeaderMatch struct {
 	Name   string
 	Exact  string
 	Prefix string
+	Regex  string
 	Absent bool
 }
 
@@ -52,13 +56,15 @@ type HeaderMatch struct {
 type route struct {
 	Route
 	target *target
-	meta   map[string]any // filter name → map[string]any
+	meta   map[string]any   // filter name → map[string]any
+	res    []*regexp.Regexp // per Headers entry, its Regex anchored (nil without)
 }
 
 func (h *Host) compileRoutes(rs []Route) error {
 	for i, r := range rs {
 		where := fmt.Sprintf("wasmtest: Config.Routes[%d] (%s)", i, r.Name)
 		cr := &route{Route: r, target: h.upstream}
+		cr.Headers = slices.Clone(r.Headers) // lower-cased below; the caller's stay as given
 		if r.Cluster != "" {
 			t, ok := h.clusters[r.Cluster]
 			if !ok {
@@ -70,9 +76,23 @@ func (h *Host) compileRoutes(rs []Route) error {
 			if m.Name == "" {
 				return fmt.Errorf("%s: Headers[%d] has no Name", where, j)
 			}
-			if m.Absent && (m.Exact != "" || m.Prefix != "") {
-				return fmt.Errorf("%s: Headers[%d] (%s): Absent cannot be combined with Exact or Prefix", where, j, m.Name)
+			set := 0
+			for _, v := range []string{m.Exact, m.Prefix, m.Regex} {
+				if v != "" {
+					set++
+				}
 			}
+			if m.Absent && set > 0 || set > 1 {
+				return fmt.Errorf("%s: Headers[%d] (%s): give one of Exact, Prefix, Regex and Absent", where, j, m.Name)
+			}
+			var re *regexp.Regexp
+			if m.Regex != "" {
+				var err error
+				if re, err = regexp.Compile(`^(?:` + m.Regex + `)$`); err != nil {
+					return fmt.Errorf("%s: Headers[%d] (%s): Regex: %w", where, j, m.Name, err)
+				}
+			}
+			cr.res = append(cr.res, re)
 			cr.Headers[j].Name = strings.ToLower(m.Name)
 		}
 		if len(r.Metadata) > 0 {
@@ -119,9 +139,11 @@ func (r *route) matches(hdr hmap) bool {
 			return false
 		}
 	}
-	for _, m := range r.Headers {
+	for i, m := range r.Headers {
 		v, ok := hdr.get(m.Name)
 		switch {
+		case !m.Absent && ok && r.res[i] != nil && !r.res[i].MatchString(v):
+			return false
 		case m.Absent:
 			if ok {
 				return false

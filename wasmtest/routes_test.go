@@ -94,6 +94,32 @@ func TestNoRouteMatches(t *testing.T) {
 	}
 }
 
+// A header's Regex must match its whole value, as Envoy's safe_regex does.
+func TestRouteHeaderRegex(t *testing.T) {
+	routes := []Route{
+		{Name: "open-weights", Headers: []HeaderMatch{{Name: "X-Model", Regex: "(llama|qwen)-.*"}}, Cluster: "big"},
+		{Name: "default"},
+	}
+	h := newHost(t, Config{Clusters: map[string]Cluster{"big": named("big")}, Upstream: named("small"), Routes: routes})
+	for model, want := range map[string]string{
+		"llama-3.1-8b": "big", "qwen-2": "big",
+		"my-llama-3": "small", // the expression is anchored at the start…
+		"llama":      "small", // …and must match to the end
+		"":           "small",
+	} {
+		hd := hdr()
+		if model != "" {
+			hd.Set("X-Model", model)
+		}
+		if resp := h.Do(Request{Headers: hd}); !strings.HasPrefix(string(resp.Body), want+" ") {
+			t.Errorf("X-Model %q went to %q, want %s", model, resp.Body, want)
+		}
+	}
+	if routes[0].Headers[0].Name != "X-Model" {
+		t.Errorf("the caller's route table was changed: %q", routes[0].Headers[0].Name)
+	}
+}
+
 func TestRouteConfigErrors(t *testing.T) {
 	for _, c := range []struct {
 		routes []Route
@@ -101,7 +127,9 @@ func TestRouteConfigErrors(t *testing.T) {
 	}{
 		{[]Route{{Name: "r", Cluster: "nope"}}, `wasmtest: Config.Routes[0] (r): cluster "nope" is not in Config.Clusters`},
 		{[]Route{{Name: "r", Headers: []HeaderMatch{{}}}}, `wasmtest: Config.Routes[0] (r): Headers[0] has no Name`},
-		{[]Route{{Name: "r", Headers: []HeaderMatch{{Name: "a", Absent: true, Exact: "x"}}}}, `wasmtest: Config.Routes[0] (r): Headers[0] (a): Absent cannot be combined with Exact or Prefix`},
+		{[]Route{{Name: "r", Headers: []HeaderMatch{{Name: "a", Absent: true, Exact: "x"}}}}, `wasmtest: Config.Routes[0] (r): Headers[0] (a): give one of Exact, Prefix, Regex and Absent`},
+		{[]Route{{Name: "r", Headers: []HeaderMatch{{Name: "a", Exact: "x", Regex: "x"}}}}, `wasmtest: Config.Routes[0] (r): Headers[0] (a): give one of Exact, Prefix, Regex and Absent`},
+		{[]Route{{Name: "r", Headers: []HeaderMatch{{Name: "a", Regex: "("}}}}, "wasmtest: Config.Routes[0] (r): Headers[0] (a): Regex: error parsing regexp: missing closing ): `^(?:()$`"},
 		{[]Route{{Name: "r", Metadata: map[string]map[string]any{"f": {"k": struct{}{}}}}}, `wasmtest: Config.Routes[0] (r): Metadata["f"]: "k": a struct {} is not a Struct value (use string, float64, bool, nil, []any or map[string]any)`},
 	} {
 		_, err := New(context.Background(), Config{Module: conformance(t), Routes: c.routes})
