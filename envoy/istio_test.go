@@ -1542,6 +1542,19 @@ func istioPlugins(ms []manifest) []istioPlugin {
 			if vm.GetRuntime() != wasmRuntime || vm.GetVmId() != wasmVMID {
 				p.errs = append(p.errs, fmt.Errorf("%s: vm_config runtime %q vm_id %q, want %q and %q", p.where, vm.GetRuntime(), vm.GetVmId(), wasmRuntime, wasmVMID))
 			}
+			// Patches inserted before the router end up in the reverse of
+			// the order they are applied in (lower priority first): this
+			// one must be applied before every credential injector's, so
+			// that the filter reads the virtual key before they overwrite
+			// authorization and x-api-key with a provider key.
+			for _, other := range find[*networkingv1alpha3.EnvoyFilter](ms) {
+				if other.msg == ef.msg || len(istioInjectors([]manifest{{where: other.path, obj: other.msg}})) == 0 {
+					continue
+				}
+				if other.msg.GetPriority() <= ef.msg.GetPriority() {
+					p.errs = append(p.errs, fmt.Errorf("%s: priority %d, and %s, which adds credential injectors before the router too, has %d: the injectors could run first and write a provider key over the virtual key; give this EnvoyFilter a lower priority", p.where, ef.msg.GetPriority(), other.path, other.msg.GetPriority()))
+				}
+			}
 			if why, ok := filters[tec.GetName()]; !ok {
 				p.errs = append(p.errs, fmt.Errorf("%s: no HTTP filter of the EnvoyFilter names it by config discovery (ads, the Wasm type url): the gateway would never run it", p.where))
 			} else if why != "" {
@@ -1620,6 +1633,8 @@ func TestIstioHoldHeaders(t *testing.T) {
 			[]string{"no HTTP filter of the EnvoyFilter names it by config discovery"}},
 		{"HTTP filter after the router", "operation: INSERT_BEFORE", "operation: INSERT_AFTER",
 			[]string{"want context GATEWAY, operation INSERT_BEFORE the router"}},
+		{"applied after the credential injectors", "  priority: -10\n", "",
+			[]string{"priority 0, and istio/providers.yaml#2, which adds credential injectors before the router too, has 0"}},
 		{"fails open", "failure_policy: FAIL_CLOSED", "failure_policy: FAIL_OPEN",
 			[]string{"fails open"}},
 		{"another VM", "vm_id: tokentriage", "vm_id: other",
