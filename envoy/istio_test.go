@@ -1542,9 +1542,10 @@ func istioPlugins(ms []manifest) []istioPlugin {
 			if vm.GetRuntime() != wasmRuntime || vm.GetVmId() != wasmVMID {
 				p.errs = append(p.errs, fmt.Errorf("%s: vm_config runtime %q vm_id %q, want %q and %q", p.where, vm.GetRuntime(), vm.GetVmId(), wasmRuntime, wasmVMID))
 			}
-			// Patches inserted before the router end up in the reverse of
-			// the order they are applied in (lower priority first): this
-			// one must be applied before every credential injector's, so
+			// Filters inserted before the router run in the order their
+			// patches are applied (lower priority first; each lands after
+			// those inserted before it): this one must be applied before
+			// every credential injector's, so
 			// that the filter reads the virtual key before they overwrite
 			// authorization and x-api-key with a provider key.
 			for _, other := range find[*networkingv1alpha3.EnvoyFilter](ms) {
