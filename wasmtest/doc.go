@@ -60,7 +60,9 @@
 //   - Every request carries x-request-id (request.id); one is made up when
 //     the client sent none.
 //   - Config.Routes is a route table: the first route whose path prefix and
-//     header matches fit picks the cluster, and answers xds.route_name and
+//     header matches (exact, prefix, a regular expression matched whole as
+//     Envoy's safe_regex, present or absent) fit picks the cluster, and
+//     answers xds.route_name and
 //     xds.route_metadata (a filter reads its per-route settings at
 //     xds.route_metadata.filter_metadata['envoy.filters.http.wasm'].<key>,
 //     Struct values serialized as Envoy does: strings raw, numbers as 8-byte
