@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/core"
 	"github.com/tokentriage/tokentriage/accountant/redisstore"
+	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/rate"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -56,8 +57,12 @@ func (s *Server) serveAdmit(w http.ResponseWriter, r *http.Request) {
 // answer with Suspended set.
 func (s *Server) Admit(ctx context.Context, req syncwire.AdmitRequest) (syncwire.AdmitAnswer, error) {
 	var ans syncwire.AdmitAnswer
-	if len(req.Rate)+len(req.Adjust) > maxAdmitSteps {
-		return ans, fmt.Errorf("admit: %d steps; at most %d", len(req.Rate)+len(req.Adjust), maxAdmitSteps)
+	if len(req.Rate)+len(req.Adjust)+len(req.Release) > maxAdmitSteps {
+		return ans, fmt.Errorf("admit: %d steps; at most %d", len(req.Rate)+len(req.Adjust)+len(req.Release), maxAdmitSteps)
+	}
+	release, err := holdRefs(req.Release, req.RequestID)
+	if err != nil {
+		return ans, err
 	}
 	take, err := rateSteps(req.Rate, "rate")
 	if err != nil {
@@ -78,10 +83,21 @@ func (s *Server) Admit(ctx context.Context, req syncwire.AdmitRequest) (syncwire
 			s.noteRedisFailure("handing back a tpm reserve", err)
 		}
 	}
+	if len(release) > 0 {
+		if _, err := rc.ReleaseHolds(ctx, "", release, 0); err != nil {
+			s.noteRedisFailure("releasing the budget holds of a refused request", err)
+			s.holdsLater(release)
+		}
+	}
 	if len(take) == 0 {
 		return ans, nil
 	}
-	res, err := rc.Take(ctx, time.Time{}, take)
+	for _, st := range take {
+		if st.Hold != nil && req.RequestID == "" {
+			return ans, errors.New("admit: a hold step needs the request_id that names it")
+		}
+	}
+	res, err := rc.Take(ctx, time.Time{}, req.RequestID, take)
 	if err != nil {
 		ans.Suspended = "the shared Redis did not decide: " + err.Error()
 		s.metrics.suspended.Inc()
@@ -90,6 +106,10 @@ func (s *Server) Admit(ctx context.Context, req syncwire.AdmitRequest) (syncwire
 	}
 	ans.Rate = make([]syncwire.RateResult, len(res))
 	for i, r := range res {
+		if take[i].Hold != nil {
+			ans.Rate[i] = syncwire.RateResult{Allowed: r.Allowed, Limit: take[i].Hold.Amount, Held: r.Limit, Used: r.Remaining}
+			continue
+		}
 		ans.Rate[i] = syncwire.RateResult{Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
 			RetryAfterNS: int64(r.RetryAfter), ResetAfterNS: int64(r.ResetAfter), Unfittable: r.Unfittable}
 	}
@@ -100,6 +120,19 @@ func (s *Server) Admit(ctx context.Context, req syncwire.AdmitRequest) (syncwire
 func rateSteps(in []syncwire.RateStep, field string) ([]redisstore.RateStep, error) {
 	out := make([]redisstore.RateStep, len(in))
 	for i, st := range in {
+		if st.Alg == syncwire.AlgHold {
+			if field != "rate" {
+				return nil, fmt.Errorf("admit: %s[%d]: a hold is taken in rate and released by request id, never adjusted", field, i)
+			}
+			unit, ok := calendar.ParseUnit(st.Unit)
+			if st.ID == "" || !ok || st.Amount < 0 || st.N < 0 || st.Least < 0 || st.Least > st.N || st.LeaseNS <= 0 {
+				return nil, fmt.Errorf("admit: %s[%d]: a hold needs an id, a calendar unit (day, week, month), an amount, a dearest cost n at least its least cost, both 0 or more, and a positive lease_ns", field, i)
+			}
+			out[i] = redisstore.RateStep{ID: st.ID, N: st.N, Hold: &redisstore.Hold{
+				Amount: st.Amount, Unit: unit, Start: calendar.Start(unit, time.Unix(st.Start, 0).UTC()).Unix(),
+				Least: st.Least, Lease: time.Duration(st.LeaseNS)}}
+			continue
+		}
 		alg, ok := rate.ParseAlgorithm(st.Alg)
 		if !ok || alg == rate.TokenBucket {
 			return nil, fmt.Errorf("admit: %s[%d]: algorithm %q is not one Redis runs (gcra, fixed_window, sliding_window)", field, i, st.Alg)
@@ -109,6 +142,25 @@ func rateSteps(in []syncwire.RateStep, field string) ([]redisstore.RateStep, err
 		}
 		out[i] = redisstore.RateStep{ID: st.ID, Alg: alg, N: st.N,
 			Params: rate.Params{Amount: st.Amount, Period: time.Duration(st.PeriodNS), Burst: st.Burst}}
+	}
+	return out, nil
+}
+
+// holdRefs checks and converts the holds a refused request releases.
+func holdRefs(in []syncwire.HoldRef, rid string) ([]redisstore.HoldRelease, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	if rid == "" {
+		return nil, errors.New("admit: release needs the request_id whose holds it releases")
+	}
+	out := make([]redisstore.HoldRelease, len(in))
+	for i, h := range in {
+		unit, ok := calendar.ParseUnit(h.Unit)
+		if h.ID == "" || !ok {
+			return nil, fmt.Errorf("admit: release[%d]: a hold is named by its id, calendar unit (day, week, month) and period start", i)
+		}
+		out[i] = redisstore.HoldRelease{ID: h.ID, Unit: unit, Start: h.Start, RID: rid, Own: -1}
 	}
 	return out, nil
 }
@@ -189,4 +241,97 @@ func parseReconcile(rc string) (redisstore.RateStep, error) {
 	}
 	return redisstore.RateStep{ID: f[5], Alg: alg, N: n[3],
 		Params: rate.Params{Amount: n[0], Period: time.Duration(n[1]), Burst: n[2]}}, nil
+}
+
+// holdsAcknowledged releases the budget holds (reserve: true) of the rows
+// of one batch that were newly recorded: each row is recorded once by its
+// request id and a hold is released once by it, so a retried batch
+// releases nothing twice. With the fleet store, the same script raises
+// this accountant's published total to its own, which counts the call
+// now. A release Redis does not take is kept and sent again when Redis
+// is back (the hold lapses with its lease meanwhile, holding more, never
+// less).
+func (s *Server) holdsAcknowledged(rows []ledger.Row, res core.Result) {
+	if s.redis == nil {
+		return
+	}
+	var rels []redisstore.HoldRelease
+	for i := range rows {
+		if i >= len(res.Outcomes) || res.Outcomes[i] != core.Accepted {
+			continue
+		}
+		for _, h := range rows[i].Holds {
+			rel, err := parseHold(h, rows[i].RequestID)
+			if err != nil {
+				s.log.Warn("ingest: a row's budget hold is unreadable; it lapses with its lease", "request_id", rows[i].RequestID, "err", err.Error())
+				continue
+			}
+			rels = append(rels, rel)
+		}
+	}
+	if len(rels) > 0 {
+		s.releaseHolds(rels)
+	}
+}
+
+// releaseHolds releases holds in Redis, or keeps them for when it is back.
+func (s *Server) releaseHolds(rels []redisstore.HoldRelease) {
+	var err error
+	if s.fleet != nil {
+		_, err = s.fleet.ReleaseHolds(context.Background(), rels, reconcileTimeout)
+	} else {
+		_, err = s.redis.ReleaseHolds(context.Background(), "", rels, reconcileTimeout)
+	}
+	if err != nil {
+		s.noteRedisFailure("releasing "+strconv.Itoa(len(rels))+" budget holds", err)
+		s.holdsLater(rels)
+	}
+}
+
+// maxHoldsLater bounds the releases kept for Redis's return; past it the
+// oldest go (their holds lapse with their lease).
+const maxHoldsLater = 1 << 16
+
+// holdsLater keeps releases Redis did not take, to send when it is back.
+func (s *Server) holdsLater(rels []redisstore.HoldRelease) {
+	s.later.Lock()
+	defer s.later.Unlock()
+	s.later.holds = append(s.later.holds, rels...)
+	if n := len(s.later.holds) - maxHoldsLater; n > 0 {
+		s.later.holds = append(s.later.holds[:0], s.later.holds[n:]...)
+	}
+	if !s.later.hooked {
+		s.later.hooked = true
+		s.redis.OnUp(s.sendLater)
+	}
+}
+
+// sendLater sends the releases kept while Redis was down.
+func (s *Server) sendLater() {
+	s.later.Lock()
+	rels := s.later.holds
+	s.later.holds = nil
+	s.later.Unlock()
+	if len(rels) == 0 {
+		return
+	}
+	for len(rels) > 0 {
+		n := min(len(rels), maxAdmitSteps)
+		s.releaseHolds(rels[:n])
+		rels = rels[n:]
+	}
+}
+
+// parseHold reads one ledger.Row.Holds entry of request rid.
+func parseHold(h, rid string) (redisstore.HoldRelease, error) {
+	f := strings.SplitN(h, " ", 3)
+	if len(f) != 3 || f[2] == "" || rid == "" {
+		return redisstore.HoldRelease{}, fmt.Errorf("%q: want a calendar unit, a period start and a counter identity, on a row with a request id", h)
+	}
+	unit, ok := calendar.ParseUnit(f[0])
+	start, err := strconv.ParseInt(f[1], 10, 64)
+	if !ok || err != nil {
+		return redisstore.HoldRelease{}, fmt.Errorf("%q: want a calendar unit (day, week, month) and a period start in unix seconds", h)
+	}
+	return redisstore.HoldRelease{Unit: unit, Start: start, ID: f[2], RID: rid, Own: -1}, nil
 }

@@ -97,6 +97,7 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 			if werr == nil {
 				s.spendAcknowledged(rows, res)
 				s.reconcileAcknowledged(rows, res)
+				s.holdsAcknowledged(rows, res)
 			}
 		}()
 		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable yet: %w", werr)
@@ -110,6 +111,7 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 	// their tpm reconciles reach the fleet's Redis.
 	s.spendAcknowledged(rows, res)
 	s.reconcileAcknowledged(rows, res)
+	s.holdsAcknowledged(rows, res)
 	if res.WaitTag != 0 && res.WaitTag != seq {
 		// A duplicate is acknowledged only once the batch that recorded it
 		// is durable; if that commit failed, so does this answer, and the

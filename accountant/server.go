@@ -170,6 +170,13 @@ type Server struct {
 		last  time.Time
 		quiet int
 	}
+	// later keeps the budget hold releases Redis did not take, sent again
+	// when it is back.
+	later struct {
+		sync.Mutex
+		holds  []redisstore.HoldRelease
+		hooked bool
+	}
 	// mirror pulls the owner's plane when Options.Control is set; nil on
 	// the owner. mirrors are the owner's mirrors, by name, with their
 	// reports; watch is closed and replaced each time the plane moves,

@@ -64,6 +64,7 @@ func (s *Server) sync(h held) (syncwire.Sync, error) {
 		Snapshot: syncwire.Snapshot{Version: snap.Version, GeneratedAt: snap.GeneratedAt, Fleet: s.fleetStale()},
 		Prices:   syncwire.Prices{Version: s.prices.Version},
 		Replicas: s.shareReplicasLocked(now),
+		Redis:    s.redis != nil,
 	}
 	if h.plan != out.Plan.Version {
 		out.Plan.Governance = s.plan.Source

@@ -32,7 +32,7 @@ const fleetTimeout = "2s"
 
 // fleetConfig: an rpm limit per algorithm, each on its own endpoint, and
 // a budget and a quota counted only for gpt-4o, on /v1/responses, which no
-// rpm limit counts.
+// rpm limit counts, and a budget in reserve mode for gpt-4o-mini there.
 const fleetConfig = `governance:
   enabled: true
   require_key: false
@@ -78,6 +78,13 @@ const fleetConfig = `governance:
       amount_usd: 0.000001
       period: month
       match: { model: gpt-4o }
+    - id: fleet_reserve
+      attach: { node: __global }
+      type: budget_usd
+      amount_usd: 0.0001
+      period: day
+      reserve: true
+      match: { model: gpt-4o-mini, endpoint: /v1/responses }
 `
 
 // writeConfig writes a config file into the test's directory.
@@ -305,6 +312,91 @@ func TestFleet(t *testing.T) {
 				return false, err.Error()
 			}
 			return a.status == 200, fmt.Sprintf("%d %s", a.status, a.body)
+		})
+	})
+
+	// Budget reserve mode holds fleet-wide: a burst of 64 calls spread
+	// over the three replicas, each held 300 ms at the stub so they are in
+	// flight together, against $0.0001. A call's dearest cost is a quarter
+	// of it ($0.0000252: 88 body bytes of input, 20 output tokens) and it
+	// costs $0.0000129 (6 and 20), so replicas that each held only their
+	// own calls would admit four apiece, twelve in all, and spend $0.000155;
+	// with every replica's holds in one Redis the fleet never spends more
+	// than the cap.
+	t.Run("reserve_burst_holds_the_cap", func(t *testing.T) {
+		const cap = 100_000 // nanodollars
+		body := `{"model":"gpt-4o-mini","max_output_tokens":20,"input":"What is the capital of Germany?"}`
+		reps := f.Replicas()
+		answers := make([]answer, 64)
+		var wg sync.WaitGroup
+		for i := range answers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, reps[i%3].URL+"/v1/responses", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("x-stub-delay-ms", "300")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					answers[i].body = err.Error()
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				answers[i] = answer{status: resp.StatusCode, suspended: resp.Header.Get("X-Tt-Suspended"),
+					refusedBy: resp.Header.Get("X-Tt-Refused-By"), body: string(b)}
+			}()
+		}
+		wg.Wait()
+		admitted := 0
+		for i, a := range answers {
+			switch {
+			case strings.Contains(a.suspended, "fleet_reserve"):
+				t.Fatalf("call %d was decided by its replica alone (suspended: the fleet store missed its %s deadline): %+v", i, fleetTimeout, a)
+			case a.status == 200:
+				admitted++
+			case a.status != 429 || a.refusedBy != "fleet_reserve":
+				t.Fatalf("call %d: %d %s", i, a.status, a.body)
+			}
+		}
+		if admitted < 2 {
+			t.Fatalf("%d of 64 calls admitted; want at least the two the budget holds at once", admitted)
+		}
+		// Every row folded and published: the total stops moving on every
+		// replica, and every hold is released.
+		var spent int64
+		last, same := int64(-1), 0
+		for same < 6 {
+			spent = 0
+			for _, rep := range reps {
+				n, _ := nanos(fleetMe(ctx, t, rep.URL).limit(t, "fleet_reserve").ObservedUSD.USD)
+				spent = max(spent, n)
+			}
+			if spent == last {
+				same++
+			} else {
+				same, last = 0, spent
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("the fleet total never settled")
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+		t.Logf("%d of 64 admitted; the fleet spent %d of %d nanodollars", admitted, spent, cap)
+		if spent > cap || spent == 0 {
+			t.Fatalf("the fleet spent %d nanodollars of a %d cap in reserve mode; want at most the cap", spent, cap)
+		}
+		eventually(ctx, t, "every hold is released with its row", func() (bool, string) {
+			keys, _ := r.Do("KEYS", "{tt}:hold:*fleet_reserve*")
+			for _, k := range strings.Fields(keys) {
+				if strings.HasSuffix(k, "|x") {
+					if n, _ := r.Do("ZCARD", k); n != "0" {
+						return false, k + " holds " + n
+					}
+				}
+			}
+			return true, ""
 		})
 	})
 

@@ -27,6 +27,8 @@ type fakeAccountant struct {
 	snapshot syncwire.Snapshot
 	prices   syncwire.Prices
 	replicas int
+	// redis says the accountant has the fleet's shared Redis.
+	redis bool
 	// heartbeat refreshes snapshot.generated_at to the clock on every poll
 	// (the accountant's 5 s heartbeat, seen at poll granularity).
 	heartbeat bool
@@ -112,6 +114,7 @@ func (a *fakeAccountant) serveSync(w http.ResponseWriter, r *http.Request) {
 		Snapshot: syncwire.Snapshot{Version: a.snapshot.Version, GeneratedAt: a.snapshot.GeneratedAt},
 		Prices:   syncwire.Prices{Version: a.prices.Version},
 		Replicas: a.replicas,
+		Redis:    a.redis,
 	}
 	if q.Get("prices") != out.Prices.Version {
 		out.Prices = a.prices

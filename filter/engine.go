@@ -44,6 +44,11 @@ type Engine struct {
 	// fleetDown is set while the fleet store (store: redis) is not
 	// deciding, as this VM last saw it: its transitions are logged once.
 	fleetDown bool
+	// fleetStore: the accountant has the fleet's shared Redis, so a
+	// budget in reserve mode holds fleet-wide (reserve.go).
+	fleetStore bool
+	// asked is scratch for the positions a gate asks the fleet about.
+	asked []int
 	// fleetSeen keeps the fleet's last answer per store: redis instance,
 	// for /tt/v1/me (at most maxFleetSeen).
 	fleetSeen map[string]fleetResult

@@ -40,7 +40,10 @@ type fleetAsk struct {
 	inst    []govern.Instance // the gate's instances, kept while it waits
 	asked   []int             // the positions asked, in order
 	results []rate.Result     // the answers, one per asked position answered
+	held    []int64           // a budget hold's answer: what it holds,
+	used    []int64           // and what the fleet spent and held before
 	why     string            // why Redis did not decide, "" when it did
+	at      time.Time         // when gate 2 asked (the holds' period)
 	pending bool              // a callout is out
 	done    bool              // the answer (or its absence) is in
 	eos     bool              // a headers-only request: gate 2 runs on the answer
@@ -63,13 +66,34 @@ func (f *fleetAsk) result(i int) (rate.Result, bool) {
 	return rate.Result{}, false
 }
 
+// hold is the fleet's answer for the budget hold at position i: what it
+// holds and what the fleet had spent and held before it.
+func (f *fleetAsk) hold(i int) (held, used int64) {
+	for k, p := range f.asked {
+		if p == i && k < len(f.held) && k < len(f.used) {
+			return f.held[k], f.used[k]
+		}
+	}
+	return 0, 0
+}
+
+// wasAsked reports whether position i was in the question.
+func (f *fleetAsk) wasAsked(i int) bool {
+	for _, p := range f.asked {
+		if p == i {
+			return true
+		}
+	}
+	return false
+}
+
 func (f *fleetAsk) reset() {
-	*f = fleetAsk{inst: f.inst[:0], asked: f.asked[:0], results: f.results[:0]}
+	*f = fleetAsk{inst: f.inst[:0], asked: f.asked[:0], results: f.results[:0], held: f.held[:0], used: f.used[:0]}
 }
 
 // fleetPrefix returns the positions of the store: redis rpm instances of
-// insts to ask about: those before the first local rpm instance that would
-// refuse now (read, not written).
+// insts to ask about: those before the first local instance (rpm or
+// concurrency) that would refuse now (read, not written).
 func (e *Engine) fleetPrefix(s *Stream, insts []govern.Instance, now time.Time) []int {
 	any := false
 	for i := range insts {
@@ -84,15 +108,23 @@ func (e *Engine) fleetPrefix(s *Stream, insts []govern.Instance, now time.Time) 
 	var asked []int
 	for i := range insts {
 		in := &insts[i]
-		if in.Limit.Type != govern.RPM {
-			continue
-		}
-		if e.fleetRate(in) {
+		l := in.Limit
+		if l.Type == govern.RPM && e.fleetRate(in) {
 			asked = append(asked, i)
 			continue
 		}
-		if res, err := e.cells.rateWouldTake(in.ID, in.Limit.Algorithm, now, 1, e.rateParams(in)); err == nil && !res.Allowed && in.Limit.Mode == govern.ModeOn && in.Limit.Enforce == govern.EnforceHard {
-			break // the walk stops here; nothing after it counts
+		if l.Mode != govern.ModeOn || l.Enforce != govern.EnforceHard {
+			continue // admits whatever it reads
+		}
+		switch l.Type {
+		case govern.RPM:
+			if res, err := e.cells.rateWouldTake(in.ID, l.Algorithm, now, 1, e.rateParams(in)); err == nil && !res.Allowed {
+				return asked // the walk stops here; nothing after it counts
+			}
+		case govern.Concurrency:
+			if live, err := e.cells.gaugeRead(in.ID, now); err == nil && live >= e.shareCap(in.Amount, l.Store) {
+				return asked
+			}
 		}
 	}
 	return asked
@@ -182,8 +214,10 @@ func (e *Engine) fleetAnswered(s *Stream, status int, answer []byte) {
 		if why := r.Get("suspended").String(); why != "" {
 			f.why = why
 		} else {
-			f.results = f.results[:0]
+			f.results, f.held, f.used = f.results[:0], f.held[:0], f.used[:0]
 			r.Get("rate").ForEach(func(_, x gjson.Result) bool {
+				f.held = append(f.held, x.Get("held").Int())
+				f.used = append(f.used, x.Get("used").Int())
 				f.results = append(f.results, rate.Result{
 					Allowed:    x.Get("allowed").Bool(),
 					Limit:      x.Get("limit").Int(),
@@ -213,93 +247,6 @@ func (e *Engine) noteFleet(why string) {
 		e.fleetDown = false
 		e.logf(LogInfo, "store: redis: the fleet store answers again")
 	}
-}
-
-// fleetReserve is a store: redis tpm instance gate 2 reserves in the
-// fleet's Redis, and its cost.
-type fleetReserve struct {
-	in   govern.Instance
-	cost int64
-}
-
-// askTPM asks the accountant for the request's store: redis tpm reserves,
-// in one callout, and pauses the request (its body callback, v carrying
-// the body's rewrite); false when the callout cannot be made.
-func (e *Engine) askTPM(s *Stream, v Verdict) (Verdict, bool) {
-	f := &s.fleet
-	f.reset()
-	body := append(e.buf[:0], `{"rate":[`...)
-	for k := range s.fleetTPM {
-		if k > 0 {
-			body = append(body, ',')
-		}
-		body = appendRateStep(body, &s.fleetTPM[k].in, s.fleetTPM[k].cost)
-		f.asked = append(f.asked, k)
-	}
-	body = append(body, "]}"...)
-	e.buf = body[:0]
-	gen := s.gen
-	err := e.host.Caller.Call("POST", syncwire.AdmitPath, jsonHeaders, body, e.fleetTimeout(), func(status int, answer []byte) {
-		if s.gen != gen || !s.fleet.pending {
-			return
-		}
-		s.fleet.pending = false
-		e.fleetAnswered(s, status, answer)
-		now := e.host.Now()
-		v := Verdict{}
-		if reply := e.judgeFleetTPM(s, now, v); reply != nil {
-			v = *reply
-		} else {
-			v.Action = ActContinue
-			s.forwarded = true
-		}
-		s.wake(v)
-	})
-	if err != nil {
-		f.done, f.why = true, "the accountant could not be called: "+err.Error()
-		e.noteFleet(f.why)
-		return Verdict{}, false
-	}
-	f.pending = true
-	v.Action = ActPause
-	return v, true
-}
-
-// judgeFleetTPM carries out the fleet's answers to the tpm reserves in
-// order (or, where Redis did not decide, the local cells' answers, and the
-// request says suspended); on a refusal everything the request holds is
-// handed back.
-func (e *Engine) judgeFleetTPM(s *Stream, now time.Time, v Verdict) *Verdict {
-	for k := range s.fleetTPM {
-		fr := &s.fleetTPM[k]
-		in := &fr.in
-		res, ok := s.fleet.result(k)
-		var reply *Verdict
-		if !ok {
-			why := s.fleet.why
-			if why == "" {
-				why = "the fleet store (store: redis) did not answer for it"
-			}
-			reply = e.uncheckable(s, in, v, why)
-			if reply == nil {
-				var err error
-				res, err = e.cells.rateTake(in.ID, in.Limit.Algorithm, now, fr.cost, e.rateParams(in))
-				if err != nil {
-					reply = e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
-				}
-			}
-		}
-		if reply == nil {
-			reply = e.tpmJudged(s, in, now, v, res, fr.cost, ok)
-		}
-		if reply != nil {
-			e.returnReserves(s, now)
-			e.settleSpend(s, false, now)
-			e.releaseLeases(s, now)
-			return reply
-		}
-	}
-	return nil
 }
 
 // appendAdjust appends one syncwire.RateStep correcting reserve r by n.

@@ -101,7 +101,12 @@ func (b bytesSource) Body(n int) []byte { return b[:min(n, len(b))] }
 
 // gate2 parses the complete body, checks the model scope, and evaluates
 // budget_usd, quota_tokens, quota_requests (from the snapshot) and tpm (a
-// reserve), deepest instance first, stopping at the first over.
+// reserve), deepest instance first, stopping at the first over. The
+// instances the fleet's Redis decides (store: redis tpm, and budgets in
+// reserve mode when the accountant has Redis) are asked in one callout
+// before the walk, and the request waits at its body for the answer (see
+// fleetPrefix2), so the walk judges every instance at its own place in
+// seed 004's order, whatever store it uses.
 func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 	now := e.host.Now()
 	req, err := llm.ParseRequest(s.path, body)
@@ -115,36 +120,66 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 	}
 	s.req, s.parsed = req, true
 	s.dims.Model = req.Model
-	if !s.unarmed {
-		if sc := s.scopes; sc != nil && sc.Models != nil && !modelAllowed(sc.Models, req.Model) {
-			e.releaseLeases(s, now)
-			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeModels, req.Model, sc.Models))
-		}
-		e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate2, e.inst[:0])
-		s.outMax = -1
-		for i := range e.inst {
-			in := &e.inst[i]
-			var reply *Verdict
-			switch {
-			case in.Limit.Type == govern.TPM && e.fleetRate(in):
-				// Reserved in the fleet's Redis, all of them in one
-				// question once the rest of the walk admitted.
-				s.fleetTPM = append(s.fleetTPM, fleetReserve{in: *in, cost: llm.Reserve(s.req)})
-			case in.Limit.Type == govern.TPM:
-				reply = e.checkTPM(s, in, now, v)
-			case in.Limit.Reserve && in.Limit.Mode == govern.ModeOn:
-				reply = e.checkReserve(s, in, now, v)
-			default:
-				reply = e.checkSettled(s, in, now, v)
-			}
-			if reply != nil {
-				e.returnReserves(s, now)
-				e.settleSpend(s, false, now)
-				e.releaseLeases(s, now)
-				return *reply
-			}
+	s.outMax = -1
+	if s.unarmed {
+		return e.gate2Done(s, body, v)
+	}
+	if sc := s.scopes; sc != nil && sc.Models != nil && !modelAllowed(sc.Models, req.Model) {
+		e.releaseLeases(s, now)
+		return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeModels, req.Model, sc.Models))
+	}
+	e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate2, e.inst[:0])
+	s.fleet.reset() // gate 1's question is answered and done with
+	if asked := e.fleetPrefix2(s, e.inst, now); len(asked) > 0 {
+		if pv, paused := e.askGate2(s, e.inst, asked, body, v); paused {
+			return pv
 		}
 	}
+	return e.gate2Walk(s, e.inst, body, now, v)
+}
+
+// gate2Walk evaluates the gate-2 instances in order, stopping at the first
+// over, with everything the request holds handed back on a refusal; the
+// fleet's answers (s.fleet) decide the instances it was asked about.
+func (e *Engine) gate2Walk(s *Stream, insts []govern.Instance, body []byte, now time.Time, v Verdict) Verdict {
+	for i := range insts {
+		in := &insts[i]
+		var reply *Verdict
+		switch {
+		case in.Limit.Type == govern.TPM && e.fleetRate(in):
+			reply = e.checkFleetTPM(s, in, i, now, v)
+		case in.Limit.Type == govern.TPM:
+			reply = e.checkTPM(s, in, now, v)
+		case in.Limit.Reserve && in.Limit.Mode == govern.ModeOn && e.fleetHoldable(s, in):
+			reply = e.checkFleetHold(s, in, i, now, v)
+		case in.Limit.Reserve && in.Limit.Mode == govern.ModeOn:
+			reply = e.checkReserve(s, in, now, v)
+		default:
+			reply = e.checkSettled(s, in, now, v)
+		}
+		if reply != nil {
+			e.handBack(s, now)
+			return *reply
+		}
+	}
+	return e.gate2Done(s, body, v)
+}
+
+// handBack gives back everything a request refused at gate 2 holds: tpm
+// reserves, budget reservations (the replica's and the fleet's holds) and
+// concurrency leases.
+func (e *Engine) handBack(s *Stream, now time.Time) {
+	e.returnReserves(s, now)
+	e.releaseFleetHolds(s)
+	e.settleSpend(s, false, now)
+	e.releaseLeases(s, now)
+}
+
+// gate2Done rewrites the body where gate 2 asks it (the output maximum a
+// reserve lowered, the usage a stream must report), sets what held
+// headers carry, and lets the request go.
+func (e *Engine) gate2Done(s *Stream, body []byte, v Verdict) Verdict {
+	req := s.req
 	if s.outMax >= 0 && req.Endpoint != llm.Embeddings && (!req.HasMaxTokens || s.outMax < req.MaxTokens) {
 		// Budget reserve mode reserved for at most outMax output tokens:
 		// the provider is held to it.
@@ -163,19 +198,8 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 		}
 	}
 	if s.held {
-		// Before any wait below: the headers leave with what the body
-		// decided whichever answer lets them go.
+		// The headers leave with what the body decided.
 		e.routeHeaders(s, &v)
-	}
-	if len(s.fleetTPM) > 0 {
-		// The body is rewritten now, in its own callback; the request
-		// waits for the fleet's answer.
-		if pv, paused := e.askTPM(s, v); paused {
-			return pv
-		}
-		if reply := e.judgeFleetTPM(s, now, v); reply != nil {
-			return *reply
-		}
 	}
 	v.Action = ActContinue
 	s.forwarded = true

@@ -144,9 +144,7 @@ func outputCap(r llm.Request) int64 {
 // 0) needs room for at least one output token per choice.
 func fitOutput(r pricing.Rates, input, choices, outCap, avail int64) (out, cost int64, ok bool) {
 	choices = max(choices, 1)
-	dear := func(n int64) int64 {
-		return pricing.Cost(r, ledger.Usage{Input: input, Output: min(n, math.MaxInt64/choices) * choices})
-	}
+	dear := func(n int64) int64 { return dearCost(r, input, choices, n) }
 	if c := dear(outCap); c <= avail {
 		return outCap, c, true
 	}
@@ -163,6 +161,13 @@ func fitOutput(r pricing.Rates, input, choices, outCap, avail int64) (out, cost 
 		}
 	}
 	return lo, dear(lo), true
+}
+
+// dearCost is the cost of a call of input tokens and choices completions
+// of n output tokens each.
+func dearCost(r pricing.Rates, input, choices, n int64) int64 {
+	choices = max(choices, 1)
+	return pricing.Cost(r, ledger.Usage{Input: input, Output: min(n, math.MaxInt64/choices) * choices})
 }
 
 // settleSpend corrects the stream's reservations to the call's cost: the

@@ -211,6 +211,7 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 		Breached:     s.breached,
 		Suspended:    s.suspended,
 		Reconcile:    s.reconcile,
+		Holds:        s.holds,
 	}
 	if s.unarmed {
 		r.Suspended = append(r.Suspended, "*")

@@ -51,12 +51,14 @@ type Stream struct {
 	unarmed    bool // no plan in force yet: nothing was checked
 
 	// fleet is the question to the fleet store (store: redis) the request
-	// waits for, and its answer; fleetTPM are the store: redis tpm
-	// reserves gate 2 asks for, and reconcile their corrections for the
-	// row (ledger.Row.Reconcile).
+	// waits for, and its answer; reconcile are the corrections of its
+	// store: redis tpm reserves for the row (ledger.Row.Reconcile), and
+	// holds its budget holds in the fleet's Redis (ledger.Row.Holds);
+	// body is the request body while gate 2 waits for the answer.
 	fleet     fleetAsk
-	fleetTPM  []fleetReserve
 	reconcile []string
+	holds     []string
+	body      []byte
 	// gen changes every time the stream is reused, so an answer to a
 	// callout of an earlier request is recognised and dropped.
 	gen uint64
@@ -132,9 +134,13 @@ func (s *Stream) reset() {
 	leases, reserves, spend := s.leases[:0], s.reserves[:0], s.spend[:0]
 	shadow, breached, suspended := s.shadow[:0], s.breached[:0], s.suspended[:0]
 	chain, out, jsonBody, scanner := s.chain[:0], s.out[:0], s.jsonBody[:0], s.scanner
-	fleet, gen, fleetTPM, reconcile := s.fleet, s.gen+1, s.fleetTPM[:0], s.reconcile[:0]
+	fleet, gen, reconcile, holds := s.fleet, s.gen+1, s.reconcile[:0], s.holds[:0]
+	body := s.body[:0]
+	if cap(body) > 64<<10 {
+		body = nil // a large body's copy is not kept for the next request
+	}
 	fleet.reset()
-	*s = Stream{fleet: fleet, gen: gen, fleetTPM: fleetTPM, reconcile: reconcile}
+	*s = Stream{fleet: fleet, gen: gen, reconcile: reconcile, holds: holds, body: body}
 	s.leases, s.reserves, s.spend = leases, reserves, spend
 	s.shadow, s.breached, s.suspended = shadow, breached, suspended
 	s.chain, s.out, s.jsonBody, s.scanner = chain, out, jsonBody, scanner

@@ -37,6 +37,9 @@ type syncVersions struct {
 	plan, keys, runtime, snapshot, prices string
 	generatedAt                           time.Time
 	replicas                              int
+	// redis: the accountant has the fleet's shared Redis
+	// (syncwire.Sync.Redis).
+	redis bool
 }
 
 func (v *syncVersions) append(dst []byte) []byte {
@@ -50,7 +53,11 @@ func (v *syncVersions) append(dst []byte) []byte {
 		ns = v.generatedAt.UnixNano()
 	}
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(ns))
-	return binary.LittleEndian.AppendUint32(dst, uint32(v.replicas))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(v.replicas))
+	if v.redis {
+		dst = append(dst, 1)
+	}
+	return dst
 }
 
 func decodeVersions(b []byte) (syncVersions, bool) {
@@ -72,9 +79,10 @@ func decodeVersions(b []byte) (syncVersions, bool) {
 		parts[i] = string(b[p : p+n])
 		p += n
 	}
-	if p+12 != len(b) {
+	if p+12 != len(b) && (p+13 != len(b) || b[p+12] != 1) {
 		return v, false
 	}
+	v.redis = p+13 == len(b)
 	v.plan, v.keys, v.runtime, v.snapshot, v.prices = parts[0], parts[1], parts[2], parts[3], parts[4]
 	if ns := int64(binary.LittleEndian.Uint64(b[p:])); ns != 0 {
 		v.generatedAt = time.Unix(0, ns).UTC()
@@ -199,6 +207,7 @@ func (e *Engine) refresh(now time.Time) {
 	if v.replicas > 0 {
 		e.replicas = v.replicas
 	}
+	e.fleetStore = v.redis
 	if complete {
 		e.sync.raw = append(e.sync.raw[:0], raw...)
 	}
@@ -711,6 +720,7 @@ func (e *Engine) applySync(body []byte, sent syncVersions) error {
 	if n := r.Get("replicas").Int(); n > 0 {
 		v.replicas = int(n)
 	}
+	v.redis = r.Get("redis").Bool()
 	return e.cells.put(syncVerKey, v.append(nil))
 }
 

@@ -30,6 +30,11 @@ import (
 //	{tt}:totals:<unit>:<start>             set   the identities published for the period
 //	{tt}:epoch                             a value set once per data set
 //
+// An accountant's field only grows within its period (a publish never
+// lowers it): a budget hold's release raises it with the call's cost in
+// the same step as the hold leaves (ReleaseHolds), and a publish that read
+// the counters just before must not take that back.
+//
 // Every key expires a day after its period ends. When Redis loses its data
 // (a restart without persistence, a flush), the epoch disappears with it:
 // the next reader sets a new one, and every accountant that sees the epoch
@@ -63,7 +68,13 @@ while i + 4 <= #ARGV do
   if value == '' then
     redis.call('HDEL', h, acct)
   else
-    redis.call('HSET', h, acct, value)
+    -- within a period an accountant's own total only grows: a publish
+    -- that read its counters before a budget hold's release raised the
+    -- field (ReleaseHolds) never lowers it back
+    local cur = redis.call('HGET', h, acct)
+    if not cur or #value > #cur or (#value == #cur and value > cur) then
+      redis.call('HSET', h, acct, value)
+    end
     redis.call('PEXPIREAT', h, exp)
     redis.call('SADD', idx, id)
     redis.call('PEXPIREAT', idx, exp)
@@ -508,4 +519,21 @@ func addSat(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return math.MinInt64
+}
+
+// ReleaseHolds releases the budget holds of calls whose rows this
+// accountant just recorded (each hold once, by request id) and, in the
+// same script, raises this accountant's published total of each held
+// counter to its own total, which counts the call now, so the fleet never
+// sees the call's cost in neither (see Client.ReleaseHolds). The own
+// totals are read here; the caller leaves Own unset.
+func (f *Fleet) ReleaseHolds(ctx context.Context, rels []HoldRelease, timeout time.Duration) (int, error) {
+	for i := range rels {
+		v, ok := f.local.Value(store.Key{ID: rels[i].ID, Unit: rels[i].Unit, Start: rels[i].Start})
+		rels[i].Own = -1
+		if ok {
+			rels[i].Own = v
+		}
+	}
+	return f.c.ReleaseHolds(ctx, f.acct, rels, timeout)
 }

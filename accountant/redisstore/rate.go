@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/rate"
 )
 
@@ -28,6 +29,26 @@ type RateStep struct {
 	Alg    rate.Algorithm
 	Params rate.Params
 	N      int64
+	// Hold, when set, makes the step a budget hold (reserve: true) instead
+	// of a rate cell: ID, N (the dearest cost) and the hold's numbers.
+	Hold *Hold
+}
+
+// Hold is a budget reserve-mode step: the budget's amount (nanodollars),
+// the calendar period it counts, the least cost the call can be lowered
+// to (its output maximum at one token), and how long the hold lives
+// unless released (seed 003: 15 minutes).
+type Hold struct {
+	Amount int64
+	Unit   calendar.Unit
+	Start  int64 // unix seconds
+	Least  int64
+	Lease  time.Duration
+}
+
+// HoldKey is the Redis key of the holds on a budget counter in a period.
+func (c *Client) HoldKey(unit calendar.Unit, start int64, id string) string {
+	return c.key("hold:" + unit.String() + ":" + strconv.FormatInt(start, 10) + ":" + id)
 }
 
 // RateKey is the Redis key of a rate cell: the hash tag, then the counter
@@ -38,9 +59,11 @@ func (c *Client) RateKey(id string) string { return c.key("rate:" + id) }
 // that refuses: the results are those of the steps evaluated, the last one
 // refused unless every step was admitted. now is the instant of the
 // decision; the zero time means the Redis server's clock, which every
-// accountant of a fleet then shares.
-func (c *Client) Take(ctx context.Context, now time.Time, steps []RateStep) ([]rate.Result, error) {
-	keys, args, err := c.rateArgs("take", now, steps)
+// accountant of a fleet then shares. rid is the request's id, which names
+// its budget holds (a hold's result: Limit is what it holds, Remaining
+// what the fleet had spent and held before it).
+func (c *Client) Take(ctx context.Context, now time.Time, rid string, steps []RateStep) ([]rate.Result, error) {
+	keys, args, err := c.rateArgs("take", now, rid, steps)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +83,7 @@ func (c *Client) Take(ctx context.Context, now time.Time, steps []RateStep) ([]r
 // credits) without an admission decision, as one script: the tpm
 // reconcile. timeout 0 is the request path's deadline.
 func (c *Client) Adjust(ctx context.Context, now time.Time, steps []RateStep, timeout time.Duration) error {
-	keys, args, err := c.rateArgs("adjust", now, steps)
+	keys, args, err := c.rateArgs("adjust", now, "", steps)
 	if err != nil {
 		return err
 	}
@@ -69,15 +92,26 @@ func (c *Client) Adjust(ctx context.Context, now time.Time, steps []RateStep, ti
 	})
 }
 
-func (c *Client) rateArgs(op string, now time.Time, steps []RateStep) ([]string, []any, error) {
+func (c *Client) rateArgs(op string, now time.Time, rid string, steps []RateStep) ([]string, []any, error) {
 	keys := make([]string, len(steps))
-	args := make([]any, 0, 2+5*len(steps))
+	args := make([]any, 0, 4+5*len(steps))
 	at := ""
 	if !now.IsZero() {
 		at = strconv.FormatInt(now.UnixNano(), 10)
 	}
-	args = append(args, op, at)
+	args = append(args, op, at, rid, c.prefix)
 	for i, s := range steps {
+		if h := s.Hold; h != nil {
+			if rid == "" && op == "take" {
+				return nil, nil, fmt.Errorf("redis: budget hold on %s: no request id to name it", s.ID)
+			}
+			keys[i] = c.HoldKey(h.Unit, h.Start, s.ID)
+			args = append(args, 4, strconv.FormatInt(max(s.N, 0), 10),
+				strconv.FormatInt(max(h.Amount, 0), 10),
+				strconv.FormatInt(min(max(h.Least, 0), max(s.N, 0)), 10),
+				strconv.FormatInt(max(h.Lease.Milliseconds(), 1), 10))
+			continue
+		}
 		code := 0
 		switch s.Alg {
 		case rate.GCRA:
@@ -142,4 +176,45 @@ func parseTake(reply any, steps int) ([]rate.Result, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("redis: rate script stopped after %d of %d steps without a refusal", len(out), steps)
+}
+
+// HoldRelease is one budget hold to release when its call's row is
+// recorded: the counter and period it holds on, the request, and Own, the
+// recording accountant's own total of that counter now that it counts the
+// call (-1: none to raise).
+type HoldRelease struct {
+	Unit  calendar.Unit
+	Start int64
+	ID    string
+	RID   string
+	Own   int64
+}
+
+// ReleaseHolds releases the holds, as one script, each at most once, and
+// raises acct's field of each counter's fleet total to its Own in the same
+// step, so a call's cost is always in its hold or in the total. It reports
+// how many holds it found. timeout 0 is the request path's deadline.
+func (c *Client) ReleaseHolds(ctx context.Context, acct string, rels []HoldRelease, timeout time.Duration) (int, error) {
+	if len(rels) == 0 {
+		return 0, nil
+	}
+	keys := make([]string, len(rels))
+	args := make([]any, 0, 4+5*len(rels))
+	args = append(args, "release", "", "", c.prefix)
+	for i, r := range rels {
+		keys[i] = c.HoldKey(r.Unit, r.Start, r.ID)
+		own, exp := "", ""
+		if r.Own >= 0 {
+			own = strconv.FormatInt(r.Own, 10)
+			exp = strconv.FormatInt(calendar.End(r.Unit, time.Unix(r.Start, 0).UTC()).Add(keepAfterEnd).UnixMilli(), 10)
+		}
+		args = append(args, r.RID, acct, own, exp, "")
+	}
+	var n int64
+	err := c.do(ctx, "release_holds", timeout, func(ctx context.Context) error {
+		var err error
+		n, err = rateScript.Run(ctx, c.rdb, keys, args...).Int64()
+		return err
+	})
+	return int(n), err
 }

@@ -12,8 +12,20 @@
 -- (a quotient at 2^64-1, a result at 2^63-1).
 --
 --   KEYS   the instances' cells, in evaluation order
---   ARGV   op, now, then 5 per key: algorithm, cost (or signed delta),
---          amount, period (ns), burst (0: amount)
+--   ARGV   op, now, request id, key prefix, then 5 per key: algorithm,
+--          cost (or signed delta), amount, period (ns), burst (0: amount)
+--
+--   algorithm 4 is a budget hold (reserve: true, seed 003's reservation):
+--   its key is the hold hash <prefix>hold:<unit>:<start>:<identity>
+--   (request id -> nanodollars held, "#" -> their sum), beside a sorted
+--   set <hold key>|x (request id -> expiry, unix ms), and the five numbers
+--   are: hold, the dearest cost, the budget's amount, the least cost
+--   (the call with its output maximum lowered to one token), the lease in
+--   ms. What is spent is every accountant's published total of the
+--   counter (<prefix>total:<unit>:<start>:<identity>) plus every live
+--   hold; the call holds its dearest cost when that fits, else all that
+--   is left when its least cost fits, else it is refused. Row:
+--   {allowed, held, spent before, 0, 0, 0}.
 --
 --   op "take"    evaluate the keys in order and stop at the first that
 --                refuses; one reply row per key evaluated:
@@ -22,6 +34,15 @@
 --   op "adjust"  debit (delta > 0) or credit (delta < 0) every key without
 --                an admission decision (the tpm reconcile); replies the
 --                number of keys written
+--                (holds are not adjusted: they are released)
+--   op "release" per key (a hold hash), ARGV from the 5th: 5 per key:
+--                request id, accountant id, its own total of the counter
+--                ("" for none), the total's expiry (unix ms), unused.
+--                The request's hold leaves (once: a second release finds
+--                nothing) and, in the same step, the accountant's field
+--                of the counter's total is raised to its own total, which
+--                now counts the call: the call's cost is never out of
+--                both. Replies the number of holds released.
 --
 -- now is the instant in unix nanoseconds, or "" for the server's clock
 -- (TIME), the one clock every replica of a fleet then shares. A written cell
@@ -765,6 +786,108 @@ local function fttl(reset_after, P)
   return ms
 end
 
+-- Budget holds (algorithm 4). Amounts are nanodollars, bignums here as
+-- everywhere: a total past 2^53 nanodollars ($9M) stays exact.
+
+local function digits(s) return type(s) == 'string' and string.find(s, '^%d+$') ~= nil end
+
+-- the hold hash's sum, less what lapsed by nowms (at most 512 per call;
+-- the rest leave at the next)
+local function hold_sum(H, nowms)
+  local X = H .. '|x'
+  local sum = parse(redis.call('HGET', H, '#')) or ZERO
+  local gone = redis.call('ZRANGEBYSCORE', X, '-inf', nowms, 'LIMIT', 0, 512)
+  for _, r in ipairs(gone) do
+    local v = parse(redis.call('HGET', H, r))
+    if v ~= nil then
+      if cmp(sum, v) >= 0 then sum = sub(sum, v) else sum = ZERO end
+    end
+    redis.call('HDEL', H, r)
+    redis.call('ZREM', X, r)
+  end
+  if #gone > 0 then redis.call('HSET', H, '#', str(sum)) end
+  return sum
+end
+
+local function total_key(H, prefix)
+  return prefix .. 'total:' .. string.sub(H, #prefix + 6)
+end
+
+local function hold_take(H, prefix, rid, nowms, dearest_s, amount_s, least_s, lease_s)
+  if not (digits(dearest_s) and digits(amount_s) and digits(least_s) and digits(lease_s)) or rid == nil or rid == '' or rid == '#' then
+    return 'a hold needs a request id, then the dearest cost, amount, least cost and lease as decimal numbers'
+  end
+  local sum = hold_sum(H, nowms)
+  local X = H .. '|x'
+  local prev = parse(redis.call('HGET', H, rid))
+  if prev ~= nil then
+    -- the same request asking again: its earlier hold is replaced
+    if cmp(sum, prev) >= 0 then sum = sub(sum, prev) else sum = ZERO end
+    redis.call('HDEL', H, rid)
+    redis.call('ZREM', X, rid)
+    redis.call('HSET', H, '#', str(sum))
+  end
+  local spent = sum
+  for _, v in ipairs(redis.call('HVALS', total_key(H, prefix))) do
+    local x = parse(v)
+    if x ~= nil then spent = add(spent, x) end
+  end
+  local amount, dearest, least = parse(amount_s), parse(dearest_s), parse(least_s)
+  local held = nil
+  if cmp(spent, amount) <= 0 then
+    local room = sub(amount, spent)
+    if cmp(dearest, room) <= 0 then
+      held = dearest
+    elseif cmp(least, room) <= 0 then
+      held = room
+    end
+  end
+  if held == nil then
+    return { 0, '0', str(spent), 0, 0, 0 }
+  end
+  if not iszero(held) then
+    local lease = tonumber(lease_s)
+    redis.call('HSET', H, rid, str(held), '#', str(add(sum, held)))
+    redis.call('ZADD', X, nowms + lease, rid)
+    redis.call('PEXPIRE', H, lease + 60000)
+    redis.call('PEXPIRE', X, lease + 60000)
+  end
+  return { 1, str(held), str(spent), 0, 0, 0 }
+end
+
+local function hold_release(H, prefix, rid, acct, own, exp)
+  local n = 0
+  if type(rid) == 'string' and rid ~= '' and rid ~= '#' then
+    local v = parse(redis.call('HGET', H, rid))
+    if v ~= nil then
+      local sum = parse(redis.call('HGET', H, '#')) or ZERO
+      if cmp(sum, v) >= 0 then sum = sub(sum, v) else sum = ZERO end
+      redis.call('HDEL', H, rid)
+      redis.call('HSET', H, '#', str(sum))
+      n = 1
+    end
+    redis.call('ZREM', H .. '|x', rid)
+  end
+  if digits(own) and digits(exp) and type(acct) == 'string' and acct ~= '' then
+    local T = total_key(H, prefix)
+    local cur = parse(redis.call('HGET', T, acct))
+    local o = parse(own)
+    if cur == nil or cmp(o, cur) > 0 then
+      redis.call('HSET', T, acct, own)
+      redis.call('PEXPIREAT', T, exp)
+      -- the index of the period's counters (redisstore.Fleet)
+      local rest = string.sub(H, #prefix + 6)
+      local unit, start, id = string.match(rest, '^([^:]*):([^:]*):(.*)$')
+      if id ~= nil then
+        local idx = prefix .. 'totals:' .. unit .. ':' .. start
+        redis.call('SADD', idx, id)
+        redis.call('PEXPIREAT', idx, exp)
+      end
+    end
+  end
+  return n
+end
+
 local op = ARGV[1]
 local nhi, nlo
 if ARGV[2] == '' then
@@ -781,11 +904,42 @@ else
 end
 local now = nil -- the bignum instant, made when a step needs the slow path
 
+-- the instant in unix ms, for hold expiries
+local function now_ms()
+  if ARGV[2] == '' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local s = ARGV[2]
+  if #s <= 6 then return 0 end
+  return tonumber(string.sub(s, 1, #s - 6))
+end
+
+local prefix = ARGV[4] or ''
+if op == 'release' then
+  local n = 0
+  for i = 1, #KEYS do
+    local a = 4 + (i - 1) * 5
+    n = n + hold_release(KEYS[i], prefix, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
+  end
+  return n
+end
+
 local out = {}
 local written = 0
 for i = 1, #KEYS do
-  local a = 2 + (i - 1) * 5
+  local a = 4 + (i - 1) * 5
   local alg = tonumber(ARGV[a + 1])
+  if alg == 4 then
+    if op == 'take' then
+      local r = hold_take(KEYS[i], prefix, ARGV[3], now_ms(), ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
+      if type(r) == 'string' then
+        return redis.error_reply('tokentriage rate: key ' .. i .. ': ' .. r)
+      end
+      out[#out + 1] = r
+      if r[1] == 0 then break end
+    end
+  else
   local arg, amount_s, period_s, burst_s = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
   if alg == nil or alg < 1 or alg > 3 or not string.find(arg or '', '^%-?%d+$') or not string.find(amount_s or '', '^%d+$')
     or not string.find(period_s or '', '^%d+$') or not string.find(burst_s or '', '^%d+$') then
@@ -850,6 +1004,7 @@ for i = 1, #KEYS do
     end
   else
     return redis.error_reply('tokentriage rate: unknown op ' .. tostring(op))
+  end
   end
 end
 if op == 'adjust' then return written end

@@ -33,6 +33,14 @@ func (l *Local) Add(_ context.Context, deltas []Delta, out []int64) ([]int64, er
 	return out, nil
 }
 
+// Value is the counter k, and whether it has one.
+func (l *Local) Value(k Key) (int64, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	v, ok := l.m[k]
+	return v, ok
+}
+
 // Current implements Store.
 func (l *Local) Current(_ context.Context, now time.Time) ([]Counter, error) {
 	starts := currentStarts(now)

@@ -92,6 +92,16 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 		}
 		dst = append(dst, ']')
 	}
+	if len(r.Holds) > 0 {
+		dst = append(dst, `,"holds":[`...)
+		for i, s := range r.Holds {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = wire.AppendJSONString(dst, s)
+		}
+		dst = append(dst, ']')
+	}
 	dst = append(dst, `,"cost":`...)
 	if r.Cost == nil {
 		dst = append(dst, "null"...)

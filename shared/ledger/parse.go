@@ -124,6 +124,7 @@ func (s *scanner) row(r *Row) error {
 		fOutOfScope
 		fClamped
 		fReconcile
+		fHolds
 	)
 	var seen uint32
 	for first := true; s.next(first, '}'); first = false {
@@ -217,6 +218,9 @@ func (s *scanner) row(r *Row) error {
 		case "reconcile":
 			bit = fReconcile
 			r.Reconcile, err = s.strings(at)
+		case "holds":
+			bit = fHolds
+			r.Holds, err = s.strings(at)
 		case "cost":
 			bit = fCost
 			if !s.literal("null") {

@@ -86,6 +86,13 @@ type Row struct {
 	// Each is "<algorithm> <amount> <period ns> <burst> <signed tokens>
 	// <counter identity>". Written only when there are some.
 	Reconcile []string `json:"reconcile,omitempty"`
+	// Holds names the budget holds (reserve: true) the request took in
+	// the fleet's Redis, which the accountant releases when it records
+	// the row (once: the hold is named by the request id), raising its
+	// published total by the call's cost in the same step. Each is
+	// "<calendar unit> <period start, unix s> <counter identity>". Written
+	// only when there are some.
+	Holds []string `json:"holds,omitempty"`
 	// Cost is set by the accountant when it prices the row; the filter
 	// leaves it nil.
 	Cost *Cost `json:"cost"`

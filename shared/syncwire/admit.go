@@ -12,6 +12,15 @@ package syncwire
 //
 //	{"rate":[{"allowed":true,"limit":30,"remaining":29,"retry_after_ns":0,"reset_after_ns":2000000000,"unfittable":false}]}
 //
+// A budget in reserve mode (reserve: true) is a step of alg "hold" in the
+// same list: the call's dearest cost (n), the least it can be lowered to
+// (least), the budget's amount, calendar unit and period start, and the
+// hold's lease; it holds on the fleet's spend (every accountant's total
+// plus every live hold) under the request's id until the accountant that
+// records the call's row releases it (its row's holds), the request is
+// refused (release), or the lease lapses. Its result says what it holds
+// (held) and what the fleet had spent and held before it (used).
+//
 // When Redis cannot decide (this accountant has none, it is down, or it
 // missed the deadline) the answer is 200 with Suspended saying why and no
 // results: the filter's local limiter answers and the row says suspended.
@@ -25,6 +34,22 @@ type AdmitRequest struct {
 	// Adjust are signed corrections to commit without a decision (a tpm
 	// reserve handed back when a later limit refused the request).
 	Adjust []RateStep `json:"adjust,omitempty"`
+	// RequestID names the request's budget holds (alg "hold" steps, and
+	// Release).
+	RequestID string `json:"request_id,omitempty"`
+	// Release are budget holds of RequestID to release without a
+	// decision: the request was refused after they were taken.
+	Release []HoldRef `json:"release,omitempty"`
+}
+
+// AlgHold is the RateStep.Alg of a budget hold.
+const AlgHold = "hold"
+
+// HoldRef names a budget hold's counter and period.
+type HoldRef struct {
+	ID    string `json:"id"`
+	Unit  string `json:"unit"`
+	Start int64  `json:"start"`
 }
 
 // RateStep is one rate cell: its counter identity, algorithm (gcra,
@@ -37,6 +62,12 @@ type RateStep struct {
 	PeriodNS int64  `json:"period_ns"`
 	Burst    int64  `json:"burst"`
 	N        int64  `json:"n"`
+	// A budget hold's numbers (Alg "hold"): the least cost, the calendar
+	// unit and the period start (unix s) it counts in, and its lease.
+	Least   int64  `json:"least,omitempty"`
+	Unit    string `json:"unit,omitempty"`
+	Start   int64  `json:"start,omitempty"`
+	LeaseNS int64  `json:"lease_ns,omitempty"`
 }
 
 // AdmitAnswer answers an admit call.
@@ -55,4 +86,8 @@ type RateResult struct {
 	RetryAfterNS int64 `json:"retry_after_ns"`
 	ResetAfterNS int64 `json:"reset_after_ns"`
 	Unfittable   bool  `json:"unfittable"`
+	// A budget hold's answer: what it holds, and what the fleet had
+	// spent and held before it.
+	Held int64 `json:"held,omitempty"`
+	Used int64 `json:"used,omitempty"`
 }

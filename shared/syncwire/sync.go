@@ -53,6 +53,11 @@ type Sync struct {
 	// Replicas is the number of filter replicas (host processes) that
 	// polled within the liveness window; store: share divides by it.
 	Replicas int `json:"replicas"`
+	// Redis is set when the accountant has the fleet's shared Redis: a
+	// budget in reserve mode then holds fleet-wide (AdmitPath), and when
+	// Redis cannot decide it falls back to the replica's own count and
+	// says suspended.
+	Redis bool `json:"redis,omitempty"`
 }
 
 // Plan carries the accountant's governance block. Version is the plan hash.
