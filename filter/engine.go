@@ -79,8 +79,12 @@ type Engine struct {
 	// Scratch for what a callback hands the binding, which applies it
 	// before the next callback.
 	// holdSeen: a request held at its headers received its body, so the
-	// host honours hold_headers; holdBroken: one never did (hold.go).
-	holdSeen, holdBroken bool
+	// host honours hold_headers. holdBrokenAt: when a held request last went
+	// HoldGrace without a body in a VM where none ever had one (zero while
+	// holding works); holdProbeAt: when a request was last held to try
+	// again (hold.go).
+	holdSeen                  bool
+	holdBrokenAt, holdProbeAt time.Time
 
 	removeScratch []string
 	setScratch    [][2]string

@@ -217,7 +217,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		// The request waits for the fleet's answer, its headers already
 		// edited as they go on (see holdOrGo); held headers are edited when
 		// the answer comes.
-		if s.governs && !h.EndOfStream && !e.holding() {
+		if s.governs && !h.EndOfStream && !e.holding(s, now) {
 			v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
 		}
 		if pv, paused := e.askFleet(s, e.inst, asked, h.EndOfStream, v, now); paused {
@@ -264,7 +264,7 @@ func (e *Engine) gate1Walk(s *Stream, insts []govern.Instance, now time.Time, eo
 // buffered at gate 2, and its length may change there (stream_options), so
 // the length header goes, as Envoy's ext_proc does for a mutable body.
 func (e *Engine) holdOrGo(s *Stream, v Verdict) Verdict {
-	if e.holding() {
+	if e.holding(s, e.host.Now()) {
 		s.held = true
 		v.RemoveHeaders = append(v.RemoveHeaders, heldHeaders...)
 		v.Action = ActPause
@@ -276,9 +276,23 @@ func (e *Engine) holdOrGo(s *Stream, v Verdict) Verdict {
 	return v
 }
 
-// holding reports whether governed requests wait at their headers for
-// gate 2 (hold_headers, unless this host proved it cannot: hold.go).
-func (e *Engine) holding() bool { return e.cfg.HoldHeaders && !e.holdBroken }
+// holding reports whether the governed request s waits at its headers for
+// gate 2 (hold_headers), decided once per request: while this host seems
+// unable to hold (hold.go), one request every HoldRetry is held to try
+// again.
+func (e *Engine) holding(s *Stream, now time.Time) bool {
+	if !s.holdChosen {
+		s.holdChosen = true
+		switch {
+		case !e.cfg.HoldHeaders:
+		case e.holdBrokenAt.IsZero():
+			s.holdIt = true
+		case now.Sub(e.holdBrokenAt) >= HoldRetry && now.Sub(e.holdProbeAt) >= HoldRetry:
+			e.holdProbeAt, s.holdIt = now, true
+		}
+	}
+	return s.holdIt
+}
 
 // checkRPM takes one arrival from the instance's cell; i is the instance's
 // position in the gate's walk. A store: redis instance takes it from the

@@ -28,7 +28,7 @@ func (e *Engine) RequestBody(s *Stream, size int, eos bool, body BodySource) Ver
 		return Verdict{}
 	}
 	if s.held || s.fleet.pending {
-		e.holdSeen = true // a filter paused at the headers gets the body
+		e.sawHeldBody() // a filter paused at the headers gets the body
 	}
 	s.bodySize = size
 	if int64(size) > e.cfg.MaxBodyBytes {
@@ -80,7 +80,7 @@ func (e *Engine) RequestTrailers(s *Stream, body BodySource) Verdict {
 		return Verdict{}
 	}
 	if s.held {
-		e.holdSeen = true
+		e.sawHeldBody()
 	}
 	if s.fleet.pending {
 		s.bodyIn = bodyInTrailers

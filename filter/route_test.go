@@ -2,13 +2,16 @@ package filter_test
 
 import (
 	"bytes"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/filter"
 	"github.com/tokentriage/tokentriage/internal/stub"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/wasmtest"
@@ -163,6 +166,84 @@ func TestHoldOnAHostWithoutStopIteration(t *testing.T) {
 	}
 	// The VM no longer holds: the next request needs no tick to go on.
 	mustStatus(t, r.chat(dev1Key, chatBody("gpt-4o-mini", germany)), 200)
+
+	// HoldRetry later it holds one request again to try; this host still
+	// holds the body back, so that request too is let go after HoldGrace,
+	// and the error is said again.
+	r.step(filter.HoldRetry)
+	go func() { done <- r.chat(dev1Key, chatBody("gpt-4o-mini", germany)) }()
+	resp = wasmtest.Response{}
+	for resp.Status == 0 && countLogged(r.h, "Set allow_on_headers_stop_iteration: true") < 2 {
+		select {
+		case resp = <-done:
+		default:
+			r.step(time.Second)
+		}
+	}
+	if resp.Status == 0 {
+		resp = <-done
+	}
+	mustStatus(t, resp, 200)
+	if n := countLogged(r.h, "Set allow_on_headers_stop_iteration: true"); n != 2 {
+		t.Errorf("the error was logged %d times, want twice (the first stall and the retry's)", n)
+	}
+	mustStatus(t, r.chat(dev1Key, chatBody("gpt-4o-mini", germany)), 200)
+}
+
+// A client that sends a governed request's headers and then nothing for
+// HoldGrace looks, to a VM that has not yet seen a held body, like a host
+// that holds bodies back: the VM stops holding. It must not stop for good:
+// HoldRetry later it holds a request again, that request's body arrives
+// (this host honours the knob), and the VM holds from then on.
+func TestHoldRecoversFromASlowClient(t *testing.T) {
+	up := newSeen("upstream")
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, workers: 1, upstream: up})
+	body, feed := io.Pipe()
+	q := httptest.NewRequest("POST", "/v1/chat/completions", body)
+	q.Header.Set("Authorization", "Bearer "+dev1Key.key)
+	q.Header.Set("Content-Type", "application/json")
+	q.ContentLength = -1
+	done := make(chan int, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		r.h.ServeHTTP(w, q)
+		done <- w.Code
+	}()
+	for !logged(r.h, "Set allow_on_headers_stop_iteration: true") {
+		r.step(time.Second)
+	}
+	feed.Write([]byte(chatBody("gpt-4o-mini", germany)))
+	feed.Close()
+	if code := <-done; code != 200 {
+		t.Fatalf("the slow client's request: %d", code)
+	}
+	held := func() bool {
+		t.Helper()
+		mustStatus(t, r.chat(dev1Key, chatBody("gpt-4o-mini", germany)), 200)
+		return len(up.last(t).model) == 1 // x-tt-model: its headers waited for gate 2
+	}
+	if held() {
+		t.Fatal("the VM still held after a request stalled before any held body")
+	}
+	r.step(filter.HoldRetry)
+	if !held() {
+		t.Fatal("HoldRetry later the VM did not hold a request to try again")
+	}
+	for i := 0; i < 3; i++ {
+		if !held() {
+			t.Fatalf("request %d after the retry's body arrived was not held", i)
+		}
+	}
+}
+
+func countLogged(h *wasmtest.Host, part string) int {
+	n := 0
+	for _, l := range h.Logs() {
+		if strings.Contains(l.Message, part) {
+			n++
+		}
+	}
+	return n
 }
 
 func logged(h *wasmtest.Host, part string) bool {

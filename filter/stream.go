@@ -29,6 +29,9 @@ type Stream struct {
 	// still set them; hadLength: the client sent a content-length.
 	held      bool
 	hadLength bool
+	// holdChosen, holdIt: whether the request is one that waits at its
+	// headers, decided once (Engine.holding).
+	holdChosen, holdIt bool
 	// shape is the body shape of the gateway's own answers to it.
 	shape wire.Shape
 	// free is a free endpoint (models.go), freeID the model of
