@@ -192,33 +192,89 @@ const reconcileTimeout = time.Second
 
 // reconcileAcknowledged commits, in the fleet's Redis, the tpm reconciles
 // of the rows of one batch that were newly recorded: each row is recorded
-// once by its request id, so a retried batch reconciles nothing twice. A
-// reconcile that cannot be committed (Redis down) is logged and dropped:
-// the reserve it would have corrected drains with its window.
+// once by its request id, and Redis commits a row's reconciles once by it
+// too. A reconcile Redis does not take is kept and sent again when Redis
+// is back; the ledger holds it with the row, so a restart sends again
+// those of the rows whose windows are still open (replay).
 func (s *Server) reconcileAcknowledged(rows []ledger.Row, res core.Result) {
 	if s.redis == nil {
 		return
 	}
-	var steps []redisstore.RateStep
+	var pending []pendingReconcile
 	for i := range rows {
 		if i >= len(res.Outcomes) || res.Outcomes[i] != core.Accepted {
 			continue
 		}
-		for _, rc := range rows[i].Reconcile {
-			st, err := parseReconcile(rc)
-			if err != nil {
-				s.log.Warn("ingest: a row's tpm reconcile is unreadable; skipped", "request_id", rows[i].RequestID, "err", err.Error())
-				continue
-			}
-			steps = append(steps, st)
+		if p, ok := s.rowReconcile(&rows[i]); ok {
+			pending = append(pending, p)
 		}
 	}
-	if len(steps) == 0 {
+	s.sendReconciles(pending)
+}
+
+// pendingReconcile is a row's tpm reconciles, and until when they matter:
+// the end of the longest window they correct (after it, the reserve they
+// would correct has drained anyway).
+type pendingReconcile struct {
+	row   redisstore.RowReconcile
+	until time.Time
+}
+
+// rowReconcile reads a row's reconciles.
+func (s *Server) rowReconcile(r *ledger.Row) (pendingReconcile, bool) {
+	if len(r.Reconcile) == 0 || r.RequestID == "" {
+		return pendingReconcile{}, false
+	}
+	p := pendingReconcile{row: redisstore.RowReconcile{RID: r.RequestID}}
+	longest := time.Duration(0)
+	for _, rc := range r.Reconcile {
+		st, err := parseReconcile(rc)
+		if err != nil {
+			s.log.Warn("ingest: a row's tpm reconcile is unreadable; skipped", "request_id", r.RequestID, "err", err.Error())
+			continue
+		}
+		p.row.Steps = append(p.row.Steps, st)
+		longest = max(longest, st.Params.Period)
+	}
+	p.until = r.End.Add(longest)
+	return p, len(p.row.Steps) > 0
+}
+
+// sendReconciles commits reconciles in Redis, or keeps them for when it
+// is back.
+func (s *Server) sendReconciles(pending []pendingReconcile) {
+	now := s.now()
+	rows := make([]redisstore.RowReconcile, 0, len(pending))
+	live := pending[:0]
+	for _, p := range pending {
+		if p.until.After(now) {
+			rows = append(rows, p.row)
+			live = append(live, p)
+		}
+	}
+	if len(rows) == 0 {
 		return
 	}
-	if err := s.redis.Adjust(context.Background(), time.Time{}, steps, reconcileTimeout); err != nil {
-		s.noteRedisFailure("committing "+strconv.Itoa(len(steps))+" tpm reconciles", err)
+	if _, err := s.redis.Reconcile(context.Background(), rows, reconcileTimeout); err != nil {
+		s.noteRedisFailure("committing the tpm reconciles of "+strconv.Itoa(len(rows))+" rows (kept, and sent again when Redis answers)", err)
+		s.reconcilesLater(live)
 	}
+}
+
+// maxReconcilesLater bounds the rows whose reconciles are kept for
+// Redis's return; past it the oldest go (their reserves drain with their
+// windows).
+const maxReconcilesLater = 1 << 16
+
+// reconcilesLater keeps reconciles Redis did not take.
+func (s *Server) reconcilesLater(p []pendingReconcile) {
+	s.later.Lock()
+	defer s.later.Unlock()
+	s.later.reconciles = append(s.later.reconciles, p...)
+	if n := len(s.later.reconciles) - maxReconcilesLater; n > 0 {
+		s.later.reconciles = append(s.later.reconciles[:0], s.later.reconciles[n:]...)
+	}
+	s.hookLaterLocked()
 }
 
 // parseReconcile reads one ledger.Row.Reconcile entry.
@@ -300,25 +356,32 @@ func (s *Server) holdsLater(rels []redisstore.HoldRelease) {
 	if n := len(s.later.holds) - maxHoldsLater; n > 0 {
 		s.later.holds = append(s.later.holds[:0], s.later.holds[n:]...)
 	}
+	s.hookLaterLocked()
+}
+
+// hookLaterLocked makes Redis's return send what was kept for it.
+func (s *Server) hookLaterLocked() {
 	if !s.later.hooked {
 		s.later.hooked = true
 		s.redis.OnUp(s.sendLater)
 	}
 }
 
-// sendLater sends the releases kept while Redis was down.
+// sendLater sends the releases and reconciles kept while Redis was down.
 func (s *Server) sendLater() {
 	s.later.Lock()
-	rels := s.later.holds
-	s.later.holds = nil
+	rels, rcs := s.later.holds, s.later.reconciles
+	s.later.holds, s.later.reconciles = nil, nil
 	s.later.Unlock()
-	if len(rels) == 0 {
-		return
-	}
 	for len(rels) > 0 {
 		n := min(len(rels), maxAdmitSteps)
 		s.releaseHolds(rels[:n])
 		rels = rels[n:]
+	}
+	for len(rcs) > 0 {
+		n := min(len(rcs), maxAdmitSteps)
+		s.sendReconciles(rcs[:n])
+		rcs = rcs[n:]
 	}
 }
 

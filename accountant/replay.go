@@ -26,6 +26,7 @@ func (s *Server) replay(now time.Time) ([]string, error) {
 	}
 	t0 := time.Now()
 	var rows, older []ledger.Row
+	var reconciles []pendingReconcile
 	var read, kept, bad int
 	flush := func() {
 		s.core.Restore(now, rows) // prices what carries no cost
@@ -41,6 +42,16 @@ func (s *Server) replay(now time.Time) ([]string, error) {
 				bad++
 				s.log.Warn("replay: skipping a line that is not a ledger row", "file", f, "line", line, "err", err)
 				return nil
+			}
+			if s.redis != nil {
+				// The row's tpm reconciles go to Redis again while their
+				// windows are open: Redis commits them once by request
+				// id, so those it took before the restart change nothing,
+				// and those it missed (down, or the process ended first)
+				// are not lost.
+				if p, ok := s.rowReconcile(&r); ok && p.until.After(now) {
+					reconciles = append(reconciles, p)
+				}
 			}
 			if r.End.Before(from) {
 				older = append(older, r)
@@ -58,6 +69,10 @@ func (s *Server) replay(now time.Time) ([]string, error) {
 		}
 	}
 	flush()
+	if len(reconciles) > 0 {
+		s.log.Info("replay: the tpm reconciles of rows whose windows are still open go to Redis again (committed once by request id)", "rows", len(reconciles))
+		s.reconcilesLater(reconciles)
+	}
 	s.log.Info("ledger replayed", "from", from, "files", len(files), "lines", read, "rows", kept, "skipped_bad", bad, "took", time.Since(t0).Round(time.Millisecond))
 	return files, nil
 }

@@ -174,8 +174,9 @@ type Server struct {
 	// when it is back.
 	later struct {
 		sync.Mutex
-		holds  []redisstore.HoldRelease
-		hooked bool
+		holds      []redisstore.HoldRelease
+		reconciles []pendingReconcile
+		hooked     bool
 	}
 	// mirror pulls the owner's plane when Options.Control is set; nil on
 	// the owner. mirrors are the owner's mirrors, by name, with their

@@ -218,3 +218,63 @@ func (c *Client) ReleaseHolds(ctx context.Context, acct string, rels []HoldRelea
 	})
 	return int(n), err
 }
+
+// RowReconcile is the tpm reconciles of one ledger row, named by its
+// request id.
+type RowReconcile struct {
+	RID   string
+	Steps []RateStep
+}
+
+// Reconcile commits the tpm reconciles of rows, each row once by its
+// request id (a retry commits nothing twice: a marker in Redis, living as
+// long as the longest window it corrects, says it was committed), in one
+// pipelined round trip. It reports how many rows it committed now.
+func (c *Client) Reconcile(ctx context.Context, rows []RowReconcile, timeout time.Duration) (int, error) {
+	type call struct {
+		keys []string
+		args []any
+	}
+	calls := make([]call, 0, len(rows))
+	for _, r := range rows {
+		if r.RID == "" || len(r.Steps) == 0 {
+			continue
+		}
+		keys, args, err := c.rateArgs("reconcile", time.Time{}, r.RID, r.Steps)
+		if err != nil {
+			return 0, err
+		}
+		calls = append(calls, call{keys, args})
+	}
+	if len(calls) == 0 {
+		return 0, nil
+	}
+	n := 0
+	err := c.do(ctx, "rate_reconcile", timeout, func(ctx context.Context) error {
+		n = 0
+		for attempt := 0; ; attempt++ {
+			cmds, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, cl := range calls {
+					rateScript.EvalSha(ctx, p, cl.keys, cl.args...)
+				}
+				return nil
+			})
+			if err != nil && attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				if err := rateScript.Load(ctx, c.rdb).Err(); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			for _, cmd := range cmds {
+				if v, _ := cmd.(*redis.Cmd).Int64(); v >= 0 {
+					n++
+				}
+			}
+			return nil
+		}
+	})
+	return n, err
+}

@@ -35,6 +35,8 @@
 --                an admission decision (the tpm reconcile); replies the
 --                number of keys written
 --                (holds are not adjusted: they are released)
+--   op "reconcile" adjust, once by request id (ARGV[3]): replies -1 when
+--                that request's reconciles were committed already
 --   op "release" per key (a hold hash), ARGV from the 5th: 5 per key:
 --                request id, accountant id, its own total of the counter
 --                ("" for none), the total's expiry (unix ms), unused.
@@ -916,6 +918,27 @@ local function now_ms()
 end
 
 local prefix = ARGV[4] or ''
+if op == 'reconcile' then
+  -- a row's tpm reconciles, once by its request id: a marker that lives
+  -- as long as the longest window corrected (and a minute more) says
+  -- they were committed, so a retry (Redis came back, the accountant
+  -- restarted) commits nothing twice
+  local rid = ARGV[3]
+  if type(rid) ~= 'string' or rid == '' then
+    return redis.error_reply('tokentriage rate: a reconcile needs the request id that names it')
+  end
+  local longest = 0
+  for i = 1, #KEYS do
+    local p = tonumber(ARGV[4 + (i - 1) * 5 + 4]) or 0
+    if p > longest then longest = p end
+  end
+  local ttl = math.floor(longest / 1000000) + 60000
+  if ttl > 34560000000 then ttl = 34560000000 end
+  if not redis.call('SET', prefix .. 'rc:' .. rid, '1', 'NX', 'PX', ttl) then
+    return -1
+  end
+  op = 'adjust'
+end
 if op == 'release' then
   local n = 0
   for i = 1, #KEYS do
