@@ -266,3 +266,20 @@ func TestShareDividesByReplicas(t *testing.T) {
 		t.Errorf("global_rpm amount on /tt/v1/me %v, want 3", me["amount"])
 	}
 }
+
+// TestUnarmedBodyUntouched: before any plan is in force nothing is
+// governed, so the body reaches the provider as the client sent it: no
+// output maximum is set (a reserve never ran to lower one).
+func TestUnarmedBodyUntouched(t *testing.T) {
+	r := newRig(t, rigOptions{accountant: true, keys: []testKey{dev1Key}})
+	body := chatBody("gpt-4o-mini", "hi")
+	resp := r.chat(dev1Key, body)
+	mustStatus(t, resp, 200)
+	if got := resp.Headers.Get("X-Tt-Governance"); got != "unarmed" {
+		t.Fatalf("X-Tt-Governance %q, want unarmed", got)
+	}
+	rec, _ := r.stub.Last()
+	if strings.Contains(string(rec.Body), "max_completion_tokens") || strings.Contains(string(rec.Body), "max_tokens") {
+		t.Errorf("an unarmed request reached the provider with an output maximum: %s", rec.Body)
+	}
+}
