@@ -68,6 +68,11 @@ func (s *Server) Admit(ctx context.Context, req syncwire.AdmitRequest) (syncwire
 	if err != nil {
 		return ans, err
 	}
+	for _, st := range take {
+		if st.Hold != nil && req.RequestID == "" {
+			return ans, errors.New("admit: a hold step needs the request_id that names it")
+		}
+	}
 	adjust, err := rateSteps(req.Adjust, "adjust")
 	if err != nil {
 		return ans, err
@@ -91,11 +96,6 @@ func (s *Server) Admit(ctx context.Context, req syncwire.AdmitRequest) (syncwire
 	}
 	if len(take) == 0 {
 		return ans, nil
-	}
-	for _, st := range take {
-		if st.Hold != nil && req.RequestID == "" {
-			return ans, errors.New("admit: a hold step needs the request_id that names it")
-		}
 	}
 	res, err := rc.Take(ctx, time.Time{}, req.RequestID, take)
 	if err != nil {

@@ -3,12 +3,15 @@ package accountant
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/redisstore"
 	"github.com/tokentriage/tokentriage/internal/redistest"
 	"github.com/tokentriage/tokentriage/shared/rate"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // TestReconcileSurvivesRedisAndRestart: a row's tpm reconcile that Redis
@@ -104,5 +107,33 @@ func TestReconcileSurvivesRedisAndRestart(t *testing.T) {
 	}
 	if got := remaining(); got > after+drift {
 		t.Fatalf("remaining %d after a restart, was %d: the reconcile was committed twice", got, after)
+	}
+}
+
+// TestAdmitHoldSteps: a budget hold is named by its request: without one
+// the admit call is a 400 naming what is missing, as is a hold that is
+// not a hold (a least cost above its dearest, no unit); an accountant
+// without Redis answers suspended, for the filter to count on its own.
+func TestAdmitHoldSteps(t *testing.T) {
+	f := newFixture(t, `governance:
+  enabled: true
+  limits: []
+`)
+	for _, c := range []struct{ body, want string }{
+		{`{"rate":[{"id":"d","alg":"hold","amount":100,"n":10,"least":1,"unit":"day","start":0,"lease_ns":900000000000}]}`, "request_id"},
+		{`{"request_id":"tt_x","rate":[{"id":"d","alg":"hold","amount":100,"n":10,"least":11,"unit":"day","lease_ns":1}]}`, "least cost"},
+		{`{"request_id":"tt_x","rate":[{"id":"d","alg":"hold","amount":100,"n":10,"unit":"fortnight","lease_ns":1}]}`, "calendar unit"},
+		{`{"release":[{"id":"d","unit":"day","start":0}]}`, "request_id"},
+		{`{"adjust":[{"id":"d","alg":"hold","amount":100,"n":10,"unit":"day","lease_ns":1}]}`, "never adjusted"},
+	} {
+		code, body := f.do(t, http.MethodPost, syncwire.AdmitPath, []byte(c.body))
+		if code != http.StatusBadRequest || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s: %d %s; want 400 naming %q", c.body, code, body, c.want)
+		}
+	}
+	code, body := f.do(t, http.MethodPost, syncwire.AdmitPath,
+		[]byte(`{"request_id":"tt_x","rate":[{"id":"d","alg":"hold","amount":100,"n":10,"least":1,"unit":"day","start":0,"lease_ns":900000000000}]}`))
+	if code != 200 || !strings.Contains(string(body), `"suspended":"this accountant has no shared Redis`) {
+		t.Errorf("without Redis: %d %s; want suspended", code, body)
 	}
 }
