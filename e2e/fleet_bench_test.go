@@ -208,3 +208,98 @@ func BenchmarkFleetBudgetOvershoot(b *testing.B) {
 		})
 	}
 }
+
+// reserveBenchConfig: one budget in reserve mode, far from its cap.
+const reserveBenchConfig = `governance:
+  enabled: true
+  require_key: false
+  shared_state:
+    redis: { addr: "127.0.0.1:1", timeout: "2s" }
+  tenants:
+    - org: acme
+      teams: [ml]
+  limits:
+    - id: day_reserve
+      attach: { node: __global }
+      type: budget_usd
+      amount_usd: 1000000
+      period: day
+      reserve: true
+`
+
+// BenchmarkReserveStore is the latency a budget in reserve mode pays for
+// holding fleet-wide: two `tokentriage dev` (one in-process system each)
+// with the same budget, one whose accountant has a real redis-server on
+// loopback (the call's dearest cost held in Redis, released with its row)
+// and one without (the replica's own count), one request at a time, in the
+// same run; redis_ops/req is the Redis scripts (EVALSHA) per request, the
+// hold and its share of the batched releases.
+//
+//	go test ./e2e -run '^$' -bench ReserveStore -benchtime 1000x
+func BenchmarkReserveStore(b *testing.B) {
+	r := redistest.Start(b)
+	start := func(redisAddr string) *devserver.Server {
+		cfg := reserveBenchConfig
+		if redisAddr == "" {
+			cfg = strings.Replace(cfg, "  shared_state:\n    redis: { addr: \"127.0.0.1:1\", timeout: \"2s\" }\n", "", 1)
+		}
+		s, err := devserver.Start(testContext(b), devserver.Options{
+			ConfigPath:       writeConfig(b, cfg),
+			DataDir:          b.TempDir(),
+			Listen:           "127.0.0.1:0",
+			AccountantListen: "127.0.0.1:0",
+			Workers:          2,
+			Module:           testwasm.Filter(b),
+			AdminToken:       "e2e-admin-token",
+			Redis:            redisAddr,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	}
+	replica, fleet := start(""), start(r.Addr)
+	ctx := testContext(b)
+	client := benchClient()
+	body := `{"model":"gpt-4o-mini","max_output_tokens":16,"input":"Say hi"}`
+	for _, c := range []struct {
+		name string
+		s    *devserver.Server
+	}{{"replica", replica}, {"fleet", fleet}} {
+		b.Run(c.name, func(b *testing.B) {
+			r.Do("CONFIG", "RESETSTAT")
+			suspended := 0
+			for b.Loop() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.s.URL()+"/v1/responses", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("%s: %d", c.name, resp.StatusCode)
+				}
+				if resp.Header.Get("X-Tt-Suspended") != "" {
+					suspended++
+				}
+			}
+			// The last rows' releases leave with the next flushes: every
+			// hold released, the sorted set of their expiries is gone.
+			for {
+				if keys, err := r.Do("KEYS", "{tt}:hold:*|x"); err == nil && strings.TrimSpace(keys) == "" {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					b.Fatal("the holds were never all released")
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			b.ReportMetric(commandCalls(b, r, "evalsha")/float64(b.N), "redis_ops/req")
+			b.ReportMetric(float64(suspended)/float64(b.N), "suspended/req")
+		})
+	}
+}
