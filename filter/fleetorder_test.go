@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,6 +193,10 @@ func TestFleetBudgetHold(t *testing.T) {
 	resp = r.chat(dev1Key, body)
 	if resp.Status != 429 || resp.Headers.Get("X-Tt-Refused-By") != "dev1_day" {
 		t.Fatalf("the fleet's budget all held: %d by %q", resp.Status, resp.Headers.Get("X-Tt-Refused-By"))
+	}
+	// Decided where every replica's calls are held: exact, and said so.
+	if b := string(resp.Body); !strings.Contains(b, `"approximate":false,"note":"budget reserve mode, held in the fleet's shared Redis`) {
+		t.Errorf("the fleet's refusal: %s; want it exact, held in the fleet's shared Redis", b)
 	}
 	// The rows name the holds for the accountant to release.
 	r.step(time.Second)

@@ -273,6 +273,12 @@ func (e *Engine) snapshotDistrust(now time.Time) string {
 // refuseSettled answers a spend or quota instance that is over with its
 // 429 (resets and retry from the calendar), unless its posture admits it.
 func (e *Engine) refuseSettled(s *Stream, in *govern.Instance, now time.Time, v Verdict, observed int64) *Verdict {
+	return e.refuseSpend(s, in, now, v, observed, false)
+}
+
+// refuseSpend is refuseSettled; held says the fleet's shared Redis decided
+// it, where every replica's calls in flight are held (wire.Refusal.Held).
+func (e *Engine) refuseSpend(s *Stream, in *govern.Instance, now time.Time, v Verdict, observed int64, held bool) *Verdict {
 	if !e.over(s, in) {
 		return nil
 	}
@@ -291,6 +297,7 @@ func (e *Engine) refuseSettled(s *Stream, in *govern.Instance, now time.Time, v 
 		Limit:      in.Amount,
 		Reserve:    l.Reserve && l.Type == govern.BudgetUSD,
 		Replicas:   e.replicas,
+		Held:       held,
 	}
 	return e.refuse(s, v, &r, in)
 }

@@ -149,6 +149,8 @@ func TestRefusalGoldens(t *testing.T) {
 	reserve.Reserve, reserve.Replicas = true, 1
 	reserveFleet := reserve
 	reserveFleet.Replicas = 3
+	reserveHeld := reserveFleet
+	reserveHeld.Held = true
 	rpmExact := rpmRefusal()
 	rpmExact.Wait = 19*time.Second + 250*time.Millisecond + 1
 	dayEnd := requests
@@ -158,6 +160,7 @@ func TestRefusalGoldens(t *testing.T) {
 		"refusal_budget_lagging":       &lagging,
 		"refusal_budget_reserve":       &reserve,
 		"refusal_budget_reserve_fleet": &reserveFleet,
+		"refusal_budget_reserve_held":  &reserveHeld,
 		"refusal_quota_tokens":         &tokens,
 		"refusal_quota_requests":       &requests,
 		"refusal_quota_day_end":        &dayEnd,

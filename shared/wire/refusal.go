@@ -79,6 +79,10 @@ type Refusal struct {
 	// arrives with the accountant's snapshot.
 	Reserve  bool
 	Replicas int
+	// Held marks a reserve-mode refusal decided in the fleet's shared
+	// Redis, where every replica's calls in flight are held: exact, with
+	// no replica's spend left to arrive.
+	Held bool
 }
 
 // Bound is what a LedgerSettled number may be missing: rows not yet
@@ -101,6 +105,9 @@ const (
 	// lack.
 	NoteReserve      = "budget reserve mode: every call this gateway admitted is counted, at its dearest cost until it settles"
 	NoteReserveFleet = NoteReserve + "; spend on the other gateway replicas arrives with the accountant's snapshot and may not yet be reflected"
+	// NoteReserveHeld is the note of one decided where every replica's
+	// calls are held (Refusal.Held).
+	NoteReserveHeld = "budget reserve mode, held in the fleet's shared Redis: every call admitted on any gateway replica is counted, at its dearest cost until it settles"
 )
 
 // Status is 429.
@@ -173,9 +180,11 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 	dst = append(dst, `},"enforcement":{"posture":"`+postureEnforcing+`","approximate":`...)
 	switch {
 	case r.Reserve && r.LimitType == BudgetUSD:
-		dst = appendBool(dst, r.Replicas > 1)
+		dst = appendBool(dst, r.Replicas > 1 && !r.Held)
 		dst = append(dst, `,"note":`...)
-		if r.Replicas > 1 {
+		if r.Held {
+			dst = appendString(dst, NoteReserveHeld)
+		} else if r.Replicas > 1 {
 			dst = appendString(dst, NoteReserveFleet)
 		} else {
 			dst = appendString(dst, NoteReserve)
