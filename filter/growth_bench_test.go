@@ -234,7 +234,9 @@ func chainLimits(n int) string {
 
 // BenchmarkGrowthLimits: BenchmarkFull's streamed request on a chain of 1,
 // 6, 20 and 50 limits (chainLimits), each size on its own host with the
-// accountant's snapshot synced; the slopes are per limit.
+// accountant's snapshot synced; the slopes are per limit. A limit costs a
+// few microseconds against a request's millisecond, so the slope needs
+// about 2,000 rounds to stand out of the noise (-benchtime 2000x).
 func BenchmarkGrowthLimits(b *testing.B) {
 	st := stub.New(stub.Options{History: -1})
 	var filters []*wasmtest.Host
