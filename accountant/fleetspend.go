@@ -167,7 +167,7 @@ func (s *Server) spendPeers() []spend.Peer {
 		seen[s.advertise] = true
 	}
 	add := func(m member, addr string) {
-		if seen[m.Name] || addr != "" && seen[addr] {
+		if seen[m.Name] {
 			return
 		}
 		seen[m.Name] = true
@@ -178,9 +178,23 @@ func (s *Server) spendPeers() []spend.Peer {
 				return nil, errors.New("it announced no address the others can reach it at; start it with --advertise URL (or a --listen/--accountant-listen naming its host)")
 			}
 		} else {
+			if seen[addr] {
+				// Another accountant announced this address too (a
+				// loopback address on separate hosts, say): listed under
+				// its name, and the answer says who is really there.
+				p.Accountant = m.Name
+			}
 			seen[addr] = true
+			want := m.Name
+			if m.Seen.IsZero() {
+				want = "" // the owner before its first list: no name to check
+			}
 			p.Ask = func(ctx context.Context, req spend.PartialRequest) (*spend.Partial, error) {
-				return s.askPartial(ctx, addr, req)
+				part, err := s.askPartial(ctx, addr, req)
+				if err == nil && want != "" && part.Name != want {
+					return nil, fmt.Errorf("it announced %s, where accountant %q answers, not it (a loopback address on separate hosts, or an address another accountant announced too?); start it with --advertise URL naming its own host", addr, part.Name)
+				}
+				return part, err
 			}
 		}
 		peers = append(peers, p)
@@ -195,7 +209,9 @@ func (s *Server) spendPeers() []spend.Peer {
 				owner = m
 			}
 		}
-		owner.Name = "owner"
+		if owner.Name == "" {
+			owner.Name = "owner" // no list from it yet: asked without a name check
+		}
 		add(owner, s.mirror.owner)
 		seen[owner.Accountant] = true
 	}
@@ -253,7 +269,7 @@ func (s *Server) spendPartial(req spend.PartialRequest) (*spend.Partial, error) 
 	if err != nil {
 		return nil, err
 	}
-	p.Instance = s.instance
+	p.Instance, p.Name = s.instance, s.ownName()
 	return p, nil
 }
 

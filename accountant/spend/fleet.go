@@ -49,6 +49,9 @@ type Partial struct {
 	// Instance names the accountant process that answered: an accountant
 	// reached under two addresses is counted once.
 	Instance string `json:"instance,omitempty"`
+	// Name is the accountant's name in the owner's list (its host and
+	// listen address), which the asker checks against the one it meant.
+	Name string `json:"name,omitempty"`
 	// Rows, First and Last describe the whole rollup, as Source does (absent
 	// for a scoped caller); HourlyFrom is the rollup's hourly window.
 	Rows       int64      `json:"rows,omitempty"`
