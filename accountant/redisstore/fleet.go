@@ -124,8 +124,15 @@ type Fleet struct {
 	acct  string
 	now   func() time.Time
 
-	mu        sync.Mutex
-	others    map[store.Key]int64 // Σ of the other accountants' totals
+	mu     sync.Mutex
+	others map[store.Key]int64 // Σ of the other accountants' totals
+	// fields holds each other accountant's total of each counter as last
+	// read: the highest read in its period, since a field never falls
+	// within its period (a publish never lowers it). Redis losing its data
+	// empties every field until its accountant publishes again; the reads
+	// in between must not forget the others' spend, or every replica would
+	// admit up to the budget again from what it spent itself.
+	fields    map[store.Key]map[string]int64
 	dirty     map[store.Key]struct{}
 	full      bool                // publish every own counter
 	published map[store.Key]int64 // what Redis holds of ours
@@ -154,7 +161,7 @@ func NewFleet(c *Client, acct string, now func() time.Time, onChange func()) *Fl
 	}
 	f := &Fleet{
 		local: store.NewLocal(), c: c, acct: acct, now: now,
-		others: map[store.Key]int64{}, dirty: map[store.Key]struct{}{},
+		others: map[store.Key]int64{}, fields: map[store.Key]map[string]int64{}, dirty: map[store.Key]struct{}{},
 		published: map[store.Key]int64{}, full: true, onChange: onChange,
 	}
 	c.OnUp(func() {
@@ -235,6 +242,11 @@ func (f *Fleet) Expire(ctx context.Context, t time.Time) error {
 	for k := range f.dirty {
 		if !calendar.End(k.Unit, k.PeriodStart()).After(t) {
 			delete(f.dirty, k)
+		}
+	}
+	for k := range f.fields {
+		if !calendar.End(k.Unit, k.PeriodStart()).After(t) {
+			delete(f.fields, k)
 		}
 	}
 	return nil
@@ -419,9 +431,9 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 	})
 	var epoch string
 	var replicas int
-	others := map[store.Key]int64{}
+	read := map[store.Key]map[string]int64{}
 	if err == nil {
-		epoch, replicas, err = f.parseTotals(reply, others)
+		epoch, replicas, err = f.parseTotals(reply, read)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -440,19 +452,38 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 		f.full = true
 		clear(f.published)
 	}
-	changed := len(others) != len(f.others)
-	for k, v := range others {
-		if f.others[k] != v {
+	changed := false
+	for k, accts := range read {
+		known := f.fields[k]
+		if known == nil {
+			known = make(map[string]int64, len(accts))
+			f.fields[k] = known
+		}
+		raised := false
+		for acct, v := range accts {
+			if cur, ok := known[acct]; !ok || v > cur {
+				known[acct] = v
+				raised = true
+			}
+		}
+		if !raised {
+			continue
+		}
+		sum := int64(0)
+		for _, v := range known {
+			sum = addSat(sum, v)
+		}
+		if f.others[k] != sum {
+			f.others[k] = sum
 			changed = true
 		}
 	}
-	f.others = others
 	return changed || changedReplicas
 }
 
-// parseTotals reads the totals script's answer into others: per counter,
-// the sum of every accountant's field but this one's.
-func (f *Fleet) parseTotals(reply any, others map[store.Key]int64) (string, int, error) {
+// parseTotals reads the totals script's answer into fields: per counter,
+// every accountant's field but this one's.
+func (f *Fleet) parseTotals(reply any, fields map[store.Key]map[string]int64) (string, int, error) {
 	rows, ok := reply.([]any)
 	if !ok || len(rows) < 2 {
 		return "", 0, fmt.Errorf("redis: the totals script answered %T", reply)
@@ -467,28 +498,27 @@ func (f *Fleet) parseTotals(reply any, others map[store.Key]int64) (string, int,
 		unitName, _ := row[0].(string)
 		startS, _ := row[1].(string)
 		id, _ := row[2].(string)
-		fields, _ := row[3].([]any)
+		hash, _ := row[3].([]any)
 		unit, ok := calendar.ParseUnit(unitName)
 		start, err := strconv.ParseInt(startS, 10, 64)
 		if !ok || err != nil {
 			return "", 0, fmt.Errorf("redis: a totals row names period %q %q", unitName, startS)
 		}
 		k := store.Key{ID: id, Unit: unit, Start: start}
-		sum := int64(0)
-		for i := 0; i+1 < len(fields); i += 2 {
-			acct, _ := fields[i].(string)
+		for i := 0; i+1 < len(hash); i += 2 {
+			acct, _ := hash[i].(string)
 			if acct == f.acct {
 				continue
 			}
-			vs, _ := fields[i+1].(string)
+			vs, _ := hash[i+1].(string)
 			v, err := strconv.ParseInt(vs, 10, 64)
-			if err != nil || v < 0 {
-				continue // not a total any accountant writes
+			if err != nil || v <= 0 {
+				continue // nothing counted, or not a total any accountant writes
 			}
-			sum = addSat(sum, v)
-		}
-		if sum != 0 {
-			others[k] = sum
+			if fields[k] == nil {
+				fields[k] = map[string]int64{}
+			}
+			fields[k][acct] = v
 		}
 	}
 	return epoch, int(replicas), nil

@@ -84,6 +84,19 @@ func TestFleetTotalsSumOwnTotals(t *testing.T) {
 	waitUp(t, ca)
 	waitUp(t, cb)
 	a.Refresh(ctx) // sees the epoch change: all of a's totals go again
+	// Until b publishes again Redis holds none of its 60: a still counts
+	// them (a field never falls within its period), and so does the total
+	// a reads once its own 700 are back.
+	if va := fleetValue(t, a, now, day); va != 760 {
+		t.Fatalf("after Redis lost its data, before b published again: fleet total on a %d, want 760 (b's spend forgotten)", va)
+	}
+	if err := a.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Refresh(ctx)
+	if va := fleetValue(t, a, now, day); va != 760 {
+		t.Fatalf("after Redis lost its data and a published again: fleet total on a %d, want 760", va)
+	}
 	b.Refresh(ctx)
 	step("after the loss")
 	if va, vb := fleetValue(t, a, now, day), fleetValue(t, b, now, day); va != 760 || vb != 760 {
