@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/rate"
 )
 
@@ -345,6 +346,12 @@ func (c *compiler) match(l *Limit, p string, m *config.Match, typeOK bool) {
 		c.at(p+".match.endpoint", "%q is not a request path; write the path without a query, e.g. /v1/chat/completions", m.Endpoint)
 	case m.Endpoint != "" && path.Clean(m.Endpoint) != m.Endpoint:
 		c.at(p+".match.endpoint", "%q never matches: the gateway compares the cleaned path; write %q", m.Endpoint, path.Clean(m.Endpoint))
+	case m.Endpoint != "":
+		// A governed endpoint under a route prefix (/openai/v1/chat/completions)
+		// is the canonical path in a request's endpoint dim.
+		if ep := llm.EndpointOf(m.Endpoint); ep != llm.Unknown && ep.String() != m.Endpoint {
+			c.at(p+".match.endpoint", "%q never matches: a request to a governed endpoint is matched by its canonical path, whatever route prefix it was sent under (a call to %s counts as %s); write %q", m.Endpoint, m.Endpoint, ep, ep.String())
+		}
 	}
 	if m.Provider != "" && !ProviderNameOK(m.Provider) {
 		c.at(p+".match.provider", "%q never matches: provider names are lowercase letters, digits, '-', '_' and '.' (openai, anthropic, or a name of the filter's providers mapping); write %q", m.Provider, strings.ToLower(m.Provider))
