@@ -28,8 +28,8 @@ func TestSyncPrices(t *testing.T) {
 	}
 	for name, want := range map[string]syncwire.ModelRates{
 		"gpt-4o-mini":                {Input: 150_000_000, Output: 600_000_000, Cached: 75_000_000},
-		"claude-3-5-haiku-20241022":  {Input: 800_000_000, Output: 4_000_000_000, Cached: 80_000_000}, // an alias
-		"gpt-4-0613":                 {Input: 30_000_000_000, Output: 60_000_000_000},
+		"claude-3-5-haiku-20241022":  {Input: 800_000_000, Output: 4_000_000_000, Cached: 80_000_000},         // an alias
+		"gpt-4-0613":                 {Input: 30_000_000_000, Output: 60_000_000_000, Cached: 30_000_000_000}, // no cached rate: input's
 		"claude-sonnet-4-5-20250929": {Input: 3_000_000_000, Output: 15_000_000_000, Cached: 300_000_000},
 	} {
 		if got, ok := p.Models[name]; !ok || got != want {
@@ -104,10 +104,10 @@ func TestSyncPricesFromFile(t *testing.T) {
 		t.Errorf("the version did not change with the pricing file")
 	}
 	for name, want := range map[string]syncwire.ModelRates{
-		"gpt-4o-mini":               {Input: 300_000_000, Output: 1_200_000_000},
+		"gpt-4o-mini":               {Input: 300_000_000, Output: 1_200_000_000, Cached: 300_000_000},
 		"acme-llm":                  {Input: 1_000_000_000, Output: 2_000_000_000, Cached: 500_000_000},
 		"acme-llm-v1":               {Input: 1_000_000_000, Output: 2_000_000_000, Cached: 500_000_000},
-		"claude-3-5-haiku-20241022": {Input: 500_000_000, Output: 2_000_000_000}, // the alias repriced alone
+		"claude-3-5-haiku-20241022": {Input: 500_000_000, Output: 2_000_000_000, Cached: 500_000_000}, // the alias repriced alone
 		"claude-3-5-haiku":          {Input: 800_000_000, Output: 4_000_000_000, Cached: 80_000_000},
 	} {
 		if got := p.Models[name]; got != want {

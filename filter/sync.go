@@ -761,7 +761,11 @@ func decodePrices(b []byte) (map[string]pricing.Rates, error) {
 			err = planError("the price of " + strconv.Quote(k.Str) + " is not an object")
 			return false
 		}
-		m[k.Str] = pricing.Rates{Input: v.Get("input").Int(), Output: v.Get("output").Int(), Cached: v.Get("cached").Int()}
+		r := pricing.Rates{Input: v.Get("input").Int(), Output: v.Get("output").Int(), Cached: v.Get("cached").Int()}
+		if !v.Get("cached").Exists() {
+			r.Cached = r.Input
+		}
+		m[k.Str] = r
 		return true
 	})
 	return m, err

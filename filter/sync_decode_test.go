@@ -124,3 +124,18 @@ func TestDecodeKeyMatchesPathLookups(t *testing.T) {
 		t.Fatalf("the one-pass reading took only %d entries", took)
 	}
 }
+
+// TestDecodePricesCached: a cached rate of 0 is a free prompt cache; an
+// answer without the member bills cached input at the input rate.
+func TestDecodePricesCached(t *testing.T) {
+	got, err := decodePrices([]byte(`{"free":{"input":2000,"output":4000,"cached":0},"old":{"input":2000,"output":4000}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got["free"]; r.Cached != 0 {
+		t.Errorf("free: cached %d, want 0", r.Cached)
+	}
+	if r := got["old"]; r.Cached != 2000 {
+		t.Errorf("no cached member: cached %d, want the input rate 2000", r.Cached)
+	}
+}

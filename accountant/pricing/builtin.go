@@ -56,11 +56,11 @@ var builtin = []struct {
 func Default() *Catalog {
 	entries := make([]Model, 0, len(builtin))
 	for _, b := range builtin {
-		entries = append(entries, Model{
-			Name:    b.name,
-			Rates:   Rates{Input: dollars(b.input), Output: dollars(b.output), Cached: dollars(b.cached)},
-			Aliases: b.aliases,
-		})
+		r := Rates{Input: dollars(b.input), Output: dollars(b.output), Cached: dollars(b.cached)}
+		if b.cached == "" { // no cached rate: cached input is billed as input
+			r.Cached = r.Input
+		}
+		entries = append(entries, Model{Name: b.name, Rates: r, Aliases: b.aliases})
 	}
 	return newCatalog(entries)
 }

@@ -27,7 +27,8 @@ import (
 //	    output: 2
 //	    aliases: [acme-llm-v1]
 //
-// input and output are required; cached_input defaults to input. Unknown
+// input and output are required; cached_input defaults to input (written
+// as 0, cached input tokens are free). Unknown
 // keys are errors. Names and aliases are compared without case, and every
 // name the file gives resolves to exactly one entry: a model named twice, an
 // alias that is also a model's name (the file's or a built-in one), and an
@@ -145,6 +146,9 @@ func parseModel(name, body *yaml.Node) (Model, []error) {
 		if !seen[k] {
 			missing = append(missing, k)
 		}
+	}
+	if !seen["cached_input"] {
+		m.Rates.Cached = m.Rates.Input // cached_input defaults to input; 0 written means free
 	}
 	sort.Strings(missing)
 	for _, k := range missing {

@@ -109,6 +109,19 @@ models:
 	if got := c.Price("gpt-4o", ledger.Usage{Input: 1_000_000}); got.Nanos != 2_500_000_000 {
 		t.Errorf("built-ins stay: %+v", got)
 	}
+	// cached_input: 0 is a free prompt cache, not an omitted rate.
+	free, err := Parse([]byte("models:\n  free-cache-llm: { input: 2, output: 4, cached_input: 0 }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := free.Price("free-cache-llm", ledger.Usage{Input: 200, CachedInput: 100, Output: 10}); got.Nanos != 100*2000+10*4000 {
+		t.Errorf("cached_input: 0 bills cached input: %+v, want %d", got, 100*2000+10*4000)
+	}
+	// A built-in model with no cached rate of its own bills cached input as
+	// input.
+	if got := c.Price("gpt-4o-2024-05-13", ledger.Usage{Input: 1_000_000, CachedInput: 1_000_000}); got.Nanos != 5_000_000_000 {
+		t.Errorf("built-in without a cached rate: %+v", got)
+	}
 	// JSON is read by the same decoder.
 	if _, err := Parse([]byte(`{"models":{"x":{"input":"0.000000001","output":0}}}`)); err != nil {
 		t.Errorf("json: %v", err)

@@ -18,7 +18,8 @@ type Rates struct {
 	Input  int64 // uncached input (prompt) tokens
 	Output int64 // output tokens, reasoning included
 	// Cached is the rate of input tokens served from the provider's prompt
-	// cache. A model without a cached rate bills them at Input.
+	// cache, 0 when they are free. A catalog gives a model that states no
+	// cached rate its Input here, so the rate is always the one billed.
 	Cached int64
 }
 
@@ -85,8 +86,8 @@ func cutDateSuffix(n string) (string, bool) {
 // Usage figures are read as the providers report them:
 //
 //   - Input counts every prompt token, CachedInput the part of them served
-//     from the prompt cache (billed at the cached rate, the rest at the input
-//     rate). A CachedInput above Input is read as reported apart from Input.
+//     from the prompt cache (billed at r.Cached, the rest at the input rate).
+//     A CachedInput above Input is read as reported apart from Input.
 //   - Output counts every generated token, reasoning included, as OpenAI's
 //     completion_tokens and Anthropic's output_tokens do; Reasoning is a
 //     breakdown of it and is not added again. A Reasoning above Output can
@@ -102,13 +103,9 @@ func Cost(r Rates, u ledger.Usage) int64 {
 	if re := max(u.Reasoning, 0); re > out {
 		out += re
 	}
-	cachedRate := r.Cached
-	if cachedRate == 0 {
-		cachedRate = r.Input
-	}
 	return PerMillion(
 		Term{uint64(uncached), uint64(max(r.Input, 0))},
-		Term{uint64(cached), uint64(max(cachedRate, 0))},
+		Term{uint64(cached), uint64(max(r.Cached, 0))},
 		Term{uint64(out), uint64(max(r.Output, 0))},
 	)
 }

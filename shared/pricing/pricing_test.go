@@ -71,4 +71,9 @@ func TestCost(t *testing.T) {
 	if got := Cost(Rates{Input: 1, Output: 1}, ledger.Usage{Input: 1, CachedInput: 1}); got != 0 {
 		t.Errorf("cached at the input rate, rounded: %d", got)
 	}
+	// A cached rate of 0 is a free prompt cache.
+	free := Rates{Input: 2_000_000_000, Output: 4_000_000_000}
+	if got, want := Cost(free, ledger.Usage{Input: 200, CachedInput: 100, Output: 10}), int64(100*2000+10*4000); got != want {
+		t.Errorf("free cache: Cost = %d, want %d", got, want)
+	}
 }

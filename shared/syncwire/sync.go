@@ -161,7 +161,9 @@ type Prices struct {
 // ModelRates are one model's rates in nanodollars per million tokens, as
 // shared/pricing.Rates: Input for uncached input tokens, Output for output
 // tokens (reasoning included), Cached for input tokens served from the
-// prompt cache (0: billed at Input).
+// prompt cache (0: free; a model with no cached rate of its own carries its
+// Input here, and a filter reading an answer without the member bills them
+// at Input).
 type ModelRates struct {
 	Input  int64 `json:"input"`
 	Output int64 `json:"output"`
