@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
@@ -225,17 +226,62 @@ func (v *validator) keys(c *Config) {
 		case checkTree && !c.Plan.HasNode(k.Owner):
 			v.at(at+".owner", "node %q is not declared in governance.tenants, so no template limit would bind this key; declare it, or fix the owner", k.Owner)
 		}
-		for j, m := range k.Scopes.Models {
-			if _, err := path.Match(m, ""); err != nil {
-				v.at(at+".scopes.models["+strconv.Itoa(j)+"]", "malformed pattern %q: %v (patterns use Go's path.Match, where * does not cross a /)", m, err)
-			}
-		}
-		for j, e := range k.Scopes.Endpoints {
-			if !strings.HasPrefix(e, "/") {
-				v.at(at+".scopes.endpoints["+strconv.Itoa(j)+"]", "%q is not a request path; write it with a leading /, e.g. /v1/chat/completions", e)
-			}
+		v.scopes(at+".scopes", k.Scopes)
+	}
+}
+
+// scopes checks a static key's scopes by the rules the management API
+// mints keys by: a scope that no request can satisfy (an empty list, an
+// empty or miscased provider, an endpoint that is not a governed one, as
+// the gateway names it) would refuse the key on every call.
+func (v *validator) scopes(at string, sc vkey.Scopes) {
+	for _, list := range []struct {
+		name  string
+		items []string
+	}{{"models", sc.Models}, {"providers", sc.Providers}, {"endpoints", sc.Endpoints}} {
+		if list.items != nil && len(list.items) == 0 {
+			one := strings.TrimSuffix(list.name, "s")
+			v.at(at+"."+list.name, "an empty list allows no %s at all; omit it (or write null) to allow every %s, or list the ones the key may use", one, one)
 		}
 	}
+	for j, m := range sc.Models {
+		if _, err := path.Match(m, ""); err != nil {
+			v.at(at+".models["+strconv.Itoa(j)+"]", "malformed pattern %q: %v (patterns use Go's path.Match, where * does not cross a /)", m, err)
+		}
+	}
+	for j, p := range sc.Providers {
+		pp := at + ".providers[" + strconv.Itoa(j) + "]"
+		switch {
+		case p == "":
+			v.at(pp, "an empty entry matches no provider; omit the list to allow every provider")
+		case !govern.ProviderNameOK(p):
+			v.at(pp, "%q never matches: provider names are lowercase letters, digits, '-', '_' and '.', compared exactly; write %q", p, strings.ToLower(strings.TrimSpace(p)))
+		}
+	}
+	for j, e := range sc.Endpoints {
+		ep := at + ".endpoints[" + strconv.Itoa(j) + "]"
+		canon := llm.EndpointOf(e)
+		switch {
+		case !strings.HasPrefix(e, "/"):
+			v.at(ep, "%q is not a request path; write it with a leading /, e.g. /v1/chat/completions", e)
+		case canon == llm.Unknown:
+			v.at(ep, "%q is not a governed provider endpoint, so no request would match it; an endpoint scope is one of %s (other paths, such as GET /v1/models, are let through by allow_passthrough)", e, governedEndpoints())
+		case canon.String() != e:
+			v.at(ep, "%q never matches: a request to a governed endpoint is matched by its canonical path, whatever route prefix it was sent under; write %q", e, canon.String())
+		}
+	}
+}
+
+// governedEndpoints lists the canonical paths of the governed endpoints.
+func governedEndpoints() string {
+	var b strings.Builder
+	for e := llm.ChatCompletions; e <= llm.Messages; e++ {
+		if e > llm.ChatCompletions {
+			b.WriteString(", ")
+		}
+		b.WriteString(e.String())
+	}
+	return b.String()
 }
 
 func isSHA256Hex(s string) bool {

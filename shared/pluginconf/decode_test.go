@@ -124,6 +124,23 @@ func TestDecodeProblems(t *testing.T) {
 			},
 		},
 		{
+			// Each of these scopes matches no request, so the key would be
+			// refused on every call; the management API turns them down at
+			// mint, and a static key is held to the same rules.
+			name: "key scopes that match nothing",
+			json: `{"governance":{"tenants":[{"org":"acme"}]},"keys":[
+				{"kid":"vk_FEKZdMs2UQRi","sha256":"` + goodHash + `","owner":"org:acme",
+				 "scopes":{"models":[],"providers":["OpenAI",""],"endpoints":["/openai/v1/chat/completions","/v1/models","/v1/embeddings/"]}}]}`,
+			want: []string{
+				`keys[0].scopes.models: an empty list allows no model at all; omit it (or write null) to allow every model, or list the ones the key may use`,
+				`keys[0].scopes.providers[0]: "OpenAI" never matches: provider names are lowercase letters, digits, '-', '_' and '.', compared exactly; write "openai"`,
+				`keys[0].scopes.providers[1]: an empty entry matches no provider; omit the list to allow every provider`,
+				`keys[0].scopes.endpoints[0]: "/openai/v1/chat/completions" never matches: a request to a governed endpoint is matched by its canonical path, whatever route prefix it was sent under; write "/v1/chat/completions"`,
+				`keys[0].scopes.endpoints[1]: "/v1/models" is not a governed provider endpoint, so no request would match it; an endpoint scope is one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages (other paths, such as GET /v1/models, are let through by allow_passthrough)`,
+				`keys[0].scopes.endpoints[2]: "/v1/embeddings/" never matches: a request to a governed endpoint is matched by its canonical path, whatever route prefix it was sent under; write "/v1/embeddings"`,
+			},
+		},
+		{
 			name: "embedded governance compiles in full",
 			json: `{"governance":{"limits":[{"id":"team_tpm","attach":{"node":"__global"},"type":"tpm","amount":500,"period":"1m"}]}}`,
 			want: []string{`governance: compile limits: govern: limit "team_tpm": tpm limit "team_tpm": burst 500 is below the reserve cap 16384 — an ordinary max-token reserve could never fit (a permanent 100% refusal); raise burst (default is amount 500) to at least the reserve cap`},
