@@ -56,7 +56,10 @@ func Parse(name string, b []byte) (*config.File, error) {
 }
 
 // ParseTree parses the bytes of a configuration file into the generic tree.
+// A leading UTF-8 byte order mark, which some editors write, is skipped in
+// both spellings.
 func ParseTree(name string, b []byte) (any, error) {
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
 	if isJSON(name, b) {
 		return config.ParseJSON(b)
 	}

@@ -187,3 +187,30 @@ func FuzzParseYAML(f *testing.F) {
 		_, _ = Parse("f.yaml", b)
 	})
 }
+
+// TestParseByteOrderMark: a file saved with a UTF-8 byte order mark (as
+// some editors on Windows write it) reads the same in both spellings; the
+// YAML front end always skipped it, the JSON one stopped at it.
+func TestParseByteOrderMark(t *testing.T) {
+	const bom = "\xef\xbb\xbf"
+	for _, tc := range []struct{ name, body string }{
+		{"c.json", bom + `{"governance":{"enabled":true}}`},
+		{"c.conf", bom + `{"governance":{"enabled":true}}`},
+		{"c.yaml", bom + "governance:\n  enabled: true\n"},
+	} {
+		f, err := Parse(tc.name, []byte(tc.body))
+		if err != nil || f.Governance == nil || f.Governance.Enabled == nil || !*f.Governance.Enabled {
+			t.Errorf("%s: %+v, %v", tc.name, f, err)
+		}
+	}
+}
+
+// TestParseYAMLTabIndent: YAML's own words for a tab in the indentation do
+// not say what is wrong, so the error says it.
+func TestParseYAMLTabIndent(t *testing.T) {
+	_, err := Parse("c.yaml", []byte("governance:\n\tenabled: true\n"))
+	want := "yaml: line 2: found character that cannot start any token (a tab: YAML indents with spaces only; replace the tabs at the start of the line with spaces)"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+}

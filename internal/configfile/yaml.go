@@ -31,12 +31,12 @@ func ParseYAML(b []byte) (any, error) {
 		if err == io.EOF {
 			return nil, nil
 		}
-		return nil, yamlError(err)
+		return nil, yamlError(b, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
 		if err != nil {
-			return nil, yamlError(err)
+			return nil, yamlError(b, err)
 		}
 		return nil, &config.SyntaxError{Format: "yaml", Line: extra.Line, Msg: "a second document (---); a configuration file holds one"}
 	}
@@ -46,13 +46,34 @@ func ParseYAML(b []byte) (any, error) {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func yamlError(err error) error {
+// tabHint is added to a syntax error on a line indented with a tab, which
+// YAML's own words ("found character that cannot start any token") do not
+// name.
+const tabHint = " (a tab: YAML indents with spaces only; replace the tabs at the start of the line with spaces)"
+
+func yamlError(src []byte, err error) error {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		return &config.SyntaxError{Format: "yaml", Line: line, Msg: m[2]}
+		e := &config.SyntaxError{Format: "yaml", Line: line, Msg: m[2]}
+		if tabIndented(src, line) {
+			e.Msg += tabHint
+		}
+		return e
 	}
 	return &config.SyntaxError{Format: "yaml", Msg: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// tabIndented reports whether line n (1-based) of src has a tab in its
+// leading white space.
+func tabIndented(src []byte, n int) bool {
+	lines := bytes.Split(src, []byte("\n"))
+	if n < 1 || n > len(lines) {
+		return false
+	}
+	l := lines[n-1]
+	indent := l[:len(l)-len(bytes.TrimLeft(l, " \t"))]
+	return bytes.IndexByte(indent, '\t') >= 0
 }
 
 type converter struct {
