@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -50,16 +51,23 @@ func LoadFile(path string) (*Catalog, error) {
 	return c, nil
 }
 
+// shape says what a pricing document looks like, for the errors of one
+// that is empty or of another shape.
+const shape = "write models: { NAME: { input: DOLLARS, output: DOLLARS } }, rates in dollars per million tokens"
+
 // Parse reads a pricing document (see LoadFile) over the built-in catalog.
 // Every problem in the document is reported, one per line.
 func Parse(doc []byte) (*Catalog, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(doc))
 	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the document is empty; " + shape)
+		}
 		return nil, fmt.Errorf("unreadable document: %w", err)
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
-		return nil, errors.New("the document must be a mapping with a models key")
+		return nil, errors.New("the document must be a mapping with a models key; " + shape)
 	}
 	var problems []error
 	entries := Default().Models()

@@ -128,6 +128,17 @@ models:
 	}
 }
 
+// TestParseFileEmpty: an empty pricing file says what one holds (it
+// printed "unreadable document: EOF").
+func TestParseFileEmpty(t *testing.T) {
+	for _, doc := range []string{"", "# prices\n", "[]\n"} {
+		_, err := Parse([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "write models: { NAME: { input: DOLLARS, output: DOLLARS } }") || strings.Contains(err.Error(), "EOF") {
+			t.Errorf("Parse(%q): %v", doc, err)
+		}
+	}
+}
+
 func TestParseFileErrors(t *testing.T) {
 	_, err := Parse([]byte(`
 models:

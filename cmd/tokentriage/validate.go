@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/tokentriage/tokentriage/accountant/pricing"
 	"github.com/tokentriage/tokentriage/internal/configfile"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
@@ -14,7 +16,7 @@ import (
 
 var validateCmd = &command{
 	name:    "validate",
-	usage:   "-c FILE",
+	usage:   "-c FILE [--pricing FILE]",
 	summary: "decode and compile a configuration with every boot-time guard; print each problem",
 	help: `
 Reads the configuration (YAML, or JSON when the file ends in .json), decodes
@@ -27,6 +29,10 @@ after their path:
 
   governance.limits[1].burst: governance: compile limits: govern: limit "team_tpm": tpm limit ...
 
+With --pricing, the price file dev and accountant take with --pricing is
+checked too, by the loader they use; its problems are printed one per line
+after the file name.
+
 Exit status: 0 valid, 1 problems found, 2 unreadable file or usage error.
 On success one line summarises the plan:
 
@@ -34,7 +40,14 @@ On success one line summarises the plan:
 	setup: func(fs *pflag.FlagSet) func(*env) int {
 		file := fs.StringP("config", "c", "", "configuration file to check (YAML or JSON)")
 		plan := fs.BoolP("plan", "p", false, "also print the compiled plan: defaults applied, tree, instances, counter identities")
-		return func(e *env) int { return validate(e, *file, *plan) }
+		prices := fs.String("pricing", "", "also check this pricing file (YAML or JSON), as dev and accountant read it")
+		return func(e *env) int {
+			code := validate(e, *file, *plan)
+			if *prices == "" || code == 2 {
+				return code
+			}
+			return max(code, validatePricing(e, *prices))
+		}
 	},
 }
 
@@ -84,6 +97,23 @@ func validate(e *env, file string, printPlan bool) int {
 		fmt.Fprint(e.stdout, " (governance.enabled is false: nothing is enforced until it is true)")
 	}
 	fmt.Fprintln(e.stdout)
+	return 0
+}
+
+// validatePricing checks a pricing file with the accountant's loader: 0
+// when it loads, else every problem printed and exit status 1 (2 when the
+// file cannot be read).
+func validatePricing(e *env, file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return e.failf(2, "cannot read the pricing file: %v", err)
+	}
+	if _, err := pricing.Parse(b); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(e.stdout, "%s: %s\n", file, line)
+		}
+		return e.failf(1, "%s: the pricing file does not load", file)
+	}
 	return 0
 }
 
