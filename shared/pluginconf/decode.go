@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,7 @@ func Decode(b []byte) (*Config, error) {
 	v.accountant(&c)
 	v.providers(c.Providers)
 	v.keys(&c)
+	v.providerNames(&c)
 	if len(v.problems) > 0 {
 		return nil, v.problems
 	}
@@ -192,6 +194,52 @@ func (v *validator) providers(ps []Provider) {
 		}
 		if p.Route == "" && p.Authority == "" && p.PathPrefix == "" && i < len(ps)-1 {
 			v.at(at, "matches every request (no route, authority or path_prefix), so providers[%d] and later can never match; move it last", i+1)
+		}
+	}
+}
+
+// providerNames checks the provider names the embedded limits and the
+// static keys match against the names the filter can give a request: its
+// providers rules' names and, unless a rule matches every request, the
+// names it infers from the path (anthropic, openai). A name outside them
+// never matches, so the limit never counts or the key is refused on every
+// call.
+func (v *validator) providerNames(c *Config) {
+	given := map[string]bool{"anthropic": true, "openai": true}
+	for _, p := range c.Providers {
+		if p.Route == "" && p.Authority == "" && p.PathPrefix == "" {
+			given = map[string]bool{} // a catch-all rule: the path is never asked
+			break
+		}
+	}
+	for _, p := range c.Providers {
+		if p.Name != "" {
+			given[p.Name] = true
+		}
+		if p.Route == "" && p.Authority == "" && p.PathPrefix == "" {
+			break // rules after a catch-all are never reached (reported by providers)
+		}
+	}
+	names := make([]string, 0, len(given))
+	for n := range given {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	check := func(at, name string) {
+		if name == "" || !govern.ProviderNameOK(name) || given[name] {
+			return // empty or miscased names have their own problem
+		}
+		v.at(at, "%q never matches: no providers rule names it and the filter does not infer it (the provider names a request can be given here: %s); add a providers rule {\"name\": %q, ...} that picks its requests, or correct the name",
+			name, strings.Join(names, ", "), name)
+	}
+	if c.Plan != nil {
+		for _, l := range c.Plan.Limits {
+			check(l.Path+".match.provider", l.Match.Provider)
+		}
+	}
+	for i, k := range c.Keys {
+		for j, p := range k.Scopes.Providers {
+			check("keys["+strconv.Itoa(i)+"].scopes.providers["+strconv.Itoa(j)+"]", p)
 		}
 	}
 }

@@ -141,6 +141,33 @@ func TestDecodeProblems(t *testing.T) {
 			},
 		},
 		{
+			// A provider name no rule gives and the filter does not infer
+			// never matches, so the limit never counts and the key is
+			// refused on every call.
+			name: "provider names nothing gives",
+			json: `{"governance":{"tenants":[{"org":"acme"}],"limits":[
+				{"id":"az_tpm","attach":{"node":"__global"},"type":"tpm","amount":20000,"period":"1m","match":{"provider":"azure"}},
+				{"id":"oa_tpm","attach":{"node":"__global"},"type":"tpm","amount":20000,"period":"1m","match":{"provider":"openai"}},
+				{"id":"fw_tpm","attach":{"node":"__global"},"type":"tpm","amount":20000,"period":"1m","match":{"provider":"fireworks"}}]},
+				"providers":[{"name":"fireworks","authority":"api.fireworks.ai"}],
+				"keys":[{"kid":"vk_FEKZdMs2UQRi","sha256":"` + goodHash + `","owner":"org:acme","scopes":{"providers":["openai","azure"]}}]}`,
+			want: []string{
+				`governance.limits[0].match.provider: "azure" never matches: no providers rule names it and the filter does not infer it (the provider names a request can be given here: anthropic, fireworks, openai); add a providers rule {"name": "azure", ...} that picks its requests, or correct the name`,
+				`keys[0].scopes.providers[1]: "azure" never matches: no providers rule names it and the filter does not infer it (the provider names a request can be given here: anthropic, fireworks, openai); add a providers rule {"name": "azure", ...} that picks its requests, or correct the name`,
+			},
+		},
+		{
+			// With a rule that matches every request, the path is never
+			// asked: only the rules' names can be given.
+			name: "provider after a catch-all rule",
+			json: `{"governance":{"limits":[
+				{"id":"oa_tpm","attach":{"node":"__global"},"type":"tpm","amount":20000,"period":"1m","match":{"provider":"openai"}}]},
+				"providers":[{"name":"gateway"}]}`,
+			want: []string{
+				`governance.limits[0].match.provider: "openai" never matches: no providers rule names it and the filter does not infer it (the provider names a request can be given here: gateway); add a providers rule {"name": "openai", ...} that picks its requests, or correct the name`,
+			},
+		},
+		{
 			name: "embedded governance compiles in full",
 			json: `{"governance":{"limits":[{"id":"team_tpm","attach":{"node":"__global"},"type":"tpm","amount":500,"period":"1m"}]}}`,
 			want: []string{`governance: compile limits: govern: limit "team_tpm": tpm limit "team_tpm": burst 500 is below the reserve cap 16384 — an ordinary max-token reserve could never fit (a permanent 100% refusal); raise burst (default is amount 500) to at least the reserve cap`},
