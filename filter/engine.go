@@ -49,9 +49,6 @@ type Engine struct {
 	fleetStore bool
 	// asked is scratch for the positions a gate asks the fleet about.
 	asked []int
-	// fleetSeen keeps the fleet's last answer per store: redis instance,
-	// for /tt/v1/me (at most maxFleetSeen).
-	fleetSeen map[string]fleetResult
 	// spendHeld is what this VM's calls in flight hold per reserve-mode
 	// spend cell (its tick refreshes those holds' expiry).
 	spendHeld map[string]int64

@@ -283,19 +283,16 @@ func reconcileEntry(r reserve, n int64) string {
 	return string(b)
 }
 
-// fleetResult is the fleet's answer for one instance and when it came.
-type fleetResult struct {
-	res rate.Result
-	at  time.Time
-}
+// fleetSeenKey is where a replica keeps the fleet's last answer for a
+// store: redis instance, as a cell (shared by every VM of the replica).
+func fleetSeenKey(id string) string { return "tt/fleet|" + id }
 
-// maxFleetSeen bounds the answers a VM keeps for /tt/v1/me.
-const maxFleetSeen = 4096
-
-// noteFleetSeen keeps the fleet's answer for instance id.
-func (e *Engine) noteFleetSeen(id string, res rate.Result, now time.Time) {
-	if e.fleetSeen == nil || len(e.fleetSeen) >= maxFleetSeen {
-		e.fleetSeen = make(map[string]fleetResult, 64)
-	}
-	e.fleetSeen[id] = fleetResult{res: res, at: now}
+// noteFleetSeen keeps the fleet's answer for instance in, for /tt/v1/me:
+// the cell it describes (rate.FromResult), in the replica's shared data so
+// that whichever VM answers /tt/v1/me reads it, drained to its now. A write
+// that fails costs only that page's figure, never the request.
+func (e *Engine) noteFleetSeen(in *govern.Instance, res rate.Result, now time.Time) {
+	st := rate.FromResult(in.Limit.Algorithm, res, now, e.rateParams(in))
+	e.cells.scratch = st.AppendBinary(e.cells.scratch[:0])
+	_ = e.cells.put(fleetSeenKey(in.ID), e.cells.scratch)
 }

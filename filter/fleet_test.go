@@ -1,6 +1,7 @@
 package filter_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ func TestFleetStoreAtGate1(t *testing.T) {
 	allowed := func(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
 		var a syncwire.AdmitAnswer
 		for range req.Rate {
-			a.Rate = append(a.Rate, syncwire.RateResult{Allowed: true, Limit: 100, Remaining: 50})
+			// 30 s of the cell to drain: one unit of fleet_rpm's 2 a minute.
+			a.Rate = append(a.Rate, syncwire.RateResult{Allowed: true, Limit: 100, Remaining: 50, ResetAfterNS: 30e9})
 		}
 		return a
 	}
@@ -38,7 +40,7 @@ func TestFleetStoreAtGate1(t *testing.T) {
 		}
 	}
 	// /tt/v1/me shows the fleet's last answer, not the unused local cell.
-	if m := r.meLimit(dev1Key, "fleet_rpm"); m["remaining"] != float64(50) || m["observed"] != float64(50) || m["suspended"] != false {
+	if m := r.meLimit(dev1Key, "fleet_rpm"); m["remaining"] != float64(1) || m["observed"] != float64(1) || m["suspended"] != false {
 		t.Errorf("/tt/v1/me of a store: redis limit the fleet decides: %v", m)
 	}
 	r.acct.mu.Lock()
@@ -72,6 +74,50 @@ func TestFleetStoreAtGate1(t *testing.T) {
 	}
 	if n := r.metric("tokentriage.suspended"); n != 0 {
 		t.Errorf("a 503 counted %d suspended", n)
+	}
+}
+
+// TestFleetStoreMeDrains: /tt/v1/me of a store: redis rpm shows the fleet's
+// last answer drained to now: a cell the fleet said was full reads empty
+// once it has drained, not full until the next request asks again, says
+// when its next unit frees, as the 429 did, and reads the same on every
+// worker VM of the replica, not only on the one that asked.
+func TestFleetStoreMeDrains(t *testing.T) {
+	const lims = `{"id":"fleet_rpm","attach":{"node":"org:acme"},"type":"rpm","amount":30,"period":"1m","store":"redis"}`
+	shared := `,"shared_state":{"redis":{"addr":"127.0.0.1:1"}},"require_key":true`
+	r := newRig(t, rigOptions{governance: gov(lims, shared), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) {
+			a.admit = func(syncwire.AdmitRequest) syncwire.AdmitAnswer {
+				// The 31st request of 30 in a minute, all at once.
+				return syncwire.AdmitAnswer{Rate: []syncwire.RateResult{{Allowed: false, Limit: 30, Remaining: 0, RetryAfterNS: 2e9, ResetAfterNS: 60e9}}}
+			}
+		}})
+	if resp := r.chat(dev1Key, chatBody("gpt-4o-mini", "hi")); resp.Status != 429 || resp.Headers.Get("Retry-After") != "2" {
+		t.Fatalf("refused by the fleet: %d %v %s", resp.Status, resp.Headers, resp.Body)
+	}
+	for _, c := range []struct {
+		step                            time.Duration
+		observed, remaining, retryAfter float64
+	}{
+		{0, 30, 0, 2},
+		{30 * time.Second, 15, 15, 0},
+		{31 * time.Second, 0, 30, 0},
+	} {
+		r.step(c.step)
+		// Whichever VM answers: the one that asked the fleet, or another.
+		for vm := 1; vm <= r.h.Workers(); vm++ {
+			resp := r.do(req{method: "GET", path: "/tt/v1/me", key: dev1Key, vm: vm})
+			var doc struct {
+				Limits []map[string]any `json:"limits"`
+			}
+			if err := json.Unmarshal(resp.Body, &doc); err != nil || resp.Status != 200 || len(doc.Limits) != 1 {
+				t.Fatalf("/tt/v1/me on VM %d: %d %s", vm, resp.Status, resp.Body)
+			}
+			m := doc.Limits[0]
+			if m["observed"] != c.observed || m["remaining"] != c.remaining || m["retry_after_s"] != c.retryAfter || m["suspended"] != false {
+				t.Errorf("/tt/v1/me on VM %d after %v more: %v; want observed %v, remaining %v, retry_after_s %v", vm, c.step, m, c.observed, c.remaining, c.retryAfter)
+			}
+		}
 	}
 }
 

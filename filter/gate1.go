@@ -306,7 +306,7 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, 
 	if l.Store == govern.StoreRedis {
 		res, fleet = s.fleet.result(i)
 		if fleet {
-			e.noteFleetSeen(in.ID, res, now)
+			e.noteFleetSeen(in, res, now)
 		}
 		if !fleet {
 			// The fleet store did not decide: uncheckable, which a fail:

@@ -340,7 +340,7 @@ func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verd
 	l := in.Limit
 	p := e.rateParams(in)
 	if fleet {
-		e.noteFleetSeen(in.ID, res, now)
+		e.noteFleetSeen(in, res, now)
 	}
 	if res.Allowed {
 		s.reserves = append(s.reserves, reserve{key: in.ID, alg: l.Algorithm, params: p, amount: cost, fleet: fleet})

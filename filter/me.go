@@ -103,20 +103,16 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		m.ResetsAt = ceilSecond(now)
 		if l.Store == govern.StoreRedis && !in.Unresolved {
 			// The cell lives in the fleet's Redis, which this page does not
-			// ask: it shows the fleet's last answer this VM received,
-			// drained to now, or, while the fleet store is not deciding,
-			// the replica's own cell, flagged suspended.
-			if fr, ok := e.fleetSeen[in.ID]; ok && !e.fleetDown && e.host.Caller != nil {
-				res := fr.res
-				gone := now.Sub(fr.at)
-				if res.ResetAfter > gone {
-					res.ResetAfter -= gone
-				} else {
-					res.ResetAfter = 0
+			// ask: it shows the fleet's last answer this replica received
+			// (noteFleetSeen), drained to now, or, while the fleet store is
+			// not deciding, the replica's own cell, flagged suspended.
+			if !e.fleetDown && e.host.Caller != nil {
+				if res, next, found, err := e.cells.ratePeekFound(fleetSeenKey(in.ID), l.Algorithm, now, p); err == nil && found {
+					m.Observed, m.Remaining = res.Limit-res.Remaining, res.Remaining
+					m.RetryAfter = wire.Seconds(next)
+					m.ResetsAt = ceilSecond(now.Add(res.ResetAfter))
+					return m
 				}
-				m.Observed, m.Remaining = res.Limit-res.Remaining, res.Remaining
-				m.ResetsAt = ceilSecond(now.Add(res.ResetAfter))
-				return m
 			}
 			m.Suspended = e.fleetDown || e.host.Caller == nil
 		}

@@ -86,9 +86,15 @@ func (c *cells) rateWouldTake(key string, alg rate.Algorithm, now time.Time, cos
 // sees, and how long until one more unit (a request, a token) would be
 // admitted, 0 when one would be now.
 func (c *cells) ratePeek(key string, alg rate.Algorithm, now time.Time, p rate.Params) (rate.Result, time.Duration, error) {
+	res, next, _, err := c.ratePeekFound(key, alg, now, p)
+	return res, next, err
+}
+
+// ratePeekFound is ratePeek, and whether the cell was ever written.
+func (c *cells) ratePeekFound(key string, alg rate.Algorithm, now time.Time, p rate.Params) (rate.Result, time.Duration, bool, error) {
 	v, _, found, err := c.store.Get(key)
 	if err != nil {
-		return rate.Result{}, 0, err
+		return rate.Result{}, 0, false, err
 	}
 	var st rate.State
 	if found {
@@ -100,7 +106,7 @@ func (c *cells) ratePeek(key string, alg rate.Algorithm, now time.Time, p rate.P
 		one, _ := rate.Take(alg, st, now, 1, p) // a refused step changes nothing
 		next = one.RetryAfter
 	}
-	return res, next, nil
+	return res, next, found, nil
 }
 
 // decodeRate reads a cell's state; an unreadable cell, or one written for
