@@ -300,7 +300,15 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	canary.discard()
 
 	for i := 1; i <= cfg.Workers; i++ {
-		v, err := h.newVM(i, fmt.Sprintf("worker %d", i))
+		// Starting many workers takes a while (tens of milliseconds and
+		// megabytes each): a cancelled start stops at the next one.
+		var v *vm
+		err := ctx.Err()
+		if err != nil {
+			err = fmt.Errorf("wasmtest: starting worker %d of %d: %w", i, cfg.Workers, err)
+		} else {
+			v, err = h.newVM(i, fmt.Sprintf("worker %d", i))
+		}
 		if err == nil {
 			err = v.start()
 			if err != nil {

@@ -2,6 +2,7 @@ package wasmtest
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -83,5 +84,41 @@ func TestStreamLifecycleOrder(t *testing.T) {
 		if !strings.Contains(n, want) {
 			t.Errorf("notes %q lack %q", n, want)
 		}
+	}
+}
+
+// cancelOnLog cancels a context once its n-th log line has been written.
+type cancelOnLog struct {
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnLog) Write(p []byte) (int, error) {
+	if c.n--; c.n == 0 {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// A context cancelled while the worker VMs start (Ctrl-C during a start
+// with many workers) stops New at the next VM instead of starting every
+// one of them first.
+func TestNewStopsStartingWorkersWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Each VM logs once from _initialize: the canary's and worker 1's lines,
+	// then the cancel.
+	w := &cancelOnLog{n: 2, cancel: cancel}
+	h, err := New(ctx, Config{Module: conformance(t), Env: map[string]string{"INIT_CALL": "log"}, Workers: 40, Log: w, Clock: NewManualClock(t0)})
+	if err == nil {
+		n := h.Workers()
+		h.Close()
+		t.Fatalf("New started all %d workers after its context was cancelled at worker 1; want it to stop with the context's error", n)
+	}
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "wasmtest: starting worker 2 of 40") {
+		t.Errorf("New error = %v; want it to name the worker it stopped at and wrap context.Canceled", err)
+	}
+	if w.n < -1 {
+		t.Errorf("%d more VMs initialized after the cancel; want at most the one being started", -w.n)
 	}
 }
