@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -86,6 +87,25 @@ type devFlags struct {
 	idleTimeout, requestTimeout                                                                                         time.Duration
 }
 
+// maxDevWorkers bounds --workers: a mistyped count would otherwise start
+// VMs until the machine runs out of memory.
+const maxDevWorkers = 1024
+
+// sameListenAddr reports whether two listen addresses would take the same
+// port of the same interface (a wildcard or empty host takes every one).
+func sameListenAddr(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	if pa != pb || pa == "0" || pa == "" {
+		return false
+	}
+	wild := func(h string) bool { ip := net.ParseIP(h); return h == "" || ip != nil && ip.IsUnspecified() }
+	return ha == hb || wild(ha) || wild(hb)
+}
+
 func runDev(e *env, o devFlags) int {
 	switch {
 	case o.config == "":
@@ -94,6 +114,10 @@ func runDev(e *env, o devFlags) int {
 		return e.failf(2, "unexpected argument %q", e.args[0])
 	case o.workers <= 0:
 		return e.failf(2, "--workers must be at least 1, got %d", o.workers)
+	case o.workers > maxDevWorkers:
+		return e.failf(2, "--workers must be at most %d, got %d: each worker VM holds its own memory (megabytes each); one per CPU is Envoy's default", maxDevWorkers, o.workers)
+	case sameListenAddr(o.listen, o.acctListen):
+		return e.failf(2, "--listen and --accountant-listen are both %s; the gateway and the accountant each need an address of their own", o.acctListen)
 	case o.idleTimeout < 0 || o.requestTimeout < 0:
 		return e.failf(2, "--stream-idle-timeout and --request-timeout take a duration of 0 (off) or more, got %v and %v", o.idleTimeout, o.requestTimeout)
 	case o.maxHeaders <= 0:

@@ -590,3 +590,31 @@ func TestDevMirrorNeedsASharedToken(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// TestDevRefusesBadAddressesAndWorkerCounts: flags that would start a
+// gateway sharing the accountant's port, or enough worker VMs to take the
+// machine's memory, are usage errors named before anything starts.
+func TestDevRefusesBadAddressesAndWorkerCounts(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workers", "100000"}, "tokentriage dev: --workers must be at most 1024, got 100000: each worker VM holds its own memory (megabytes each); one per CPU is Envoy's default\n"},
+		{[]string{"--listen", "127.0.0.1:18999", "--accountant-listen", "127.0.0.1:18999"},
+			"tokentriage dev: --listen and --accountant-listen are both 127.0.0.1:18999; the gateway and the accountant each need an address of their own\n"},
+		{[]string{"--listen", ":18999", "--accountant-listen", "127.0.0.1:18999"},
+			"tokentriage dev: --listen and --accountant-listen are both 127.0.0.1:18999; the gateway and the accountant each need an address of their own\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"dev", "-c", "../../examples/tokentriage.yaml", "--wasm", "testdata/not_a_module.txt", "--data", t.TempDir()}, c.args...)
+		code := run(context.Background(), args, &stdout, &stderr)
+		if code != 2 || stderr.String() != c.want {
+			t.Errorf("%v: exit %d, stderr %q; want 2, %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+	for _, c := range [][2]string{{"127.0.0.1:1", "127.0.0.1:2"}, {"127.0.0.1:0", "127.0.0.1:0"}, {"127.0.0.1:5", "127.0.0.2:5"}} {
+		if sameListenAddr(c[0], c[1]) {
+			t.Errorf("sameListenAddr(%s, %s) = true", c[0], c[1])
+		}
+	}
+}
