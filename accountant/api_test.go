@@ -153,3 +153,41 @@ func TestReloadsAreAudited(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadNamesKeysLeftOutOfTheTree: a reload that drops a key's owner
+// from the tenants leaves the key working with only the limits of the
+// nodes still in the tree above it; the accountant names each such key
+// once, with what to do, and again only when the set changes.
+func TestReloadNamesKeysLeftOutOfTheTree(t *testing.T) {
+	f := newFixture(t, overrideConfig)
+	code, body := f.admin(t, http.MethodPost, api.Prefix+"keys", `{"owner":"org:acme/team:ml"}`)
+	if code != http.StatusOK && code != http.StatusCreated {
+		t.Fatalf("mint: %d %s", code, body)
+	}
+	var minted struct {
+		KID string `json:"kid"`
+	}
+	if err := json.Unmarshal([]byte(body), &minted); err != nil || minted.KID == "" {
+		t.Fatalf("mint answer %s: %v", body, err)
+	}
+	const note = "is owned by org:acme/team:ml, which is no longer a node of the tenancy tree"
+	if strings.Contains(f.logs.String(), note) {
+		t.Fatalf("warned while the owner is in the tree:\n%s", f.logs)
+	}
+	if err := os.WriteFile(f.config, []byte(strings.Replace(overrideConfig, "teams: [ml]", "teams: [ai]", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(f.logs.String(), note); n != 1 || !strings.Contains(f.logs.String(), minted.KID) {
+		t.Errorf("%d warnings naming the key's owner after the reload, want 1 naming %s:\n%s", n, minted.KID, f.logs)
+	}
+	// Another write re-arms with the same orphans: no second warning.
+	if code, body := f.admin(t, http.MethodPost, api.Prefix+"nodes", `{"id":"org:acme/team:new"}`); code != http.StatusOK && code != http.StatusCreated {
+		t.Fatalf("node: %d %s", code, body)
+	}
+	if n := strings.Count(f.logs.String(), note); n != 1 {
+		t.Errorf("%d warnings after an unrelated write, want 1:\n%s", n, f.logs)
+	}
+}

@@ -3,9 +3,11 @@ package accountant
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/internal/configfile"
 	"github.com/tokentriage/tokentriage/shared/config"
@@ -68,6 +70,32 @@ func CompileFileRedis(path, redisAddr string) (*govern.Plan, error) {
 		return nil, fmt.Errorf("%s: governance: compile: %w", path, err)
 	}
 	return p, nil
+}
+
+// noteOrphanKeysLocked logs each live key whose owner is not a node of the
+// armed tree (a reload dropped it from tenants, or a runtime node under it
+// was deleted): the key still authenticates, and its chain meets only the
+// limits of the nodes above it that are still in the tree, so a template
+// at the owner's level no longer binds it. The set is logged when it
+// changes, not at every re-arm. s.mu is held.
+func (s *Server) noteOrphanKeysLocked() {
+	var orphans []string
+	for _, k := range s.keys.Items {
+		if !k.Revoked && k.Owner != "" && !s.armed.HasNode(k.Owner) {
+			orphans = append(orphans, k.KID+" "+k.Owner)
+		}
+	}
+	sort.Strings(orphans)
+	sig := strings.Join(orphans, "\n")
+	if sig == s.orphanKeys {
+		return
+	}
+	s.orphanKeys = sig
+	for _, o := range orphans {
+		kid, owner, _ := strings.Cut(o, " ")
+		s.log.Warn(fmt.Sprintf("key %s is owned by %s, which is no longer a node of the tenancy tree: it still authenticates, and limits templated at that node's level do not bind it; declare the node again in tenants (or create it with POST %snodes), or revoke the key", kid, owner, api.Prefix),
+			"kid", kid, "owner", owner)
+	}
 }
 
 // ConfigError is a config file that does not decode (Compile false) or
@@ -205,6 +233,7 @@ func (s *Server) armLocked(now time.Time, live bool) []coreAlert {
 	}
 	s.armed = armed
 	s.noteArmedLocked()
+	s.noteOrphanKeysLocked()
 	alerts, err := s.core.Arm(now, armed)
 	if err != nil {
 		s.log.Error("re-deriving counters after arming", "err", err)

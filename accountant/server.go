@@ -158,6 +158,9 @@ type Server struct {
 	planGen   int64
 	planGens  map[string]int64
 	armedPlan string
+	// orphanKeys is the set of live keys whose owner is not in the armed
+	// tree, as logged last (noteOrphanKeysLocked).
+	orphanKeys string
 
 	// redis is the fleet's shared Redis; nil when the plan names none.
 	// fleet is the counter store over it, and fleetStop ends its
