@@ -74,6 +74,10 @@ type Client struct {
 	downSince time.Time
 	onUp      []func()
 	probing   bool
+	// everUp: a PING has answered since New; until then a probe's first
+	// failure is logged (a lost connection is logged by markDown).
+	everUp    bool
+	told      bool // the first failure to reach Redis was logged
 	closed    chan struct{}
 	closeOnce sync.Once
 
@@ -129,6 +133,7 @@ func New(opts Options) (*Client, error) {
 		closed:  make(chan struct{}),
 		m:       newClientMetrics(opts.Registerer),
 	}
+	routeRedisLog(opts.Logger)
 	c.mu.Lock()
 	c.lastErr = errors.New("not connected yet")
 	c.downSince = time.Now()
@@ -287,6 +292,7 @@ func (c *Client) probe() {
 		if err == nil {
 			c.mu.Lock()
 			c.probing = false
+			c.everUp = true
 			c.up.Store(true)
 			c.m.up.Set(1)
 			since := c.downSince
@@ -301,7 +307,13 @@ func (c *Client) probe() {
 		}
 		c.mu.Lock()
 		c.lastErr = err
+		first := !c.everUp && !c.told
+		c.told = c.told || first
 		c.mu.Unlock()
+		if first {
+			c.log.Warn("redis: not reachable; every Redis-backed limit answers locally and says suspended until it answers",
+				"addr", c.Addr(), "err", err.Error())
+		}
 		select {
 		case <-c.closed:
 			c.mu.Lock()
@@ -311,4 +323,29 @@ func (c *Client) probe() {
 		case <-t.C:
 		}
 	}
+}
+
+// redisLog takes the go-redis client's own log lines (a failed dial of its
+// pool, every probe while Redis is away) to the accountant's logger at
+// debug level: left to go-redis they went to stderr in a format of their
+// own, several a second for as long as Redis was down, while the client's
+// transitions are logged once each above.
+type redisLog struct{ log atomic.Pointer[slog.Logger] }
+
+func (l *redisLog) Printf(ctx context.Context, format string, v ...any) {
+	if lg := l.log.Load(); lg != nil {
+		lg.DebugContext(ctx, strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "from", "go-redis")
+	}
+}
+
+var (
+	goRedisLog     redisLog
+	goRedisLogOnce sync.Once
+)
+
+// routeRedisLog sends go-redis's log lines to lg (the process-wide logger
+// of go-redis: the last client made names it).
+func routeRedisLog(lg *slog.Logger) {
+	goRedisLog.log.Store(lg)
+	goRedisLogOnce.Do(func() { redis.SetLogger(&goRedisLog) })
 }
