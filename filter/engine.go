@@ -214,13 +214,7 @@ func (e *Engine) Tick() {
 }
 
 // TickPeriod is how often the host should call Tick.
-func (e *Engine) TickPeriod() time.Duration {
-	p := e.flushEvery
-	if e.cfg.Accountant != nil && e.syncEvery < p {
-		p = e.syncEvery
-	}
-	return max(p, 10*time.Millisecond)
-}
+func (e *Engine) TickPeriod() time.Duration { return e.cfg.TickEvery() }
 
 // newRequestID draws a tt_ request id from the VM's generator (seeded once
 // from the host's random source: no host call per request).

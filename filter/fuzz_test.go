@@ -60,9 +60,9 @@ func (b *badLines) take() []string {
 func newFuzzHost(f *testing.F, upstream http.Handler) *fuzzHost {
 	fh := &fuzzHost{}
 	// A tick an hour: the clock can jump past every window between inputs
-	// without running ticks.
+	// without running ticks (and leases outlive three of them).
 	fh.r = newRig(f, rigOptions{governance: fuzzLimits, keys: []testKey{dev1Key}, upstream: upstream, log: &fh.bad,
-		extra: []string{`"max_body_bytes":65536`, `"flush_interval":"1h"`}})
+		extra: []string{`"max_body_bytes":65536`, `"flush_interval":"1h"`, `"lease_ttl":"3h"`}})
 	return fh
 }
 

@@ -75,6 +75,25 @@ func (c *Config) FlushEvery() time.Duration {
 // LeaseTimeout is lease_ttl as a duration.
 func (c *Config) LeaseTimeout() time.Duration { return durationOr(c.LeaseTTL, DefaultLeaseTTL) }
 
+// MinTick is the shortest tick period the filter asks the host for.
+const MinTick = 10 * time.Millisecond
+
+// TickEvery is how often the filter asks the host to call its tick: the
+// flush interval, or the sync interval when an accountant is set and it is
+// shorter, and never under MinTick.
+func (c *Config) TickEvery() time.Duration {
+	p := c.FlushEvery()
+	if c.Accountant != nil && c.SyncEvery() < p {
+		p = c.SyncEvery()
+	}
+	return max(p, MinTick)
+}
+
+// LeaseTicks is how many ticks lease_ttl must span at least: a VM pushes
+// the expiry of what it holds forward at its tick, so a lease must outlive
+// a late tick or two.
+const LeaseTicks = 3
+
 func durationOr(s, def string) time.Duration {
 	if d, err := time.ParseDuration(s); err == nil && d > 0 {
 		return d
@@ -125,6 +144,12 @@ func (v *validator) durations(c *Config) {
 		case d <= 0:
 			v.at(f.name, "must be positive, got %q", f.value)
 		}
+	}
+	if ttl, tick := c.LeaseTimeout(), c.TickEvery(); len(v.problems) == 0 && ttl < LeaseTicks*tick {
+		v.at("lease_ttl", "%q is shorter than %d of the filter's ticks (every %s: flush_interval, or sync_interval when shorter and an accountant is set); "+
+			"a VM refreshes the leases and reserves it holds at its tick, so those of requests still running would lapse between refreshes "+
+			"and concurrency, tpm and budget reserve limits would stop holding across worker VMs; set lease_ttl to at least %s (default %s), or shorten flush_interval",
+			c.LeaseTTL, LeaseTicks, tick, LeaseTicks*tick, DefaultLeaseTTL)
 	}
 	if c.MaxBodyBytes < 0 {
 		v.at("max_body_bytes", "must be positive, got %d (default %d)", c.MaxBodyBytes, DefaultMaxBodyBytes)

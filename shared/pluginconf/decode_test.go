@@ -81,6 +81,19 @@ func TestDecodeProblems(t *testing.T) {
 			},
 		},
 		{
+			// A VM refreshes its leases at its tick (here every 500ms,
+			// flush_interval): a lease_ttl not above a few ticks lets the
+			// leases of live requests lapse between refreshes.
+			name: "lease_ttl shorter than the ticks",
+			json: `{"governance":{"enabled":true},"lease_ttl":"1s"}`,
+			want: []string{`lease_ttl: "1s" is shorter than 3 of the filter's ticks (every 500ms: flush_interval, or sync_interval when shorter and an accountant is set); a VM refreshes the leases and reserves it holds at its tick, so those of requests still running would lapse between refreshes and concurrency, tpm and budget reserve limits would stop holding across worker VMs; set lease_ttl to at least 1.5s (default 15m), or shorten flush_interval`},
+		},
+		{
+			name: "lease_ttl with faster ticks",
+			json: `{"accountant":{"cluster":"a"},"sync_interval":"100ms","flush_interval":"100ms","lease_ttl":"250ms"}`,
+			want: []string{`lease_ttl: "250ms" is shorter than 3 of the filter's ticks (every 100ms: flush_interval, or sync_interval when shorter and an accountant is set); a VM refreshes the leases and reserves it holds at its tick, so those of requests still running would lapse between refreshes and concurrency, tpm and budget reserve limits would stop holding across worker VMs; set lease_ttl to at least 300ms (default 15m), or shorten flush_interval`},
+		},
+		{
 			name: "token and token_env are exclusive",
 			json: `{"accountant":{"cluster":"a","token":"s3cret","token_env":"TT_TOKEN"}}`,
 			want: []string{`accountant.token_env: set only one of token and token_env (token_env names the environment variable that holds the token)`},
