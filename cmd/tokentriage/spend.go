@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/pflag"
@@ -263,7 +265,8 @@ func writeSpendTable(w io.Writer, rep *spend.Report) {
 	var lines []line
 	add := func(label []string, v *spend.Values) {
 		for i, s := range label {
-			width[i] = max(width[i], len(s))
+			label[i] = printable(s)
+			width[i] = max(width[i], len(label[i]))
 		}
 		lines = append(lines, line{label, v})
 	}
@@ -386,4 +389,46 @@ func missingLine(rep *spend.Report) string {
 		s = append(s, m+")")
 	}
 	return strings.Join(s, "; ") + "; what they recorded is not in these figures"
+}
+
+// printable is s as a terminal shows it safely: every rune that is not
+// printable (control characters such as ESC, BEL, CR, tab and newline,
+// DEL, C1 controls, and format characters such as a right-to-left
+// override) written as a Go escape, \x1b or \u202e. A model name is the
+// caller's own text: written raw, its escape sequences would reach the
+// terminal of whoever reads the report (retitling it, recoloring it,
+// moving the cursor back over a line to hide or fake a figure), and a
+// tab or newline would shift the table's columns or add a row.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i, w := 0, 0; i < len(s); i += w {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		w = n
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == utf8.RuneError || !unicode.IsPrint(r):
+			switch {
+			case r < 0x80:
+				fmt.Fprintf(&b, `\x%02x`, r)
+			case r <= 0xffff:
+				fmt.Fprintf(&b, `\u%04x`, r)
+			default:
+				fmt.Fprintf(&b, `\U%08x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/tokentriage/tokentriage/accountant"
 	"github.com/tokentriage/tokentriage/accountant/preview"
@@ -218,5 +219,39 @@ func TestProgressBar(t *testing.T) {
 	if !strings.Contains(got, "\rreading ledger [=========>                    ]  30%  30/100 MiB  50 MiB/s  1s left\x1b[K") ||
 		!strings.HasSuffix(got, "\rreading ledger [==============================] 100%  100/100 MiB  50 MiB/s  done in 2s\x1b[K\n") {
 		t.Errorf("bar:\n%q", got)
+	}
+}
+
+// TestSpendTableEscapesControlCharacters: a model name is whatever the
+// caller sent; the table a terminal shows writes its control and format
+// characters as escapes, so none reaches the reader's terminal (an ESC
+// sequence, a carriage return over the line) or splits the table (a tab
+// or newline).
+func TestSpendTableEscapesControlCharacters(t *testing.T) {
+	row := `{"request_id":"tt_aaaaaaaaaaaaaaaaaaaaaaaaza","start":"2026-09-02T10:00:00Z","end":"2026-09-02T10:00:00Z","kid":"k1",` +
+		`"node":"org:acme/team:ml/user:dev1","endpoint":"/v1/chat/completions","provider":"openai",` +
+		`"model":"x\u001b]0;owned\u0007\u001b[2K\rfake\t9\n\u202etxt.exe\u00ad\ufeff\udb40\udc01","model_served":"","stream":false,` +
+		`"usage":{"input":1,"output":1,"cached_input":0,"reasoning":0,"total":2},"status":200,"decision":"admitted","error_type":"",` +
+		`"refused_by":null,"shadow":[],"breached":[],"suspended":[],"estimated":{"input":false,"output":false},"replica":"r1",` +
+		`"cost":{"nanos":0,"unpriced":true,"estimated":false}}` + "\n"
+	log := filepath.Join(t.TempDir(), "decisions.jsonl")
+	if err := os.WriteFile(log, []byte(row), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runKeys("spend", "--log", log, "--from", "2026-09-01", "--to", "2026-10-01", "--bucket", "month", "--group-by", "model")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	for _, r := range out {
+		if r != '\n' && !unicode.IsPrint(r) {
+			t.Fatalf("the table holds %U:\n%q", r, out)
+		}
+	}
+	want := `2026-09  x\x1b]0;owned\x07\x1b[2K\x0dfake\x099\x0a\u202etxt.exe\u00ad\ufeff\U000e0001 `
+	if !strings.Contains(out, want) {
+		t.Errorf("table:\n%s\nwant a line starting %q", out, want)
+	}
+	if n := strings.Count(out, "\n"); n != 8 {
+		t.Errorf("%d lines; want 8 (heading, as-of, blank, header, the row, TOTAL, blank, the unpriced note):\n%s", n, out)
 	}
 }
