@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/pluginconf"
 	"github.com/tokentriage/tokentriage/shared/pricing"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
@@ -29,7 +30,7 @@ const (
 	verFormat     = 2
 
 	// snapshotTrust is how long a snapshot is trusted (seed 000).
-	snapshotTrust = 30 * time.Second
+	snapshotTrust = pluginconf.SnapshotTrust
 )
 
 // syncVersions is the version record in shared data.

@@ -89,6 +89,16 @@ func (c *Config) TickEvery() time.Duration {
 	return max(p, MinTick)
 }
 
+// SnapshotTrust is how long a filter trusts a spend snapshot after the
+// accountant made it (seed 000: thirty seconds), and SnapshotHeartbeat how
+// often the accountant makes a new one when nothing else does (seed 000:
+// five seconds). A filter must poll often enough that the snapshot it holds
+// never ages past the trust between two polls.
+const (
+	SnapshotTrust     = 30 * time.Second
+	SnapshotHeartbeat = 5 * time.Second
+)
+
 // LeaseTicks is how many ticks lease_ttl must span at least: a VM pushes
 // the expiry of what it holds forward at its tick, so a lease must outlive
 // a late tick or two.
@@ -150,6 +160,12 @@ func (v *validator) durations(c *Config) {
 			"a VM refreshes the leases and reserves it holds at its tick, so those of requests still running would lapse between refreshes "+
 			"and concurrency, tpm and budget reserve limits would stop holding across worker VMs; set lease_ttl to at least %s (default %s), or shorten flush_interval",
 			c.LeaseTTL, LeaseTicks, tick, LeaseTicks*tick, DefaultLeaseTTL)
+	}
+	if tick := c.TickEvery(); len(v.problems) == 0 && c.Accountant != nil && c.SyncEvery()+SnapshotHeartbeat+tick > SnapshotTrust {
+		v.at("sync_interval", "%q is too long: a spend snapshot is trusted for %s after the accountant makes it (it makes one every %s), "+
+			"and a filter that polls every %s (checking at its ticks, every %s) would hold a stale one for part of every interval, "+
+			"leaving budget and quota limits unchecked then (admitted as suspended, or 503 under fail: closed); set sync_interval to at most %s (default %s)",
+			c.SyncInterval, SnapshotTrust, SnapshotHeartbeat, c.SyncEvery(), tick, SnapshotTrust-SnapshotHeartbeat-tick, DefaultSyncInterval)
 	}
 	if c.MaxBodyBytes < 0 {
 		v.at("max_body_bytes", "must be positive, got %d (default %d)", c.MaxBodyBytes, DefaultMaxBodyBytes)

@@ -94,6 +94,14 @@ func TestDecodeProblems(t *testing.T) {
 			want: []string{`lease_ttl: "250ms" is shorter than 3 of the filter's ticks (every 100ms: flush_interval, or sync_interval when shorter and an accountant is set); a VM refreshes the leases and reserves it holds at its tick, so those of requests still running would lapse between refreshes and concurrency, tpm and budget reserve limits would stop holding across worker VMs; set lease_ttl to at least 300ms (default 15m), or shorten flush_interval`},
 		},
 		{
+			// The accountant renews the spend snapshot every 5s and a
+			// filter trusts one for 30s: polling every 30s reads it stale
+			// for part of every interval.
+			name: "sync_interval past the snapshot's trust",
+			json: `{"accountant":{"cluster":"a"},"sync_interval":"30s"}`,
+			want: []string{`sync_interval: "30s" is too long: a spend snapshot is trusted for 30s after the accountant makes it (it makes one every 5s), and a filter that polls every 30s (checking at its ticks, every 500ms) would hold a stale one for part of every interval, leaving budget and quota limits unchecked then (admitted as suspended, or 503 under fail: closed); set sync_interval to at most 24.5s (default 1s)`},
+		},
+		{
 			name: "token and token_env are exclusive",
 			json: `{"accountant":{"cluster":"a","token":"s3cret","token_env":"TT_TOKEN"}}`,
 			want: []string{`accountant.token_env: set only one of token and token_env (token_env names the environment variable that holds the token)`},
