@@ -107,7 +107,7 @@ func (s *Server) Admit(ctx context.Context, req syncwire.AdmitRequest) (syncwire
 	ans.Rate = make([]syncwire.RateResult, len(res))
 	for i, r := range res {
 		if take[i].Hold != nil {
-			ans.Rate[i] = syncwire.RateResult{Allowed: r.Allowed, Limit: take[i].Hold.Amount, Held: r.Limit, Used: r.Remaining}
+			ans.Rate[i] = syncwire.RateResult{Allowed: r.Allowed, Limit: take[i].Hold.Amount, Held: r.Limit, Used: r.Remaining, InFlight: int64(r.ResetAfter)}
 			continue
 		}
 		ans.Rate[i] = syncwire.RateResult{Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,

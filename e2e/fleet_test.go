@@ -99,10 +99,11 @@ func writeConfig(t testing.TB, body string) string {
 
 // answer is what a test reads of one gateway answer.
 type answer struct {
-	status    int
-	suspended string // X-Tt-Suspended
-	refusedBy string // X-Tt-Refused-By
-	body      string
+	status     int
+	suspended  string // X-Tt-Suspended
+	refusedBy  string // X-Tt-Refused-By
+	retryAfter string // Retry-After
+	body       string
 }
 
 // bodies of the test's calls, by endpoint.
@@ -344,11 +345,11 @@ func TestFleet(t *testing.T) {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				answers[i] = answer{status: resp.StatusCode, suspended: resp.Header.Get("X-Tt-Suspended"),
-					refusedBy: resp.Header.Get("X-Tt-Refused-By"), body: string(b)}
+					refusedBy: resp.Header.Get("X-Tt-Refused-By"), retryAfter: resp.Header.Get("Retry-After"), body: string(b)}
 			}()
 		}
 		wg.Wait()
-		admitted := 0
+		admitted, inFlight := 0, 0
 		for i, a := range answers {
 			switch {
 			case strings.Contains(a.suspended, "fleet_reserve"):
@@ -357,10 +358,24 @@ func TestFleet(t *testing.T) {
 				admitted++
 			case a.status != 429 || a.refusedBy != "fleet_reserve":
 				t.Fatalf("call %d: %d %s", i, a.status, a.body)
+			case strings.Contains(a.body, `"in_flight":`):
+				// Refused by what the calls in flight hold: no reset
+				// time (the day's end would be false).
+				inFlight++
+				if a.retryAfter != "" || strings.Contains(a.body, "resets_at") {
+					t.Fatalf("call %d, refused by what calls in flight hold, names a reset time: Retry-After %q, %s", i, a.retryAfter, a.body)
+				}
+			case a.retryAfter == "" || !strings.Contains(a.body, "resets_at"):
+				t.Fatalf("call %d, refused by spend, names no reset time: %+v", i, a)
 			}
 		}
 		if admitted < 2 {
 			t.Fatalf("%d of 64 calls admitted; want at least the two the budget holds at once", admitted)
+		}
+		// The first refusals meet a budget held, not spent: calls of
+		// 13,200 nanodollars hold 24,750 while in flight.
+		if inFlight == 0 {
+			t.Fatalf("no refusal of 64 says calls in flight hold the budget: %+v", answers)
 		}
 		// Every row folded and published: the total stops moving on every
 		// replica, and every hold is released.

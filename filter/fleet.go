@@ -41,7 +41,8 @@ type fleetAsk struct {
 	asked   []int             // the positions asked, in order
 	results []rate.Result     // the answers, one per asked position answered
 	held    []int64           // a budget hold's answer: what it holds,
-	used    []int64           // and what the fleet spent and held before
+	used    []int64           // what the fleet spent and held before,
+	flight  []int64           // and what of used calls in flight held
 	why     string            // why Redis did not decide, "" when it did
 	at      time.Time         // when gate 2 asked (the holds' period)
 	pending bool              // a callout is out
@@ -68,13 +69,13 @@ func (f *fleetAsk) result(i int) (rate.Result, bool) {
 
 // hold is the fleet's answer for the budget hold at position i: what it
 // holds and what the fleet had spent and held before it.
-func (f *fleetAsk) hold(i int) (held, used int64) {
+func (f *fleetAsk) hold(i int) (held, used, inFlight int64) {
 	for k, p := range f.asked {
-		if p == i && k < len(f.held) && k < len(f.used) {
-			return f.held[k], f.used[k]
+		if p == i && k < len(f.held) && k < len(f.used) && k < len(f.flight) {
+			return f.held[k], f.used[k], min(max(f.flight[k], 0), f.used[k])
 		}
 	}
-	return 0, 0
+	return 0, 0, 0
 }
 
 // wasAsked reports whether position i was in the question.
@@ -88,7 +89,7 @@ func (f *fleetAsk) wasAsked(i int) bool {
 }
 
 func (f *fleetAsk) reset() {
-	*f = fleetAsk{inst: f.inst[:0], asked: f.asked[:0], results: f.results[:0], held: f.held[:0], used: f.used[:0]}
+	*f = fleetAsk{inst: f.inst[:0], asked: f.asked[:0], results: f.results[:0], held: f.held[:0], used: f.used[:0], flight: f.flight[:0]}
 }
 
 // fleetPrefix returns the positions of the store: redis rpm instances of
@@ -214,10 +215,11 @@ func (e *Engine) fleetAnswered(s *Stream, status int, answer []byte) {
 		if why := r.Get("suspended").String(); why != "" {
 			f.why = why
 		} else {
-			f.results, f.held, f.used = f.results[:0], f.held[:0], f.used[:0]
+			f.results, f.held, f.used, f.flight = f.results[:0], f.held[:0], f.used[:0], f.flight[:0]
 			r.Get("rate").ForEach(func(_, x gjson.Result) bool {
 				f.held = append(f.held, x.Get("held").Int())
 				f.used = append(f.used, x.Get("used").Int())
+				f.flight = append(f.flight, x.Get("in_flight").Int())
 				f.results = append(f.results, rate.Result{
 					Allowed:    x.Get("allowed").Bool(),
 					Limit:      x.Get("limit").Int(),

@@ -237,9 +237,9 @@ func (e *Engine) checkFleetHold(s *Stream, in *govern.Instance, i int, now time.
 		}
 		return e.checkReserve(s, in, now, v)
 	}
-	held, used := s.fleet.hold(i)
+	held, used, inFlight := s.fleet.hold(i)
 	if !res.Allowed {
-		return e.refuseSpend(s, in, now, v, used, true)
+		return e.refuseSpend(s, in, now, v, used, e.heldInFlight(s, in, used, inFlight), true)
 	}
 	unit := in.Limit.Period.Calendar
 	start := calendar.Start(unit, s.fleet.at).Unix()
@@ -255,7 +255,7 @@ func (e *Engine) checkFleetHold(s *Stream, in *govern.Instance, i int, now time.
 	if !fits {
 		// The catalog's rates rose while the request waited: what the
 		// fleet holds no longer pays for one output token.
-		return e.refuseSpend(s, in, now, v, addSpend(used, held), true)
+		return e.refuseSpend(s, in, now, v, addSpend(used, held), 0, true)
 	}
 	// The replica's cell counts the call too: its own spend on /tt/v1/me,
 	// and what the replica answers with while Redis cannot.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/shared/wire"
+	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
 // TestFleetTPMOrderAtGate2: the first instance over in seed 004 order
@@ -123,21 +125,22 @@ func (f *fakeHolds) admit(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
 	var ans syncwire.AdmitAnswer
 	for _, st := range req.Rate {
 		f.asked = append(f.asked, st)
-		used := f.spent
+		used, inFlight := f.spent, int64(0)
 		for _, h := range f.holds {
 			used += h
+			inFlight += h
 		}
 		room := st.Amount - used
 		switch {
 		case f.refuse || room < st.Least:
-			ans.Rate = append(ans.Rate, syncwire.RateResult{Allowed: false, Limit: st.Amount, Used: used})
+			ans.Rate = append(ans.Rate, syncwire.RateResult{Allowed: false, Limit: st.Amount, Used: used, InFlight: inFlight})
 			return ans
 		case st.N <= room:
 			f.holds[req.RequestID] = st.N
 		default:
 			f.holds[req.RequestID] = room
 		}
-		ans.Rate = append(ans.Rate, syncwire.RateResult{Allowed: true, Limit: st.Amount, Held: f.holds[req.RequestID], Used: used})
+		ans.Rate = append(ans.Rate, syncwire.RateResult{Allowed: true, Limit: st.Amount, Held: f.holds[req.RequestID], Used: used, InFlight: inFlight})
 	}
 	return ans
 }
@@ -198,6 +201,23 @@ func TestFleetBudgetHold(t *testing.T) {
 	if b := string(resp.Body); !strings.Contains(b, `"approximate":false,"note":"budget reserve mode, held in the fleet's shared Redis`) {
 		t.Errorf("the fleet's refusal: %s; want it exact, held in the fleet's shared Redis", b)
 	}
+	// What refuses it is what the two calls in flight hold, not spend:
+	// the budget does not reset at the day's end for it, and comes back
+	// as they settle, so the refusal names no reset time and no wait.
+	wantInFlight(t, resp, string(wire.AppendUSD(nil, dear+part)))
+
+	// Spent by settled calls, with nothing in flight: the day's end.
+	fh.mu.Lock()
+	fh.spent, fh.holds = 1_000_000-10, nil
+	fh.mu.Unlock()
+	resp = r.chat(dev1Key, body)
+	if resp.Status != 429 || resp.Headers.Get("Retry-After") == "" || strings.Contains(string(resp.Body), "in_flight") || !strings.Contains(string(resp.Body), `"resets_at"`) {
+		t.Errorf("the fleet's budget spent: %d %v %s; want a 429 until the period's end", resp.Status, resp.Headers, resp.Body)
+	}
+	fh.mu.Lock()
+	fh.spent = 1_000_000 - dear - part
+	fh.holds = map[string]int64{"a": dear, "b": part}
+	fh.mu.Unlock()
 	// The rows name the holds for the accountant to release.
 	r.step(time.Second)
 	held := 0
@@ -240,6 +260,20 @@ func TestFleetBudgetHold(t *testing.T) {
 	resp = r.chat(dev1Key, body)
 	if resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "dev1_day" {
 		t.Fatalf("Redis down: %d, X-Tt-Suspended %q; want 200 from the replica's reserve, suspended", resp.Status, resp.Headers.Get("X-Tt-Suspended"))
+	}
+}
+
+// wantInFlight checks a reserve-mode refusal that calls in flight cause:
+// no Ratelimit, Retry-After, resets_at or retry_after_s, X-Should-Retry
+// false, and in_flight (USD) in refused_by.
+func wantInFlight(t *testing.T, resp wasmtest.Response, usd string) {
+	t.Helper()
+	b := string(resp.Body)
+	h := resp.Headers
+	if resp.Status != 429 || h.Get("Retry-After") != "" || h.Get("Retry-After-Ms") != "" || h.Get("Ratelimit") != "" || h.Get("X-Should-Retry") != "false" ||
+		strings.Contains(b, "resets_at") || strings.Contains(b, "retry_after_s") || !strings.Contains(b, `"in_flight":`+usd+`}`) ||
+		!strings.Contains(b, "held by calls in flight") {
+		t.Errorf("a refusal by what calls in flight hold: %d %v %s; want no reset time or wait, X-Should-Retry false, in_flight %s", resp.Status, h, b, usd)
 	}
 }
 

@@ -273,12 +273,15 @@ func (e *Engine) snapshotDistrust(now time.Time) string {
 // refuseSettled answers a spend or quota instance that is over with its
 // 429 (resets and retry from the calendar), unless its posture admits it.
 func (e *Engine) refuseSettled(s *Stream, in *govern.Instance, now time.Time, v Verdict, observed int64) *Verdict {
-	return e.refuseSpend(s, in, now, v, observed, false)
+	return e.refuseSpend(s, in, now, v, observed, 0, false)
 }
 
 // refuseSpend is refuseSettled; held says the fleet's shared Redis decided
-// it, where every replica's calls in flight are held (wire.Refusal.Held).
-func (e *Engine) refuseSpend(s *Stream, in *govern.Instance, now time.Time, v Verdict, observed int64, held bool) *Verdict {
+// it, where every replica's calls in flight are held (wire.Refusal.Held);
+// inFlight, when positive, is what of observed the holds of calls in
+// flight hold, without which the call would fit (heldInFlight): the
+// refusal then names no reset time (wire.Refusal.InFlight).
+func (e *Engine) refuseSpend(s *Stream, in *govern.Instance, now time.Time, v Verdict, observed, inFlight int64, held bool) *Verdict {
 	if !e.over(s, in) {
 		return nil
 	}
@@ -298,6 +301,7 @@ func (e *Engine) refuseSpend(s *Stream, in *govern.Instance, now time.Time, v Ve
 		Reserve:    l.Reserve && l.Type == govern.BudgetUSD,
 		Replicas:   e.replicas,
 		Held:       held,
+		InFlight:   inFlight,
 	}
 	return e.refuse(s, v, &r, in)
 }

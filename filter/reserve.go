@@ -88,6 +88,7 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 		if !found || !readable || cell.start != start {
 			cell = spendCell{start: start}
 		}
+		settledMine := max(mine, cell.settled)
 		mine = max(mine, cell.total(now))
 		avail := in.Amount - others - mine
 		// A call that cannot be bounded is uncheckable, but a budget
@@ -100,7 +101,11 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 			fits = false
 		}
 		if !fits {
-			return e.refuseSettled(s, in, now, v, others+mine)
+			inFlight := int64(0)
+			if why == "" {
+				inFlight = e.heldInFlight(s, in, others+mine, mine-settledMine)
+			}
+			return e.refuseSpend(s, in, now, v, others+mine, inFlight, false)
 		}
 		e.cells.scratch = cell.hold(e.vm, cost, now, e.leaseTTL).appendTo(e.cells.scratch[:0])
 		swapped, err := e.cells.setNew(key, e.cells.scratch, cas, found)
@@ -123,6 +128,29 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 		return nil
 	}
 	return e.uncheckable(s, in, v, errContention.Error())
+}
+
+// heldInFlight returns inFlight, what of a reserve-mode budget's spend
+// (observed) the holds of calls in flight hold, when the call refused
+// would fit without them: what refuses it then comes back as those calls
+// settle, at no time a clock can name. Otherwise 0: the budget's settled
+// spend alone leaves no room for the call, and it resets with the period.
+func (e *Engine) heldInFlight(s *Stream, in *govern.Instance, observed, inFlight int64) int64 {
+	if inFlight <= 0 {
+		return 0
+	}
+	rates, priced := e.priceOf(s.req.Model)
+	if !priced {
+		return 0
+	}
+	outCap := s.outMax
+	if outCap < 0 {
+		outCap = outputCap(s.req)
+	}
+	if _, _, fits := fitOutput(rates, int64(s.bodySize), s.req.Choices, outCap, in.Amount-(observed-inFlight)); !fits {
+		return 0
+	}
+	return inFlight
 }
 
 // outputCap is the most output a call may produce before any reserve

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/shared/wire"
+	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
 // gpt4o are the rates the tests' accountant publishes: $2.50 and $10 per
@@ -43,7 +45,9 @@ func reserveRig(t *testing.T, upstream ...http.Handler) *rig {
 // $0.001 and calls of at most $0.000475 (110 body bytes, 20 output
 // tokens), two are admitted while the provider holds them; settlement
 // gives back what they did not use (8 prompt and 20 output tokens:
-// $0.00022 each).
+// $0.00022 each). The others are refused by what the two hold while in
+// flight, not by spend, so their 429 names no reset time and no wait (the
+// day's end would be false: a call fits again as soon as the two settle).
 func TestReserveHoldsABurst(t *testing.T) {
 	var arrived atomic.Int64
 	release := make(chan struct{})
@@ -57,6 +61,8 @@ func TestReserveHoldsABurst(t *testing.T) {
 	body := chatBody("gpt-4o", germany, `,"max_tokens":20`)
 	var refused atomic.Int64
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var refusal wasmtest.Response
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -64,6 +70,9 @@ func TestReserveHoldsABurst(t *testing.T) {
 			resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, vm: 1 + i%3, body: body})
 			if resp.Status == 429 {
 				refused.Add(1)
+				mu.Lock()
+				refusal = resp
+				mu.Unlock()
 			} else if resp.Status != 200 {
 				t.Errorf("status %d: %s", resp.Status, resp.Body)
 			}
@@ -77,12 +86,15 @@ func TestReserveHoldsABurst(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
+	wantInFlight(t, refusal, string(wire.AppendUSD(nil, fit*dear)))
 	// Settled, each call cost 8×2,500 + 20×10,000 = 220,000: the rest of
 	// the reserve came back.
 	got := r.meLimit(dev1Key, "dev1_day")["observed_usd"].(map[string]any)["usd"].(float64)
 	if want := float64(fit) * 0.00022; got < want-1e-12 || got > want+1e-12 {
 		t.Errorf("observed after settlement: $%v, want $%v", got, want)
 	}
+	// And a call fits again.
+	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
 }
 
 // TestReserveLowersTheOutputMaximum: a call without max_tokens, or with one

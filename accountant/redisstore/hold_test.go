@@ -64,6 +64,11 @@ func TestHoldsCountWithFleetTotals(t *testing.T) {
 	if ok, _, used := take("tt_3", 5, 1, now); ok || used != 1000 {
 		t.Fatalf("third hold on a budget all held: allowed %v used %d; want refused at 1000", ok, used)
 	}
+	// Of the 1,000, the two calls in flight hold 700 (ResetAfter carries
+	// it, in nanodollars): the refusal is theirs, not spend's.
+	if res, err := ca.Take(ctx, now, "tt_3", []RateStep{holdStep(id, now, 1000, 5, 1, lease)}); err != nil || res[0].Allowed || int64(res[0].ResetAfter) != 700 {
+		t.Fatalf("the refusal: %+v, %v; want 700 held by calls in flight", res, err)
+	}
 
 	// tt_1's row is recorded on acct-a: it cost 250.
 	if _, err := a.Add(ctx, []store.Delta{{Key: day, N: 250}}, nil); err != nil {

@@ -61,7 +61,8 @@ func (c *Client) RateKey(id string) string { return c.key("rate:" + id) }
 // decision; the zero time means the Redis server's clock, which every
 // accountant of a fleet then shares. rid is the request's id, which names
 // its budget holds (a hold's result: Limit is what it holds, Remaining
-// what the fleet had spent and held before it).
+// what the fleet had spent and held before it, ResetAfter, in nanodollars,
+// how much of that the live holds of calls in flight held).
 func (c *Client) Take(ctx context.Context, now time.Time, rid string, steps []RateStep) ([]rate.Result, error) {
 	keys, args, err := c.rateArgs("take", now, rid, steps)
 	if err != nil {

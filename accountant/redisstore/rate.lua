@@ -25,7 +25,7 @@
 --   counter (<prefix>total:<unit>:<start>:<identity>) plus every live
 --   hold; the call holds its dearest cost when that fits, else all that
 --   is left when its least cost fits, else it is refused. Row:
---   {allowed, held, spent before, 0, 0, 0}.
+--   {allowed, held, spent before, 0, of it held by live holds, 0}.
 --
 --   op "take"    evaluate the keys in order and stop at the first that
 --                refuses; one reply row per key evaluated:
@@ -845,7 +845,7 @@ local function hold_take(H, prefix, rid, nowms, dearest_s, amount_s, least_s, le
     end
   end
   if held == nil then
-    return { 0, '0', str(spent), 0, 0, 0 }
+    return { 0, '0', str(spent), 0, str(sum), 0 }
   end
   if not iszero(held) then
     local lease = tonumber(lease_s)
@@ -854,7 +854,7 @@ local function hold_take(H, prefix, rid, nowms, dearest_s, amount_s, least_s, le
     redis.call('PEXPIRE', H, lease + 60000)
     redis.call('PEXPIRE', X, lease + 60000)
   end
-  return { 1, str(held), str(spent), 0, 0, 0 }
+  return { 1, str(held), str(spent), 0, str(sum), 0 }
 end
 
 local function hold_release(H, prefix, rid, acct, own, exp)

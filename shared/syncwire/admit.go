@@ -19,7 +19,8 @@ package syncwire
 // plus every live hold) under the request's id until the accountant that
 // records the call's row releases it (its row's holds), the request is
 // refused (release), or the lease lapses. Its result says what it holds
-// (held) and what the fleet had spent and held before it (used).
+// (held), what the fleet had spent and held before it (used), and how much
+// of used the holds of calls in flight held (in_flight).
 //
 // When Redis cannot decide (this accountant has none, it is down, or it
 // missed the deadline) the answer is 200 with Suspended saying why and no
@@ -86,8 +87,10 @@ type RateResult struct {
 	RetryAfterNS int64 `json:"retry_after_ns"`
 	ResetAfterNS int64 `json:"reset_after_ns"`
 	Unfittable   bool  `json:"unfittable"`
-	// A budget hold's answer: what it holds, and what the fleet had
-	// spent and held before it.
-	Held int64 `json:"held,omitempty"`
-	Used int64 `json:"used,omitempty"`
+	// A budget hold's answer: what it holds, what the fleet had spent
+	// and held before it, and how much of that the holds of calls still
+	// in flight held (it comes back as they settle).
+	Held     int64 `json:"held,omitempty"`
+	Used     int64 `json:"used,omitempty"`
+	InFlight int64 `json:"in_flight,omitempty"`
 }

@@ -151,24 +151,29 @@ func TestRefusalGoldens(t *testing.T) {
 	reserveFleet.Replicas = 3
 	reserveHeld := reserveFleet
 	reserveHeld.Held = true
+	// The budget not spent: calls in flight hold what is left of it, and
+	// the call would fit without them (no reset time, no retry).
+	reserveInFlight := reserveHeld
+	reserveInFlight.Observed, reserveInFlight.Limit, reserveInFlight.InFlight = 1000000, 1000000, 880000
 	rpmExact := rpmRefusal()
 	rpmExact.Wait = 19*time.Second + 250*time.Millisecond + 1
 	dayEnd := requests
 	dayEnd.RetryAfter, dayEnd.Wait = 42, 41500*time.Millisecond
 	refusals := map[string]*Refusal{
-		"refusal_budget_usd":           &budget,
-		"refusal_budget_lagging":       &lagging,
-		"refusal_budget_reserve":       &reserve,
-		"refusal_budget_reserve_fleet": &reserveFleet,
-		"refusal_budget_reserve_held":  &reserveHeld,
-		"refusal_quota_tokens":         &tokens,
-		"refusal_quota_requests":       &requests,
-		"refusal_quota_day_end":        &dayEnd,
-		"refusal_rpm":                  &rpm,
-		"refusal_rpm_exact":            &rpmExact,
-		"refusal_tpm":                  &tpm,
-		"refusal_concurrency":          &conc,
-		"refusal_unfittable":           &unfit,
+		"refusal_budget_usd":               &budget,
+		"refusal_budget_lagging":           &lagging,
+		"refusal_budget_reserve":           &reserve,
+		"refusal_budget_reserve_fleet":     &reserveFleet,
+		"refusal_budget_reserve_held":      &reserveHeld,
+		"refusal_budget_reserve_in_flight": &reserveInFlight,
+		"refusal_quota_tokens":             &tokens,
+		"refusal_quota_requests":           &requests,
+		"refusal_quota_day_end":            &dayEnd,
+		"refusal_rpm":                      &rpm,
+		"refusal_rpm_exact":                &rpmExact,
+		"refusal_tpm":                      &tpm,
+		"refusal_concurrency":              &conc,
+		"refusal_unfittable":               &unfit,
 	}
 	for name, r := range refusals {
 		got := refusalResponse(r)
@@ -204,6 +209,7 @@ func TestRetryVerdicts(t *testing.T) {
 		{Refusal{LimitType: Concurrency}, false},
 		{Refusal{LimitType: BudgetUSD, RetryAfter: 1912510}, false},
 		{Refusal{LimitType: BudgetUSD, RetryAfter: 30}, true},
+		{Refusal{LimitType: BudgetUSD, RetryAfter: 30, Reserve: true, InFlight: 1}, false},
 		{Refusal{LimitType: QuotaRequests, RetryAfter: 11710}, false},
 		{Refusal{LimitType: QuotaTokens, RetryAfter: 86400}, false},
 	} {

@@ -83,6 +83,14 @@ type Refusal struct {
 	// Redis, where every replica's calls in flight are held: exact, with
 	// no replica's spend left to arrive.
 	Held bool
+	// InFlight, on a reserve-mode budget refusal, is what of Observed the
+	// holds of calls still in flight hold, set only when the call would
+	// fit without them: the budget is not spent, what is left of it comes
+	// back as those calls settle, and no clock says when. Such a refusal
+	// names no reset time and no wait (no Ratelimit, Retry-After,
+	// resets_at or retry_after_s), says X-Should-Retry false as a
+	// concurrency refusal does, and carries in_flight in refused_by.
+	InFlight int64
 }
 
 // Bound is what a LedgerSettled number may be missing: rows not yet
@@ -108,6 +116,8 @@ const (
 	// NoteReserveHeld is the note of one decided where every replica's
 	// calls are held (Refusal.Held).
 	NoteReserveHeld = "budget reserve mode, held in the fleet's shared Redis: every call admitted on any gateway replica is counted, at its dearest cost until it settles"
+	// NoteInFlight follows the reserve note of a refusal with InFlight.
+	NoteInFlight = "what is left of the budget is held by calls in flight (in_flight) and comes back as they settle, which no clock predicts: retry when some of them have finished, not at the period's end"
 )
 
 // Status is 429.
@@ -133,11 +143,15 @@ func (r *Refusal) wait() time.Duration {
 // refusal names, can be admitted sooner than MaxRetryWait: never for an
 // unfittable cost or a concurrency slot (it frees on no clock).
 func (r *Refusal) ShouldRetry() bool {
-	if r.Unfittable || r.LimitType == Concurrency {
+	if r.Unfittable || r.LimitType == Concurrency || r.inFlight() {
 		return false
 	}
 	return r.wait() < MaxRetryWait
 }
+
+// inFlight reports a reserve-mode budget refusal that calls in flight
+// cause (InFlight).
+func (r *Refusal) inFlight() bool { return r.InFlight > 0 && r.Reserve && r.LimitType == BudgetUSD }
 
 // AppendBody appends the JSON body in r.Shape.
 func (r *Refusal) AppendBody(dst []byte) []byte {
@@ -159,6 +173,14 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 		dst = strconv.AppendInt(dst, r.Cost, 10)
 		dst = append(dst, `,"burst":`...)
 		dst = strconv.AppendInt(dst, r.Burst, 10)
+	case r.inFlight():
+		dst = r.appendPeriod(dst)
+		dst = append(dst, `,"observed":`...)
+		dst = r.appendAmount(dst, r.Observed)
+		dst = append(dst, `,"limit":`...)
+		dst = r.appendAmount(dst, r.Limit)
+		dst = append(dst, `,"in_flight":`...)
+		dst = r.appendAmount(dst, r.InFlight)
 	case r.LimitType.Settled():
 		dst = r.appendPeriod(dst)
 		dst = append(dst, `,"resets_at":`...)
@@ -182,12 +204,16 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 	case r.Reserve && r.LimitType == BudgetUSD:
 		dst = appendBool(dst, r.Replicas > 1 && !r.Held)
 		dst = append(dst, `,"note":`...)
+		note := NoteReserve
 		if r.Held {
-			dst = appendString(dst, NoteReserveHeld)
+			note = NoteReserveHeld
 		} else if r.Replicas > 1 {
-			dst = appendString(dst, NoteReserveFleet)
+			note = NoteReserveFleet
+		}
+		if r.inFlight() {
+			dst = appendString(dst, note+"; "+NoteInFlight)
 		} else {
-			dst = appendString(dst, NoteReserve)
+			dst = appendString(dst, note)
 		}
 	case r.LimitType.Settled() && !r.Unfittable:
 		dst = appendBool(dst, true)
@@ -245,7 +271,7 @@ func (r *Refusal) AppendHeaders(dst [][2]string) [][2]string {
 	dst = append(dst, [2]string{HeaderContentType, contentTypeJSON})
 	retry := r.ShouldRetry()
 	var ms string // Retry-After-Ms, sharing the Ratelimit value's string
-	if !r.Unfittable && r.LimitType != Concurrency {
+	if !r.Unfittable && r.LimitType != Concurrency && !r.inFlight() {
 		var buf [128]byte // the values share one string
 		b := ratelimitItem(buf[:0], r.LimitID, 'r', 0, 't', r.RetryAfter)
 		cut := len(b)
