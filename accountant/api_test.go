@@ -191,3 +191,30 @@ func TestReloadNamesKeysLeftOutOfTheTree(t *testing.T) {
 		t.Errorf("%d warnings after an unrelated write, want 1:\n%s", n, f.logs)
 	}
 }
+
+// TestReloadPinnedAtRuntimeNode: a limit pinned at a node that exists only
+// in the runtime plane does not compile (the plan compiles from the config
+// alone, in the accountant and in every filter); the reload says the node
+// is a runtime one and how to pin there.
+func TestReloadPinnedAtRuntimeNode(t *testing.T) {
+	f := newFixture(t, overrideConfig)
+	if code, body := f.admin(t, http.MethodPost, api.Prefix+"nodes", `{"id":"org:acme/team:rt"}`); code != http.StatusOK && code != http.StatusCreated {
+		t.Fatalf("node: %d %s", code, body)
+	}
+	pinned := overrideConfig + `    - id: rt_daily
+      attach: { node: "org:acme/team:rt" }
+      type: quota_requests
+      amount: 3
+      period: day
+`
+	if err := os.WriteFile(f.config, []byte(pinned), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := f.s.Reload()
+	want := `governance: compile limits: govern: limit "rt_daily": pinned node "org:acme/team:rt" not in tenancy tree; ` +
+		`it is a runtime node (created with POST /tt/api/v1/nodes), and a limit is pinned only at a node declared in governance.tenants ` +
+		`(the plan compiles from the config alone, in the accountant and in every filter): declare it there, and the declaration stands for the runtime node`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("reload: %v\nwant it to contain %q", err, want)
+	}
+}

@@ -3,6 +3,7 @@ package accountant
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,9 +16,23 @@ import (
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
-// compile loads and compiles the config file, returning every problem.
+// compile loads and compiles the config file, returning every problem. A
+// limit pinned at a node of the runtime plane alone is named as such.
 func (s *Server) compile() (*govern.Plan, error) {
-	return CompileFileRedis(s.opts.ConfigPath, s.opts.Redis)
+	p, err := CompileFileRedis(s.opts.ConfigPath, s.opts.Redis)
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		s.mu.Lock()
+		nodes := s.rt.Nodes
+		s.mu.Unlock()
+		for i, pr := range ce.Problems {
+			if pr.Node != "" && slices.Contains(nodes, pr.Node) {
+				ce.Problems[i].Message += "; it is a runtime node (created with POST " + api.Prefix + "nodes), and a limit is pinned only at a node declared in governance.tenants " +
+					"(the plan compiles from the config alone, in the accountant and in every filter): declare it there, and the declaration stands for the runtime node"
+			}
+		}
+	}
+	return p, err
 }
 
 // CompileFile loads and compiles a config file. The error lists every

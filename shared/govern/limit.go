@@ -79,6 +79,7 @@ func (c *compiler) attach(l *Limit, p string, a config.Attach, tree map[string]u
 		l.Node = a.Node
 		if tree[a.Node] == lvNone {
 			c.boot(l, p+".attach.node", "pinned node %q not in tenancy tree", a.Node)
+			c.problems[len(c.problems)-1].Node = a.Node
 		}
 	}
 }

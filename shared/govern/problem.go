@@ -20,6 +20,9 @@ type Problem struct {
 	Path    string
 	Message string
 	Limit   string
+	// Node is the node a pinned limit names when it is not in the tenancy
+	// tree, so a caller that knows the runtime plane can say more.
+	Node string
 }
 
 // String renders the problem the way validate prints it.
