@@ -31,25 +31,58 @@ const (
 
 // freeEndpointOf classifies a request's method and cleaned path; id is the
 // model of GET /v1/models/{id}, unescaped (an id may hold "/").
+//
+// A free endpoint is let through with no allow_passthrough, so only a path
+// that every server on the way reads as that endpoint is one: the route
+// prefix before /v1/… holds no escape, path parameter or backslash, and
+// the id, unescaped, no dot segment ("." or "..", also as %2e%2e), path
+// parameter, backslash, "?", "#" or NUL. Otherwise a server that decodes
+// or normalizes the path would route GET /v1/models/%2e%2e/files, or
+// /v1/files;/v1/models, to another of the provider's endpoints, ungoverned
+// and past the key's passthrough scope. Such a path is a passthrough call.
 func freeEndpointOf(method, path string) (kind freeKind, id string) {
 	const models, countTokens = "/v1/models", "/v1/messages/count_tokens"
 	switch method {
 	case "GET", "HEAD":
 		if strings.HasSuffix(path, models) {
+			if !plainPrefix(path[:len(path)-len(models)]) {
+				return freeNone, ""
+			}
 			return freeModels, ""
 		}
 		if i := strings.Index(path, models+"/"); i >= 0 {
 			raw := path[i+len(models)+1:]
-			if id, err := url.PathUnescape(raw); err == nil && id != "" {
+			if id, err := url.PathUnescape(raw); err == nil && id != "" && plainPrefix(path[:i]) && plainModelID(id) {
 				return freeModel, id
 			}
 		}
 	case "POST":
-		if strings.HasSuffix(path, countTokens) {
+		if strings.HasSuffix(path, countTokens) && plainPrefix(path[:len(path)-len(countTokens)]) {
 			return freeCountTokens, ""
 		}
 	}
 	return freeNone, ""
+}
+
+// plainPrefix reports whether a route prefix holds nothing a server may
+// decode into another path: no escape, path parameter or backslash.
+func plainPrefix(p string) bool {
+	return !strings.ContainsAny(p, "%;\\")
+}
+
+// plainModelID reports whether an unescaped model id stays one: no path
+// parameter, backslash, query, fragment or NUL, and no "." or ".." segment
+// that would climb out of /v1/models.
+func plainModelID(id string) bool {
+	if strings.ContainsAny(id, ";\\?#\x00") {
+		return false
+	}
+	for seg := range strings.SplitSeq(id, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // checkFree applies a key's scopes to a free endpoint: nil to let it go on

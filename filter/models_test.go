@@ -174,3 +174,64 @@ func TestCountTokens(t *testing.T) {
 		t.Errorf("count_tokens after two passthrough rows under a quota of 1: %d", resp.Status)
 	}
 }
+
+// TestFreeEndpointsKeepTheirPath: the model list, a model and count_tokens
+// need no allow_passthrough, so a path that a server on the way would
+// decode or normalize into another of the provider's endpoints is not
+// one: an escaped dot segment in the id (GET /v1/models/%2e%2e/files is
+// GET /v1/files once decoded), a path parameter, backslash or escape in
+// the route prefix. Each is a passthrough call, refused to a key without
+// allow_passthrough before it reaches the upstream; an id that merely
+// holds an escape or a slash, and a plain route prefix, still are free.
+func TestFreeEndpointsKeepTheirPath(t *testing.T) {
+	gpt := newTestKey("vk_gptgptgptgpt", "org:acme/team:ml/user:dev2").withScopes(`{"models":["gpt-4o*"]}`)
+	r := newRig(t, rigOptions{governance: gov(limUserConcurrency, `,"require_key":true`), keys: []testKey{dev1Key, gpt}, accountant: true})
+	r.sync()
+	for _, c := range []struct {
+		key    testKey
+		method string
+		path   string
+	}{
+		{dev1Key, "GET", "/v1/models/%2e%2e/files"},
+		{dev1Key, "GET", "/v1/models/%2E%2E/files"},
+		{dev1Key, "GET", "/v1/models/..%2Ffiles"},
+		{dev1Key, "GET", "/v1/models/.%2e/batches"},
+		{dev1Key, "HEAD", "/v1/models/x%2F%2e%2e%2F%2e%2e%2Ffiles"},
+		{gpt, "GET", "/v1/models/gpt-4o%2F..%2F..%2Ffiles"}, // in its models scope as a glob match
+		{dev1Key, "GET", "/v1/models/x%5C..%5Cfiles"},
+		{dev1Key, "GET", "/v1/models/..;/files"},
+		{dev1Key, "GET", "/v1/models/%2e"},
+		{dev1Key, "GET", "/v1/files;/v1/models"},
+		{dev1Key, "GET", "/v1/files%3F/v1/models"},
+		{dev1Key, "GET", "/v1/files/%2e%2e/v1/models"},
+		{dev1Key, "GET", "/v1/files%2F%2e%2e/v1/models/gpt-4o"},
+		{dev1Key, "POST", "/v1/files;/v1/messages/count_tokens"},
+		{dev1Key, "POST", "/v1/files%23/v1/messages/count_tokens"},
+	} {
+		before := r.stub.Served()
+		resp := r.do(req{method: c.method, path: c.path, key: c.key, body: map[bool]string{true: `{"model":"claude-3-5-haiku-latest","messages":[]}`}[c.method == "POST"]})
+		if resp.Status != 403 || resp.Headers.Get("X-Tt-Refusal-Type") != "scope_denied" {
+			t.Errorf("%s %s: %d %s; want 403 scope_denied (a passthrough call, and the key has no allow_passthrough)", c.method, c.path, resp.Status, resp.Body)
+		}
+		if r.stub.Served() != before {
+			t.Errorf("%s %s reached the upstream", c.method, c.path)
+		}
+	}
+	for _, c := range []struct {
+		key  testKey
+		path string
+	}{
+		{dev1Key, "/openai/v1/models"},
+		{dev1Key, "/v1/models/gpt-4o"},
+		{dev1Key, "/v1/models/ft%3Agpt-4o-mini%3Aacme%3A%3Aabc"},
+		{dev1Key, "/v1/models/meta-llama/llama-3.1-8b"},
+		{dev1Key, "/v1/models/a..b"},
+		{gpt, "/openai/v1/models/gpt-4o"},
+	} {
+		before := r.stub.Served()
+		resp := r.do(req{method: "GET", path: c.path, key: c.key})
+		if resp.Status == 403 || r.stub.Served() == before {
+			t.Errorf("GET %s: %d %s, reached the upstream %v; want it free and forwarded", c.path, resp.Status, resp.Body, r.stub.Served() > before)
+		}
+	}
+}
