@@ -167,6 +167,14 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	s.dims = govern.Dims{Endpoint: s.endpoint(), Provider: e.provider(h, s.path)}
 	s.passthrough = !s.governs
 
+	if s.governs && !plainPrefix(s.path[:len(s.path)-len(s.ep.String())]) {
+		// A route prefix that a server on the way may decode or cut
+		// (/v1/batches;/v1/chat/completions, /v1/batches%3F/…) could
+		// route the call to another endpoint, governed as this one.
+		e.host.Metrics.Add(MetricEndpointVariant, 1)
+		raw, _, _ := strings.Cut(h.Path, "?")
+		return e.reject(s, v, wire.EndpointVariant(s.id, h.Method, h.MethodOverride, raw, s.ep.String(), false))
+	}
 	if !s.governs && s.free == freeNone {
 		// Another spelling of a governed endpoint, which a server on the
 		// way may route as that endpoint: refused, never let through

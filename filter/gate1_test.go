@@ -377,6 +377,35 @@ func TestEndpointSpellings(t *testing.T) {
 	}
 }
 
+// TestGovernedEndpointUnderOddPrefix: a governed endpoint under a route
+// prefix that a server on the way may decode or cut (a path parameter, an
+// escaped "?", "#" or dot segment, a backslash) could be routed to another
+// endpoint (/v1/batches;/v1/chat/completions to POST /v1/batches),
+// governed as one small chat call: it is refused as another spelling
+// before it reaches the upstream, while a plain prefix is the endpoint.
+func TestGovernedEndpointUnderOddPrefix(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limTeamRPM, `,"require_key":true`), keys: []testKey{dev1Key}})
+	for _, p := range []string{
+		"/v1/batches;/v1/chat/completions",
+		"/v1/batches%3F/v1/chat/completions",
+		"/v1/batches%23/v1/responses",
+		"/v1/batches/%2e%2e/v1/embeddings",
+		"/v1/files\\/v1/messages",
+	} {
+		before := r.stub.Served()
+		resp := r.do(req{path: p, key: dev1Key, body: chatBody("gpt-4o-mini", germany)})
+		if resp.Status != 400 || !strings.Contains(string(resp.Body), "another spelling") {
+			t.Errorf("%s: %d %s; want 400, another spelling of a governed endpoint", p, resp.Status, resp.Body)
+		}
+		if r.stub.Served() != before {
+			t.Errorf("%s reached the upstream", p)
+		}
+	}
+	if resp := r.do(req{path: "/openai/v1/chat/completions", key: dev1Key, body: chatBody("gpt-4o-mini", germany)}); resp.Headers.Get("X-Tt-Refusal-Type") != "" {
+		t.Errorf("/openai/v1/chat/completions: %d %s", resp.Status, resp.Body)
+	}
+}
+
 // TestTwoCredentials: a request naming two different keys, in two
 // Authorization headers or in Authorization and x-api-key, is refused
 // whichever order they come in; the same key twice is one key.
