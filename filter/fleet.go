@@ -46,6 +46,7 @@ type fleetAsk struct {
 	why     string            // why Redis did not decide, "" when it did
 	at      time.Time         // when gate 2 asked (the holds' period)
 	pending bool              // a callout is out
+	sent    bool              // the question left for the accountant
 	done    bool              // the answer (or its absence) is in
 	eos     bool              // a headers-only request: gate 2 runs on the answer
 }

@@ -160,7 +160,7 @@ func (e *Engine) askGate2(s *Stream, insts []govern.Instance, asked []int, body 
 		e.noteFleet(f.why)
 		return Verdict{}, false
 	}
-	f.pending = true
+	f.pending, f.sent = true, true
 	v.Action = ActPause
 	return v, true
 }
@@ -232,6 +232,17 @@ func (e *Engine) checkFleetTPM(s *Stream, in *govern.Instance, i int, now time.T
 func (e *Engine) checkFleetHold(s *Stream, in *govern.Instance, i int, now time.Time, v Verdict) *Verdict {
 	res, ok := s.fleet.result(i)
 	if !ok {
+		if s.fleet.sent && s.fleet.wasAsked(i) {
+			// The question left but no answer decided it: the answer
+			// missed the deadline, or the accountant's own wait on Redis
+			// ran out, and the script may have taken the hold all the
+			// same. The request names it as if held, so that its release
+			// (on a refusal) or its row frees it, instead of it holding
+			// the fleet's budget beside the call's own cost until its
+			// lease lapses; Redis releasing a hold it never took finds
+			// nothing.
+			s.holds = append(s.holds, holdRef(in, s.fleet.at))
+		}
 		if reply := e.uncheckable(s, in, v, notDecided(&s.fleet, i)); reply != nil {
 			return reply
 		}
@@ -242,9 +253,8 @@ func (e *Engine) checkFleetHold(s *Stream, in *govern.Instance, i int, now time.
 		return e.refuseSpend(s, in, now, v, used, e.heldInFlight(s, in, used, inFlight), true)
 	}
 	unit := in.Limit.Period.Calendar
-	start := calendar.Start(unit, s.fleet.at).Unix()
 	if held > 0 {
-		s.holds = append(s.holds, unit.String()+" "+strconv.FormatInt(start, 10)+" "+in.ID)
+		s.holds = append(s.holds, holdRef(in, s.fleet.at))
 	}
 	rates, _ := e.priceOf(s.req.Model)
 	outCap := s.outMax // lowered by a reserve before this one
@@ -266,6 +276,13 @@ func (e *Engine) checkFleetHold(s *Stream, in *govern.Instance, i int, now time.
 		s.outMax = out
 	}
 	return nil
+}
+
+// holdRef names the fleet hold of in asked at at, as a row's holds do:
+// "<unit> <period start> <counter identity>".
+func holdRef(in *govern.Instance, at time.Time) string {
+	unit := in.Limit.Period.Calendar
+	return unit.String() + " " + strconv.FormatInt(calendar.Start(unit, at).Unix(), 10) + " " + in.ID
 }
 
 // addSpendHold adds cost to this VM's hold in the replica's spend cell of

@@ -285,3 +285,61 @@ func mustAtoi(t *testing.T, s string) int64 {
 	}
 	return n
 }
+
+// TestFleetBudgetHoldPastTheDeadline: a budget hold whose answer misses
+// shared_state.redis.timeout may have been taken in Redis all the same;
+// the call, admitted by the replica's own reserve and saying suspended,
+// names it on its row, so the accountant that records the row releases
+// it instead of it holding the fleet's budget, beside the call's own
+// cost, until its lease lapses.
+func TestFleetBudgetHoldPastTheDeadline(t *testing.T) {
+	lims := `{"id":"dev1_day","attach":{"node":"org:acme/team:ml/user:dev1"},"type":"budget_usd","amount_usd":0.001,"period":"day","reserve":true}`
+	shared := `,"shared_state":{"redis":{"addr":"127.0.0.1:1","timeout":"5ms"}},"require_key":true`
+	fh := &fakeHolds{}
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	r := newRig(t, rigOptions{governance: gov(lims, shared), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) {
+			a.prices = reservePrices
+			a.snapshot = syncwire.Snapshot{Version: "s0"}
+			a.redis = true
+			a.admit = func(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
+				if len(req.Rate) == 0 {
+					return fh.admit(req)
+				}
+				asked <- struct{}{}
+				<-release // the script runs and holds, after the deadline passed
+				return fh.admit(req)
+			}
+		}})
+	r.sync()
+	done := make(chan wasmtest.Response, 1)
+	go func() { done <- r.chat(dev1Key, chatBody("gpt-4o", germany, `,"max_tokens":20`)) }()
+	<-asked
+	r.clock.Advance(5 * time.Millisecond) // the callout times out: a 504
+	resp := <-done
+	close(release)
+	if resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "dev1_day" {
+		t.Fatalf("past the deadline: %d, X-Tt-Suspended %q; want 200 from the replica's reserve, saying suspended", resp.Status, resp.Headers.Get("X-Tt-Suspended"))
+	}
+	r.step(time.Second)
+	fh.mu.Lock()
+	live := len(fh.holds)
+	fh.mu.Unlock()
+	if live != 1 {
+		t.Fatalf("%d holds in the fleet store; want the one the late script took", live)
+	}
+	rid := resp.Headers.Get("X-Tt-Request-Id")
+	found := false
+	for _, row := range r.acct.ledger() {
+		if row.RequestID == rid {
+			found = true
+			if len(row.Holds) != 1 || !regexp.MustCompile(`^day \d+ dev1_day\|`).MatchString(row.Holds[0]) {
+				t.Errorf("the row of the call whose hold answer came late names holds %q; want its hold on dev1_day, for the accountant to release", row.Holds)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no row for %s", rid)
+	}
+}
