@@ -24,10 +24,14 @@ func alertKey(id string, th float64) string {
 	return "tt/alert|" + id + "|" + strconv.FormatFloat(th, 'g', -1, 64)
 }
 
-// crossed reports whether before → after passes th of amount upward.
+// crossed reports whether before → after passes th of amount upward. A
+// threshold of 0 is passed by the first use (0 → more).
 func crossed(before, after, amount int64, th float64) bool {
-	if amount <= 0 || th <= 0 {
+	if amount <= 0 || th < 0 {
 		return false
+	}
+	if th == 0 {
+		return before <= 0 && after > 0
 	}
 	x := th * float64(amount)
 	return float64(before) < x && float64(after) >= x

@@ -32,8 +32,11 @@ type alertKey struct {
 // crossed reports whether the counter passed threshold·amount going from
 // before to after.
 func crossed(before, after, amount int64, threshold float64) bool {
-	if threshold <= 0 || amount <= 0 {
+	if threshold < 0 || amount <= 0 {
 		return false
+	}
+	if threshold == 0 { // crossed by the first use
+		return before <= 0 && after > 0
 	}
 	x := threshold * float64(amount)
 	return float64(before) < x && float64(after) >= x
