@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,7 +224,7 @@ func (c *Client) do(ctx context.Context, op string, timeout time.Duration, f fun
 		c.m.ops.WithLabelValues(op, "ok").Inc()
 		return err
 	}
-	if ctx.Err() != nil && ctx.Err() != context.Canceled {
+	if pastDeadline(ctx, err) {
 		// Slow, not gone: this operation answers locally; the next one
 		// tries again.
 		c.m.ops.WithLabelValues(op, "timeout").Inc()
@@ -242,6 +243,25 @@ var ErrTimeout = errors.New("redis did not answer within the deadline")
 // lost reports whether err means Redis cannot be used right now (the
 // network, a deadline, a server still loading its data), rather than a
 // refusal of this one command.
+// pastDeadline reports whether err is the operation missing its own
+// deadline: the context's error, or a network timeout once the deadline
+// has passed. The connection's deadline is the context's, and on a busy
+// machine it fires before the context's timer has run, while ctx.Err() is
+// still nil: the "i/o timeout" that comes back then is the deadline too,
+// not Redis gone (taken for it, one slow script under a burst marked Redis
+// down and sent every Redis-backed limit to its local answer).
+func pastDeadline(ctx context.Context, err error) bool {
+	if e := ctx.Err(); e != nil && e != context.Canceled {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	if !ok || time.Now().Before(d) {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
 func lost(err error) bool {
 	var ne net.Error
 	if errors.As(err, &ne) {

@@ -2,12 +2,16 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokentriage/tokentriage/internal/redistest"
 )
 
 // records keeps every log record, at every level.
@@ -69,5 +73,37 @@ func TestUnreachableRedisIsLoggedOnce(t *testing.T) {
 	}
 	if n := recs.find(slog.LevelWarn, "redis: not reachable"); n != 1 {
 		t.Errorf("%d warnings that Redis is not reachable after three failed probes; want 1", n)
+	}
+}
+
+// lateContext is a context whose deadline has passed and whose timer has
+// not yet run: Err is still nil, as a busy machine leaves it for a moment.
+type lateContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// TestDeadlineIsNotRedisLost: an operation whose connection deadline fired
+// before its context's timer ran ("i/o timeout" while ctx.Err() is nil)
+// missed its deadline; it fails alone with ErrTimeout and leaves Redis up,
+// instead of marking it lost and sending every Redis-backed limit to its
+// local answer. A network error before the deadline is still Redis lost.
+func TestDeadlineIsNotRedisLost(t *testing.T) {
+	r := redistest.Start(t)
+	c := testClient(t, r)
+	ioTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	late := lateContext{Context: context.Background(), deadline: time.Now().Add(-time.Millisecond)}
+	err := c.do(late, "rate_take", time.Hour, func(context.Context) error { return ioTimeout })
+	if !errors.Is(err, ErrTimeout) || !c.Up() {
+		why, _ := c.Down()
+		t.Fatalf("an i/o timeout past the deadline: %v, up %v (%s); want ErrTimeout with Redis up", err, c.Up(), why)
+	}
+	err = c.do(context.Background(), "rate_take", time.Hour, func(context.Context) error {
+		return &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+	})
+	if errors.Is(err, ErrTimeout) || c.Up() {
+		t.Fatalf("a reset connection before the deadline: %v, up %v; want Redis marked down", err, c.Up())
 	}
 }
