@@ -50,6 +50,9 @@ func (c *compiler) limit(i int, cl *config.Limit, tree map[string]uint8, shared 
 		if typeOK && t != BudgetUSD {
 			c.at(p+".reserve", "reserve mode is for budget_usd only (it reserves a call's dearest cost in dollars); %s is counted at the gate already or settled from the ledger: remove reserve", cl.Type)
 		}
+		if l.Enforce == EnforceSoft {
+			c.at(p+".reserve", "reserve mode holds the cap by lowering each call's output maximum to what the budget has left, so with enforce: soft (admit on breach) calls would be cut short while some is left and then admitted whole once none is; remove reserve for a soft budget, or enforce: soft for a reserve one")
+		}
 		l.Reserve = true
 	}
 	l.period = l.Period.String()
