@@ -394,6 +394,11 @@ func (c *compiler) posture(l *Limit, p string, ps *config.Posture) {
 		}
 		l.Fail = Fail(f)
 	}
+	if l.Enforce == EnforceSoft && l.Fail == FailClosed {
+		// Shadow with fail: closed is a posture staged for turning on; soft
+		// never refuses, so closed could never act.
+		c.at(p+".posture.fail", "closed acts only with enforce: hard (an uncheckable limit then answers 503), and enforce: soft admits whatever happens, so this limit would fail open; set enforce: hard, or remove fail: closed")
+	}
 	for k, th := range ps.Thresholds {
 		if th < 0 || th > 1 {
 			c.at(p+".posture.thresholds["+itoa(k)+"]", "%v is outside [0,1] (a threshold is a fraction of the cap, e.g. 0.8)", th)
