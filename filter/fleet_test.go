@@ -3,6 +3,7 @@ package filter_test
 import (
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,6 +145,35 @@ func TestFleetStoreSuspended(t *testing.T) {
 	}
 	if n := r.metric("tokentriage.suspended"); n != 3 {
 		t.Errorf("tokentriage.suspended = %d, want 3", n)
+	}
+}
+
+// TestFleetStoreSuspendedCountsWhatTheFleetAdmitted: arrivals the fleet
+// admitted on this replica are in its own cell too, so when Redis stops
+// deciding the local cell goes on from them: the fleet admits at most what
+// local cells would, not that on top of what Redis already admitted.
+func TestFleetStoreSuspendedCountsWhatTheFleetAdmitted(t *testing.T) {
+	const lims = `{"id":"fleet_rpm","attach":{"node":"org:acme"},"type":"rpm","amount":2,"period":"1m","store":"redis"}`
+	shared := `,"shared_state":{"redis":{"addr":"127.0.0.1:1"}},"require_key":true`
+	var down atomic.Bool
+	r := newRig(t, rigOptions{governance: gov(lims, shared), keys: []testKey{dev1Key}, accountant: true,
+		acct: func(a *fakeAccountant) {
+			a.admit = func(syncwire.AdmitRequest) syncwire.AdmitAnswer {
+				if down.Load() {
+					return syncwire.AdmitAnswer{Suspended: "the shared Redis did not decide: redis is down"}
+				}
+				return syncwire.AdmitAnswer{Rate: []syncwire.RateResult{{Allowed: true, Limit: 2, Remaining: 1}}}
+			}
+		}})
+	body := chatBody("gpt-4o-mini", "hi")
+	for i := 0; i < 2; i++ {
+		if resp := r.chat(dev1Key, body); resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "" {
+			t.Fatalf("request %d decided by the fleet: %d, suspended %q", i, resp.Status, resp.Headers.Get("X-Tt-Suspended"))
+		}
+	}
+	down.Store(true)
+	if resp := r.chat(dev1Key, body); resp.Status != 429 || resp.Headers.Get("X-Tt-Refused-By") != "fleet_rpm" {
+		t.Fatalf("Redis down after the fleet admitted this replica's 2 of 2: %d %s; want the local cell, which counted them, to refuse", resp.Status, resp.Body)
 	}
 }
 

@@ -305,7 +305,11 @@ func (e *Engine) holding(s *Stream, now time.Time) bool {
 // checkRPM takes one arrival from the instance's cell; i is the instance's
 // position in the gate's walk. A store: redis instance takes it from the
 // fleet's answer, or, when Redis did not decide, from the local cell, and
-// the request says suspended.
+// the request says suspended. An arrival the fleet admits is counted in
+// the local cell too (without a decision), so that the local cell, when it
+// answers, counts every arrival this replica admitted: the fleet then
+// admits at most what local cells would (N × amount) while Redis is slow
+// or down, not that on top of what Redis admitted before.
 func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, v Verdict) *Verdict {
 	l := in.Limit
 	p := e.rateParams(in)
@@ -315,6 +319,11 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, 
 		res, fleet = s.fleet.result(i)
 		if fleet {
 			e.noteFleetSeen(in, res, now)
+			if res.Allowed {
+				if err := e.cells.rateAdjust(in.ID, l.Algorithm, now, 1, p); err != nil {
+					e.logf(LogWarn, "counting an arrival the fleet admitted in the replica's cell %s: %v", in.ID, err)
+				}
+			}
 		}
 		if !fleet {
 			// The fleet store did not decide: uncheckable, which a fail:
