@@ -3,6 +3,7 @@ package filter
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"strconv"
 	"time"
 
@@ -168,6 +169,7 @@ func (e *Engine) refresh(now time.Time) {
 				} else {
 					plan = p
 					armAgain = true
+					e.warnProviders(p)
 				}
 				cur.plan = v.plan
 			} else {
@@ -218,6 +220,20 @@ func (e *Engine) refresh(now time.Time) {
 func (e *Engine) part(key string) ([]byte, bool) {
 	b, _, found, err := e.host.Store.Get(key)
 	return append([]byte(nil), b...), err == nil && found
+}
+
+// warnProviders logs each limit of a synced plan whose match.provider this
+// filter never gives a request (its providers rules and the names it
+// infers, pluginconf.ProviderNames): the accountant cannot check that, as
+// it does not see the filter's plugin configuration, and the limit would
+// never count. An embedded plan is refused for it at configure instead.
+func (e *Engine) warnProviders(p *govern.Plan) {
+	names := e.cfg.ProviderNames()
+	for _, l := range p.Limits {
+		if n := l.Match.Provider; n != "" && !slices.Contains(names, n) {
+			e.logf(LogWarn, "sync: limit %s of the accountant's plan: match.provider %s", l.ID, pluginconf.UnknownProvider(n, names))
+		}
+	}
 }
 
 func compilePlan(b []byte) (*govern.Plan, error) {

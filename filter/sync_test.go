@@ -283,3 +283,37 @@ func TestUnarmedBodyUntouched(t *testing.T) {
 		t.Errorf("an unarmed request reached the provider with an output maximum: %s", rec.Body)
 	}
 }
+
+// TestPlanProviderNotGiven: a synced plan whose limit matches a provider
+// this filter never names a request (no providers rule gives it, and it
+// is not openai or anthropic) is armed, and each VM says the limit will
+// never count, naming the names it gives.
+func TestPlanProviderNotGiven(t *testing.T) {
+	r := newRig(t, rigOptions{accountant: true, keys: []testKey{dev1Key}})
+	r.acct.setPlan("p1", `{"enabled":true,"limits":[`+
+		`{"id":"az_tpm","attach":{"node":"__global"},"type":"tpm","amount":20000,"period":"1m","match":{"provider":"azure"}},`+
+		`{"id":"oa_tpm","attach":{"node":"__global"},"type":"tpm","amount":20000,"period":"1m","match":{"provider":"openai"}}]}`)
+	r.sync()
+	want := `sync: limit az_tpm of the accountant's plan: match.provider "azure" never matches: no providers rule names it and the filter does not infer it (the provider names a request can be given here: anthropic, openai)`
+	said, other := 0, 0
+	for _, l := range r.h.Logs() {
+		if strings.Contains(l.Message, want) {
+			said++
+		} else if strings.Contains(l.Message, "oa_tpm") {
+			other++
+		}
+	}
+	if said != r.h.Workers() || other != 0 {
+		t.Errorf("the unmatched provider was logged %d times by %d VMs (and oa_tpm %d times), want once each", said, r.h.Workers(), other)
+	}
+	r.sync()
+	again := 0
+	for _, l := range r.h.Logs() {
+		if strings.Contains(l.Message, want) {
+			again++
+		}
+	}
+	if again != said {
+		t.Errorf("logged again at a sync with the same plan: %d, then %d", said, again)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -246,6 +247,30 @@ func (v *validator) providers(ps []Provider) {
 // never matches, so the limit never counts or the key is refused on every
 // call.
 func (v *validator) providerNames(c *Config) {
+	names := c.ProviderNames()
+	check := func(at, name string) {
+		if name == "" || !govern.ProviderNameOK(name) || slices.Contains(names, name) {
+			return // empty or miscased names have their own problem
+		}
+		v.at(at, "%s", UnknownProvider(name, names))
+	}
+	if c.Plan != nil {
+		for _, l := range c.Plan.Limits {
+			check(l.Path+".match.provider", l.Match.Provider)
+		}
+	}
+	for i, k := range c.Keys {
+		for j, p := range k.Scopes.Providers {
+			check("keys["+strconv.Itoa(i)+"].scopes.providers["+strconv.Itoa(j)+"]", p)
+		}
+	}
+}
+
+// ProviderNames lists, sorted, the provider names the filter can give a
+// request under c: its providers rules' names (up to the first rule that
+// matches every request) and, unless such a rule exists, the names it
+// infers from the path (anthropic, openai).
+func (c *Config) ProviderNames() []string {
 	given := map[string]bool{"anthropic": true, "openai": true}
 	for _, p := range c.Providers {
 		if p.Route == "" && p.Authority == "" && p.PathPrefix == "" {
@@ -266,23 +291,14 @@ func (v *validator) providerNames(c *Config) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	check := func(at, name string) {
-		if name == "" || !govern.ProviderNameOK(name) || given[name] {
-			return // empty or miscased names have their own problem
-		}
-		v.at(at, "%q never matches: no providers rule names it and the filter does not infer it (the provider names a request can be given here: %s); add a providers rule {\"name\": %q, ...} that picks its requests, or correct the name",
-			name, strings.Join(names, ", "), name)
-	}
-	if c.Plan != nil {
-		for _, l := range c.Plan.Limits {
-			check(l.Path+".match.provider", l.Match.Provider)
-		}
-	}
-	for i, k := range c.Keys {
-		for j, p := range k.Scopes.Providers {
-			check("keys["+strconv.Itoa(i)+"].scopes.providers["+strconv.Itoa(j)+"]", p)
-		}
-	}
+	return names
+}
+
+// UnknownProvider says why a provider name outside names (ProviderNames)
+// never matches, and what to do.
+func UnknownProvider(name string, names []string) string {
+	return fmt.Sprintf("%q never matches: no providers rule names it and the filter does not infer it (the provider names a request can be given here: %s); add a providers rule {\"name\": %q, ...} that picks its requests, or correct the name",
+		name, strings.Join(names, ", "), name)
 }
 
 func (v *validator) keys(c *Config) {
