@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -12,11 +14,12 @@ import (
 	"github.com/tokentriage/tokentriage/internal/configfile"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/pluginconf"
 )
 
 var validateCmd = &command{
 	name:    "validate",
-	usage:   "-c FILE [--pricing FILE]",
+	usage:   "-c FILE [--plugin FILE]",
 	summary: "decode and compile a configuration with every boot-time guard; print each problem",
 	help: `
 Reads the configuration (YAML, or JSON when the file ends in .json), decodes
@@ -28,6 +31,11 @@ Each problem is printed on its own line with its config path, as
 after their path:
 
   governance.limits[1].burst: governance: compile limits: govern: limit "team_tpm": tpm limit ...
+
+With --plugin, the filter's plugin configuration (the JSON Envoy's
+configuration value or Istio's pluginConfig carries) is checked the way
+the filter checks it when it starts, embedded governance block included;
+-c may then be left out.
 
 With --pricing, the price file dev and accountant take with --pricing is
 checked too, by the loader they use; its problems are printed one per line
@@ -41,12 +49,25 @@ On success one line summarises the plan:
 		file := fs.StringP("config", "c", "", "configuration file to check (YAML or JSON)")
 		plan := fs.BoolP("plan", "p", false, "also print the compiled plan: defaults applied, tree, instances, counter identities")
 		prices := fs.String("pricing", "", "also check this pricing file (YAML or JSON), as dev and accountant read it")
+		plugin := fs.String("plugin", "", "also check this plugin configuration of the filter (JSON), as the filter reads it at start")
 		return func(e *env) int {
-			code := validate(e, *file, *plan)
-			if *prices == "" || code == 2 {
-				return code
+			code := 0
+			if *file != "" || *plugin == "" {
+				if code = validate(e, *file, *plan); code == 2 {
+					return code
+				}
 			}
-			return max(code, validatePricing(e, *prices))
+			if *plugin != "" {
+				if c := validatePlugin(e, *plugin); c == 2 {
+					return c
+				} else {
+					code = max(code, c)
+				}
+			}
+			if *prices != "" {
+				code = max(code, validatePricing(e, *prices))
+			}
+			return code
 		}
 	},
 }
@@ -71,7 +92,16 @@ func validate(e *env, file string, printPlan bool) int {
 			fmt.Fprintf(e.stdout, "%s: %s\n", file, se)
 			return e.failf(1, "%s does not parse", file)
 		case errors.As(err, &ps):
-			return report(e, file, govern.FromConfig(ps))
+			code := report(e, file, govern.FromConfig(ps))
+			for _, p := range ps {
+				for _, f := range pluginFields {
+					if p.Path == "" && strings.HasPrefix(p.Message, "unknown field "+strconv.Quote(f)) {
+						fmt.Fprintf(e.stderr, "%s looks like the filter's plugin configuration (it has %q); check it with tokentriage validate --plugin %s\n", file, f, file)
+						return code
+					}
+				}
+			}
+			return code
 		}
 		return e.failf(1, "%s: %v", file, err)
 	}
@@ -97,6 +127,43 @@ func validate(e *env, file string, printPlan bool) int {
 		fmt.Fprint(e.stdout, " (governance.enabled is false: nothing is enforced until it is true)")
 	}
 	fmt.Fprintln(e.stdout)
+	return 0
+}
+
+// pluginFields are the top-level fields of the filter's plugin
+// configuration that a config file does not have: a -c file holding them
+// is a plugin configuration.
+var pluginFields = []string{"accountant", "sync_interval", "flush_interval", "max_body_bytes", "keys", "providers", "lease_ttl", "hold_headers"}
+
+// validatePlugin checks the filter's plugin configuration with the
+// decoder the filter runs at start: 0 when it would start, else every
+// problem and exit status 1 (2 when the file cannot be read).
+func validatePlugin(e *env, file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return e.failf(2, "cannot read the plugin configuration: %v", err)
+	}
+	c, err := pluginconf.Decode(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")))
+	if err != nil {
+		var se *config.SyntaxError
+		var ps govern.Problems
+		switch {
+		case errors.As(err, &se):
+			fmt.Fprintf(e.stdout, "%s: %s\n", file, se)
+			return e.failf(1, "%s does not parse (a plugin configuration is one JSON object, as Envoy's configuration value carries it)", file)
+		case errors.As(err, &ps):
+			return report(e, file, ps)
+		}
+		return e.failf(1, "%s: %v", file, err)
+	}
+	what := "accountant mode: the plan, keys and spend come from cluster " + strconv.Quote(c.Accountant.Cluster)
+	if c.Plan != nil {
+		what = fmt.Sprintf("embedded plan: %s, %s", plural(len(c.Plan.Limits), "limit"), plural(len(c.Keys), "static key"))
+		if c.Accountant != nil {
+			what += ", with the accountant at cluster " + strconv.Quote(c.Accountant.Cluster)
+		}
+	}
+	fmt.Fprintf(e.stdout, "ok: plugin configuration %s (%s)\n", file, what)
 	return 0
 }
 
