@@ -221,7 +221,7 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 	if sc := s.scopes; sc != nil && sc.Models != nil && s.served != "" && s.served != s.req.Model && !modelAllowed(sc.Models, s.served) {
 		r.ServedOutOfScope = true
 		e.host.Metrics.Add(MetricServedOutOfScope, 1)
-		e.logf(LogWarn, "request %s: key %s asked for %s, in its model scope, and was answered by %s, outside it", s.id, s.kid, s.req.Model, s.served)
+		e.logf(LogWarn, "request %s: key %s asked for %q, in its model scope, and was answered by %q, outside it", s.id, s.kid, s.req.Model, s.served)
 	}
 	switch {
 	case s.refusal.errorType != "":
