@@ -326,10 +326,14 @@ func (m *mirror) away(err error) {
 	if first {
 		m.awaySince = now
 	}
+	// Said at the first failure and again when the reason changes (an owner
+	// that was not listening yet, then answers with a refusal), not once
+	// per retry.
+	changed := m.awayErr != err.Error()
 	m.awayErr = err.Error()
 	version := m.version
 	m.mu.Unlock()
-	if first {
+	if first || changed {
 		m.log.Warn("runtime plane: no copy from the owner; serving the last copy until one arrives", "err", err.Error(), "version", version)
 	}
 }

@@ -271,6 +271,28 @@ func TestMirrorForwardsWrites(t *testing.T) {
 	}
 }
 
+// TestMirrorOfItselfIsNamed: an accountant whose --control names its own
+// address is told so in its log, not to point --control at that address.
+func TestMirrorOfItselfIsNamed(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, overrideConfig)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	n := startNode(t, cfg, filepath.Join(dir, "self"), addr, "http://"+addr)
+	// The first pull may find the server not answering yet; a later one
+	// reaches it and is refused.
+	for !strings.Contains(n.logs.String(), "the owner answered 409") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(n.logs.String(), "--control http://"+addr+" names this accountant itself") {
+		t.Fatalf("the refusal does not name the mirror of itself; the log:\n%s", n.logs.String())
+	}
+}
+
 // TestMirrorRefusesWhatOnlyAnOwnerDoes: a mirror answers no pulls (its
 // --control must name the owner), refuses a write another mirror forwarded
 // (a loop), and needs the internal or admin token like any internal call.

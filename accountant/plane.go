@@ -171,6 +171,12 @@ func (s *Server) servePlane(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.mirror != nil {
+		var pull planePull
+		body, _ := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPullBytes))
+		if json.Unmarshal(body, &pull) == nil && pull.Mirror == s.name {
+			writeError(w, http.StatusConflict, fmt.Sprintf("--control %s names this accountant itself: a mirror's --control must name the owner of the runtime plane, the accountant started without --control (or start this one without --control to make it the owner)", s.mirror.owner))
+			return
+		}
 		writeError(w, http.StatusConflict, fmt.Sprintf("this accountant mirrors the runtime plane of %s; a mirror pulls from the owner: point --control at %s (the accountant started without --control)", s.mirror.owner, s.mirror.owner))
 		return
 	}
