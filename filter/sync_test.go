@@ -294,6 +294,9 @@ func TestPlanProviderNotGiven(t *testing.T) {
 		`{"id":"az_tpm","attach":{"node":"__global"},"type":"tpm","amount":20000,"period":"1m","match":{"provider":"azure"}},`+
 		`{"id":"oa_tpm","attach":{"node":"__global"},"type":"tpm","amount":20000,"period":"1m","match":{"provider":"openai"}}]}`)
 	r.sync()
+	// A VM whose tick ran before the poll's answer was written reads the
+	// plan at its next tick.
+	r.step(time.Second)
 	want := `sync: limit az_tpm of the accountant's plan: match.provider "azure" never matches: no providers rule names it and the filter does not infer it (the provider names a request can be given here: anthropic, openai)`
 	said, other := 0, 0
 	for _, l := range r.h.Logs() {
