@@ -44,6 +44,9 @@ func TestSeedFigure(t *testing.T) {
 		// gpt-4o-2024-05-13 has its own price, not gpt-4o's
 		{"gpt-4o-2024-05-13", ledger.Usage{Input: 1_000_000}, 5_000_000_000},
 		{"gpt-4o-2024-08-06", ledger.Usage{Input: 1_000_000}, 2_500_000_000},
+		// the completions endpoint's models: 1.50 and 2 per million
+		{"gpt-3.5-turbo-instruct", ledger.Usage{Input: 1_000_000, Output: 1_000_000}, 3_500_000_000},
+		{"babbage-002", ledger.Usage{Input: 1_000_000}, 400_000_000},
 	} {
 		got := c.Price(tc.model, tc.u)
 		if got.Unpriced || got.Nanos != tc.want {
