@@ -367,6 +367,10 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	s.gw = &http.Server{
 		Handler:           s.untilArmed(host), // wasmtest.Host finishes each request body itself
 		ReadHeaderTimeout: 10 * time.Second,
+		// Envoy's downstream idle_timeout default: a kept-alive client
+		// connection with no request in flight is closed after an hour,
+		// so idle connections cannot pile up without bound.
+		IdleTimeout: time.Hour,
 		// Past this net/http answers 431 itself; the host's own limit,
 		// which names the setting, is the one that applies.
 		MaxHeaderBytes: o.MaxRequestHeadersKB<<10 + 64<<10,
