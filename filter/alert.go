@@ -24,25 +24,12 @@ func alertKey(id string, th float64) string {
 	return "tt/alert|" + id + "|" + strconv.FormatFloat(th, 'g', -1, 64)
 }
 
-// crossed reports whether before → after passes th of amount upward. A
-// threshold of 0 is passed by the first use (0 → more).
-func crossed(before, after, amount int64, th float64) bool {
-	if amount <= 0 || th < 0 {
-		return false
-	}
-	if th == 0 {
-		return before <= 0 && after > 0
-	}
-	x := th * float64(amount)
-	return float64(before) < x && float64(after) >= x
-}
-
 // gateAlerts raises the alerts an admission of in moved it through: its
 // count went from before to after of amount.
 func (e *Engine) gateAlerts(in *govern.Instance, before, after, amount int64, now time.Time) {
 	l := in.Limit
 	for _, th := range l.Thresholds {
-		if crossed(before, after, amount, th) {
+		if govern.Crossed(before, after, amount, th) {
 			e.raiseGateAlert(in, th, after, amount, now)
 		}
 	}

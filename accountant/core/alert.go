@@ -29,19 +29,6 @@ type alertKey struct {
 	start     int64
 }
 
-// crossed reports whether the counter passed threshold·amount going from
-// before to after.
-func crossed(before, after, amount int64, threshold float64) bool {
-	if threshold < 0 || amount <= 0 {
-		return false
-	}
-	if threshold == 0 { // crossed by the first use
-		return before <= 0 && after > 0
-	}
-	x := threshold * float64(amount)
-	return float64(before) < x && float64(after) >= x
-}
-
 // checkThresholds raises the alerts of the batch just applied (deltas,
 // targets and values are parallel).
 func (c *Core) checkThresholds(now time.Time, live bool) []Alert {
@@ -53,7 +40,7 @@ func (c *Core) checkThresholds(now time.Time, live bool) []Alert {
 		}
 		after := c.values[i]
 		for _, th := range t.limit.Thresholds {
-			if !crossed(after-d.N, after, t.amount, th) {
+			if !govern.Crossed(after-d.N, after, t.amount, th) {
 				continue
 			}
 			if a, ok := c.raise(t, th, d.Key.Start, after, now, live); ok {

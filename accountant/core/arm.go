@@ -83,7 +83,7 @@ func (c *Core) rederive(now time.Time, live bool) error {
 	for _, ctr := range counters {
 		s := sums[ctr.Key]
 		for _, th := range s.t.limit.Thresholds {
-			if crossed(0, s.v, s.t.amount, th) {
+			if govern.Crossed(0, s.v, s.t.amount, th) {
 				if a, ok := c.raise(s.t, th, ctr.Key.Start, s.v, now, live); ok {
 					c.pending = append(c.pending, a)
 				}

@@ -1,10 +1,10 @@
-package core
+package govern
 
 import "testing"
 
 // TestCrossed: a threshold is crossed when usage rises from below its
-// fraction of the amount to at or above it; a threshold of 0 (posture
-// thresholds are fractions in [0,1], seed 002) is crossed by the first use.
+// fraction of the amount to at or above it; a threshold of 0 is crossed by
+// the first use.
 func TestCrossed(t *testing.T) {
 	for i, c := range []struct {
 		before, after, amount int64
@@ -19,9 +19,10 @@ func TestCrossed(t *testing.T) {
 		{1, 2, 10, 0, false},
 		{0, 0, 10, 0, false},
 		{0, 5, 0, 0.5, false},
+		{0, 5, 10, -0.5, false},
 	} {
-		if got := crossed(c.before, c.after, c.amount, c.th); got != c.want {
-			t.Errorf("step %d: crossed(%d → %d of %d, %v) = %v, want %v", i, c.before, c.after, c.amount, c.th, got, c.want)
+		if got := Crossed(c.before, c.after, c.amount, c.th); got != c.want {
+			t.Errorf("step %d: Crossed(%d → %d of %d, %v) = %v, want %v", i, c.before, c.after, c.amount, c.th, got, c.want)
 		}
 	}
 }
