@@ -2,6 +2,8 @@ package filter_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -174,6 +176,66 @@ func TestFleetStoreSuspendedCountsWhatTheFleetAdmitted(t *testing.T) {
 	down.Store(true)
 	if resp := r.chat(dev1Key, body); resp.Status != 429 || resp.Headers.Get("X-Tt-Refused-By") != "fleet_rpm" {
 		t.Fatalf("Redis down after the fleet admitted this replica's 2 of 2: %d %s; want the local cell, which counted them, to refuse", resp.Status, resp.Body)
+	}
+}
+
+// TestFleetTPMSuspendedCountsWhatTheFleetAdmitted: a tpm reserve the fleet
+// admitted on this replica is in its own cell too, handed back there with
+// a refusal and corrected there at settlement by the reconcile Redis gets,
+// so when Redis stops deciding the local cell goes on from the tokens the
+// fleet admitted, not from an empty window. While the fleet decides, the
+// local cell refuses nothing, even past its amount.
+func TestFleetTPMSuspendedCountsWhatTheFleetAdmitted(t *testing.T) {
+	const lims = `{"id":"team_tpm","attach":{"node":"org:acme/team:ml"},"type":"tpm","amount":20000,"period":"1m","store":"redis"},` +
+		`{"id":"org_tpm","attach":{"node":"org:acme"},"type":"tpm","amount":16384,"period":"1m","match":{"model":"gpt-4o"}}`
+	shared := `,"shared_state":{"redis":{"addr":"127.0.0.1:1"}},"require_key":true`
+	var down atomic.Bool
+	var used atomic.Int64 // the total_tokens the upstream reports, 5 of them output
+	up := http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":5,"total_tokens":%d}}`, used.Load()-5, used.Load())
+	})
+	r := newRig(t, rigOptions{governance: gov(lims, shared), keys: []testKey{dev1Key}, accountant: true, upstream: up,
+		acct: func(a *fakeAccountant) {
+			a.admit = func(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
+				switch {
+				case len(req.Rate) == 0:
+					return syncwire.AdmitAnswer{} // a hand-back
+				case down.Load():
+					return syncwire.AdmitAnswer{Suspended: "the shared Redis did not decide: redis is down"}
+				}
+				return syncwire.AdmitAnswer{Rate: []syncwire.RateResult{{Allowed: true, Limit: 20000, Remaining: 10000}}}
+			}
+		}})
+	call := func(model string, maxTokens int, usage int64) wasmtest.Response {
+		t.Helper()
+		used.Store(usage)
+		return r.chat(dev1Key, chatBody(model, germany, fmt.Sprintf(`,"max_tokens":%d`, maxTokens)))
+	}
+	fleet := func(what string, resp wasmtest.Response) {
+		t.Helper()
+		if resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "" {
+			t.Fatalf("%s, decided by the fleet: %d, suspended %q %s", what, resp.Status, resp.Headers.Get("X-Tt-Suspended"), resp.Body)
+		}
+	}
+	// The fleet admits team_tpm's reserve of 16,384 and more, org_tpm
+	// (local, gpt-4o only) cannot fit it: the reserve is handed back, in
+	// the replica's cell too.
+	if resp := call("gpt-4o", 20000, 0); resp.Status != 429 || resp.Headers.Get("X-Tt-Refused-By") != "org_tpm" {
+		t.Fatalf("a reserve past org_tpm's 16384: %d refused by %q; want 429 by org_tpm", resp.Status, resp.Headers.Get("X-Tt-Refused-By"))
+	}
+	fleet("a reserve of 16,000 using 200", call("gpt-4o-mini", 16000, 200)) // the cell: 200
+	fleet("a reserve of 50 using 17,000", call("gpt-4o-mini", 50, 17000))   // the cell: 17,200
+	fleet("a reserve of 8,000 using 200", call("gpt-4o-mini", 8000, 200))   // past the cell's 20,000 while reserved; then 17,400
+	down.Store(true)
+	// The cell holds 17,400 of 20,000: a reserve of about 1,000 fits, and
+	// leaves 17,600 once reconciled to 200.
+	if resp := call("gpt-4o-mini", 1000, 200); resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "team_tpm" {
+		t.Fatalf("Redis down, the replica's cell holding what the fleet admitted net of hand-backs and reconciles (17,400 of 20,000): %d suspended %q %s; want 200 from the local cell",
+			resp.Status, resp.Headers.Get("X-Tt-Suspended"), resp.Body)
+	}
+	if resp := call("gpt-4o-mini", 4000, 200); resp.Status != 429 || resp.Headers.Get("X-Tt-Refused-By") != "team_tpm" {
+		t.Fatalf("Redis down, a reserve of about 4,000 on a cell holding 17,600 of 20,000: %d %s; want the local cell, which counted what the fleet admitted, to refuse", resp.Status, resp.Body)
 	}
 }
 

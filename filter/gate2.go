@@ -343,11 +343,23 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verdict, res rate.Result, cost int64, fleet bool) *Verdict {
 	l := in.Limit
 	p := e.rateParams(in)
+	cell := !fleet // a local reserve is in the cell rateTake wrote
 	if fleet {
 		e.noteFleetSeen(in, res, now)
+		if res.Allowed {
+			// The replica's cell counts what the fleet reserved too (an
+			// adjust, no decision: the fleet decided), so that when Redis
+			// stops deciding the cell goes on from every token this replica
+			// admitted, not from an empty window.
+			if err := e.cells.rateAdjust(in.ID, l.Algorithm, now, cost, p); err != nil {
+				e.logf(LogWarn, "counting a tpm reserve the fleet admitted in the replica's cell %s: %v", in.ID, err)
+			} else {
+				cell = true
+			}
+		}
 	}
 	if res.Allowed {
-		s.reserves = append(s.reserves, reserve{key: in.ID, alg: l.Algorithm, params: p, amount: cost, fleet: fleet})
+		s.reserves = append(s.reserves, reserve{key: in.ID, alg: l.Algorithm, params: p, amount: cost, fleet: fleet, cell: cell})
 		disclose(&s.disclosure.Tokens, l, p, res.Remaining)
 		if len(l.Thresholds) > 0 {
 			used := res.Limit - res.Remaining
@@ -375,8 +387,8 @@ func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verd
 }
 
 // returnReserves gives back every tpm reserve of a request refused before
-// it was forwarded: the local ones in their cells, the fleet's in one
-// correction the accountant commits in Redis.
+// it was forwarded: in the replica's cells what they hold, and the fleet's
+// in one correction the accountant commits in Redis.
 func (e *Engine) returnReserves(s *Stream, now time.Time) {
 	var back []byte
 	for _, r := range s.reserves {
@@ -387,6 +399,8 @@ func (e *Engine) returnReserves(s *Stream, now time.Time) {
 				back = append(back, ',')
 			}
 			back = appendAdjust(back, r, -r.amount)
+		}
+		if !r.cell {
 			continue
 		}
 		if err := e.cells.rateAdjust(r.key, r.alg, now, -r.amount, r.params); err != nil {

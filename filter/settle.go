@@ -57,8 +57,12 @@ func (e *Engine) Done(s *Stream) {
 		for _, r := range s.reserves {
 			if r.fleet {
 				// Committed in the fleet's Redis by the accountant when it
-				// records this row (exactly once, by request id).
+				// records this row (exactly once, by request id); the
+				// replica's cell, which counted the reserve, is corrected
+				// by the same difference below.
 				s.reconcile = append(s.reconcile, reconcileEntry(r, actual-r.amount))
+			}
+			if !r.cell {
 				continue
 			}
 			if err := e.cells.rateAdjust(r.key, r.alg, now, actual-r.amount, r.params); err != nil {

@@ -118,13 +118,16 @@ type lease struct {
 }
 
 // reserve is one tpm reserve taken at gate 2; fleet: in the fleet's
-// Redis (store: redis), reconciled by the accountant from the row.
+// Redis (store: redis), reconciled by the accountant from the row; cell:
+// in the replica's own cell (a local reserve, and a fleet one counted
+// there too), corrected there on a hand-back and at settlement.
 type reserve struct {
 	key    string
 	alg    rate.Algorithm
 	params rate.Params
 	amount int64
 	fleet  bool
+	cell   bool
 }
 
 // refusalInfo is what the ledger row records of a refusal.
