@@ -163,7 +163,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	}
 	s.ep = endpointOf(h.Method, s.path)
 	s.governs = s.ep != llm.Unknown
-	s.free, s.freeID = freeEndpointOf(h.Method, s.path)
+	s.free, s.freeID = freeEndpointOf(h.Method, s.path, h.Path)
 	s.dims = govern.Dims{Endpoint: s.endpoint(), Provider: e.provider(h, s.path)}
 	s.passthrough = !s.governs
 

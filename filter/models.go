@@ -29,18 +29,47 @@ const (
 	freeCountTokens
 )
 
-// freeEndpointOf classifies a request's method and cleaned path; id is the
-// model of GET /v1/models/{id}, unescaped (an id may hold "/").
+// freeEndpointOf classifies a request's method and cleaned path (raw is
+// the path as received, which is what goes upstream); id is the model of
+// GET /v1/models/{id}, unescaped (an id may hold "/").
 //
 // A free endpoint is let through with no allow_passthrough, so only a path
-// that every server on the way reads as that endpoint is one: the route
-// prefix before /v1/… holds no escape, path parameter or backslash, and
-// the id, unescaped, no dot segment ("." or "..", also as %2e%2e), path
-// parameter, backslash, "?", "#" or NUL. Otherwise a server that decodes
-// or normalizes the path would route GET /v1/models/%2e%2e/files, or
-// /v1/files;/v1/models, to another of the provider's endpoints, ungoverned
-// and past the key's passthrough scope. Such a path is a passthrough call.
-func freeEndpointOf(method, path string) (kind freeKind, id string) {
+// that every server on the way reads as that endpoint is one: the path as
+// received holds no "." or ".." segment (it is forwarded as it came, and
+// /v1/files/x/../../models is the model list only to a server that
+// resolves dot segments), the route prefix before /v1/… holds no escape,
+// path parameter or backslash, and the id, unescaped, no dot segment ("."
+// or "..", also as %2e%2e), path parameter, backslash, "?", "#" or NUL.
+// Otherwise a server that decodes or normalizes the path, or one that does
+// not, would route GET /v1/models/%2e%2e/files, /v1/files;/v1/models or
+// /v1/files/x/../../models to another of the provider's endpoints,
+// ungoverned and past the key's passthrough scope. Such a path is a
+// passthrough call.
+func freeEndpointOf(method, path, raw string) (kind freeKind, id string) {
+	kind, id = freeKindOf(method, path)
+	if kind != freeNone && hasDotSegment(raw) {
+		return freeNone, ""
+	}
+	return kind, id
+}
+
+// hasDotSegment reports whether a request path as received (its query
+// aside) holds a "." or ".." segment.
+func hasDotSegment(raw string) bool {
+	if i := strings.IndexByte(raw, '?'); i >= 0 {
+		raw = raw[:i]
+	}
+	for seg := range strings.SplitSeq(raw, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// freeKindOf classifies a request's method and cleaned path, as
+// freeEndpointOf, the path as received aside.
+func freeKindOf(method, path string) (kind freeKind, id string) {
 	const models, countTokens = "/v1/models", "/v1/messages/count_tokens"
 	switch method {
 	case "GET", "HEAD":

@@ -235,3 +235,39 @@ func TestFreeEndpointsKeepTheirPath(t *testing.T) {
 		}
 	}
 }
+
+// TestFreeEndpointsRawDotSegments: the path goes upstream as it was
+// received, so a dot segment in it makes the call a passthrough one even
+// when the cleaned path is a free endpoint: GET /v1/files/x/../../models
+// is the model list only to a server that resolves dot segments. It is
+// refused to a key without allow_passthrough, before it reaches the
+// upstream, and forwarded, as it came, for a key with it.
+func TestFreeEndpointsRawDotSegments(t *testing.T) {
+	pass := newTestKey("vk_passpasspass", "org:acme/team:ml/user:dev2").withScopes(`{"allow_passthrough":true}`)
+	r := newRig(t, rigOptions{governance: gov(limUserConcurrency, `,"require_key":true`), keys: []testKey{dev1Key, pass}, accountant: true})
+	r.sync()
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/v1/files/x/../../models"},
+		{"GET", "/v1/files/../models/gpt-4o"},
+		{"GET", "/v1/./models"},
+		{"GET", "/v1/models/./gpt-4o"},
+		{"GET", "/openai/v1/files/x/../../models?limit=1"},
+		{"HEAD", "/v1/files/x/../../models"},
+		{"POST", "/v1/files/../messages/count_tokens"},
+		{"POST", "/v1/messages/./count_tokens"},
+	} {
+		body := map[bool]string{true: `{"model":"claude-3-5-haiku-latest","messages":[]}`}[c.method == "POST"]
+		before := r.stub.Served()
+		resp := r.do(req{method: c.method, path: c.path, key: dev1Key, body: body})
+		if resp.Status != 403 || resp.Headers.Get("X-Tt-Refusal-Type") != "scope_denied" {
+			t.Errorf("%s %s: %d %s; want 403 scope_denied (a passthrough call, and the key has no allow_passthrough)", c.method, c.path, resp.Status, resp.Body)
+		}
+		if r.stub.Served() != before {
+			t.Errorf("%s %s reached the upstream", c.method, c.path)
+		}
+		before = r.stub.Served()
+		if resp := r.do(req{method: c.method, path: c.path, key: pass, body: body}); resp.Status == 403 || r.stub.Served() == before {
+			t.Errorf("%s %s with allow_passthrough: %d %s, reached the upstream %v; want it forwarded", c.method, c.path, resp.Status, resp.Body, r.stub.Served() > before)
+		}
+	}
+}
