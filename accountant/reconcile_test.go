@@ -137,3 +137,56 @@ func TestAdmitHoldSteps(t *testing.T) {
 		t.Errorf("without Redis: %d %s; want suspended", code, body)
 	}
 }
+
+// TestWarmAdmitRunsTheRateScript: the warm-up run when Redis is reached is
+// an admit call that goes through Redis (the first real one then finds
+// every step done once) and that a limit's cells never see.
+func TestWarmAdmitRunsTheRateScript(t *testing.T) {
+	r := redistest.Start(t)
+	f := newFixture(t, fmt.Sprintf(`governance:
+  enabled: true
+  shared_state:
+    redis: { addr: %q, timeout: "2s" }
+  limits:
+    - id: user_rpm
+      attach: { node: __global }
+      type: rpm
+      amount: 5
+      period: 1m
+      store: redis
+`, r.Addr))
+	takes := func() float64 {
+		t.Helper()
+		mfs, err := f.s.metrics.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0.0
+		for _, mf := range mfs {
+			if mf.GetName() != "tt_accountant_redis_operations_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "op" && l.GetValue() == "rate_take" {
+						n += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return n
+	}
+	// The warm-up Redis's first answer set off.
+	for takes() < 1 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := takes()
+	f.s.warmAdmit()
+	if got := takes(); got != before+1 {
+		t.Errorf("rate_take operations %v after the warm-up, want %v", got, before+1)
+	}
+	keys, err := r.Do("KEYS", "{tt}:rate:user_rpm*")
+	if err != nil || keys != "" {
+		t.Errorf("the warm-up touched user_rpm's cell: %q %v", keys, err)
+	}
+}

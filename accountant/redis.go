@@ -44,6 +44,7 @@ func (s *Server) openRedis(plan *govern.Plan) error {
 		return fmt.Errorf("accountant: %w", err)
 	}
 	s.redis = c
+	c.OnUp(s.warmAdmit)
 	s.log.Info("shared redis", "addr", r.Addr, "db", r.DB, "key_prefix", r.KeyPrefix, "timeout", plan.RedisTimeout().String())
 	return nil
 }

@@ -70,9 +70,12 @@ func newProxyTransport() *http.Transport {
 			Timeout:   10 * time.Second,
 			KeepAlive: 30 * time.Second,
 		}).DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		// Envoy's cluster idle_timeout default: a connection kept
+		// for callouts or the upstream is not dialled again within a
+		// request's deadline after a quiet minute and a half.
+		IdleConnTimeout:       time.Hour,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,

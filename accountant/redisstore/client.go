@@ -127,6 +127,9 @@ func New(opts Options) (*Client, error) {
 			Protocol: 2,
 			// The client name shows in CLIENT LIST on the server.
 			ClientName: "tokentriage-accountant",
+			// Connections kept open while idle, so the first requests of
+			// a burst do not dial within their deadline.
+			MinIdleConns: 2,
 		}),
 		prefix:  "{" + opts.Prefix + "}:",
 		timeout: opts.Timeout,
@@ -310,6 +313,7 @@ func (c *Client) probe() {
 		err := c.rdb.Ping(ctx).Err()
 		cancel()
 		if err == nil {
+			c.loadScripts()
 			c.mu.Lock()
 			c.probing = false
 			c.everUp = true
@@ -341,6 +345,28 @@ func (c *Client) probe() {
 			c.mu.Unlock()
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// scripts are the Lua scripts the accountant runs. Each is loaded into
+// Redis's script cache when Redis is reached, before it is marked up: a
+// script not in the cache costs its first call a NOSCRIPT answer and a
+// second round trip carrying the whole script, and the first request of a
+// store: redis limit missed its 5 ms deadline on that alone (it was
+// answered locally and said suspended, so a fresh fleet admitted one
+// arrival more than its limit on every replica).
+var scripts = []*redis.Script{rateScript, publishScript, totalsScript}
+
+// loadScripts loads scripts and leaves a couple of connections open for
+// the request path. A failure is not Redis down: a script missing from
+// the cache still runs, at the cost of the extra round trip.
+func (c *Client) loadScripts() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, sc := range scripts {
+		if err := sc.Load(ctx, c.rdb).Err(); err != nil {
+			c.log.Debug("redis: loading a script into the script cache", "err", err.Error())
 		}
 	}
 }

@@ -107,3 +107,30 @@ func TestDeadlineIsNotRedisLost(t *testing.T) {
 		t.Fatalf("a reset connection before the deadline: %v, up %v; want Redis marked down", err, c.Up())
 	}
 }
+
+// TestScriptsLoadedWhenUp: once the client says Redis is up, every script
+// is in Redis's script cache, so no request pays the NOSCRIPT round trip;
+// so again after Redis restarts empty.
+func TestScriptsLoadedWhenUp(t *testing.T) {
+	r := redistest.Start(t)
+	c := testClient(t, r)
+	check := func(when string) {
+		t.Helper()
+		for _, sc := range scripts {
+			if got, err := r.Do("SCRIPT", "EXISTS", sc.Hash()); err != nil || got != "1" {
+				t.Errorf("%s: script %s in the cache: %q %v, want 1", when, sc.Hash(), got, err)
+			}
+		}
+	}
+	check("first up")
+	// Redis lost, then back empty: the client, down meanwhile, loads the
+	// scripts again before it says up.
+	r.Kill()
+	for c.Up() {
+		c.do(context.Background(), "test_ping", time.Second, func(ctx context.Context) error { return c.rdb.Ping(ctx).Err() })
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.Restart(t, redistest.Empty)
+	waitUp(t, c)
+	check("up after a restart")
+}

@@ -64,10 +64,13 @@ func CheckUpstream(base string) (*url.URL, error) {
 // connections per host, no transparent decompression.
 func newUpstreamTransport() *http.Transport {
 	return &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		// Envoy's cluster idle_timeout default: a connection kept
+		// for callouts or the upstream is not dialled again within a
+		// request's deadline after a quiet minute and a half.
+		IdleConnTimeout:       time.Hour,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
