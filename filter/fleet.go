@@ -17,8 +17,9 @@ import (
 // waits for the answer (paused at its headers). The accountant runs one
 // script that takes the instances in seed 004 order and stops at the first
 // over, with shared/rate's arithmetic, so the fleet shares one cell per
-// counter. The whole round trip is bounded by shared_state.redis.timeout
-// (5 ms by default); past it, or when the accountant says Redis did not
+// counter. The Redis operation is bounded by shared_state.redis.timeout
+// (5 ms by default) at the accountant, and the whole round trip by that
+// and fleetHop; past it, or when the accountant says Redis did not
 // decide, the filter's own cell answers, and the request's row,
 // X-Tt-Suspended, the tokentriage.suspended metric and a log line say so.
 //
@@ -189,13 +190,26 @@ func appendRateStep(dst []byte, in *govern.Instance, n int64) []byte {
 	return append(dst, '}')
 }
 
-// fleetTimeout is the deadline of the whole round trip.
-func (e *Engine) fleetTimeout() time.Duration {
+// fleetHop is what the way to the accountant and back may add to
+// shared_state.redis.timeout, which bounds the Redis operation itself (the
+// accountant runs it under that deadline, seed 002's per-operation
+// deadline). The hop is a local call to the sidecar, well under a
+// millisecond when the machine is busy; on a machine whose threads had
+// slept it took 10 to 15 ms, and a round trip held to the Redis deadline
+// alone was answered locally and said suspended for most calls of a
+// gateway serving one call every few seconds.
+const fleetHop = 25 * time.Millisecond
+
+// redisTimeout is the plan's shared_state.redis.timeout.
+func (e *Engine) redisTimeout() time.Duration {
 	if d := e.plan.RedisTimeout(); d > 0 {
 		return d
 	}
 	return govern.DefaultRedisTimeout
 }
+
+// fleetTimeout is the deadline of the whole round trip.
+func (e *Engine) fleetTimeout() time.Duration { return e.redisTimeout() + fleetHop }
 
 // fleetAnswered reads the accountant's answer into s.fleet.
 func (e *Engine) fleetAnswered(s *Stream, status int, answer []byte) {
@@ -205,7 +219,7 @@ func (e *Engine) fleetAnswered(s *Stream, status int, answer []byte) {
 	case status == 0:
 		f.why = "the accountant did not answer"
 	case status == 504:
-		f.why = "no answer within shared_state.redis.timeout (" + e.fleetTimeout().String() + ")"
+		f.why = "no answer within " + e.fleetTimeout().String() + " (shared_state.redis.timeout " + e.redisTimeout().String() + " and " + fleetHop.String() + " for the way to the accountant and back)"
 	case status != 200:
 		f.why = "the accountant answered " + strconv.Itoa(status)
 	case !gjson.ValidBytes(answer):

@@ -240,9 +240,10 @@ func TestFleetTPMSuspendedCountsWhatTheFleetAdmitted(t *testing.T) {
 }
 
 // TestFleetStoreDeadline: an accountant that does not answer within
-// shared_state.redis.timeout (the callout's own timeout, on the host's
-// clock) leaves the request to the replica's own cell, and the answer says
-// suspended.
+// shared_state.redis.timeout and the hop's allowance (the callout's own
+// timeout, on the host's clock) leaves the request to the replica's own
+// cell, and the answer says suspended; the Redis deadline alone is not
+// the callout's.
 func TestFleetStoreDeadline(t *testing.T) {
 	const lims = `{"id":"fleet_rpm","attach":{"node":"org:acme"},"type":"rpm","amount":5,"period":"1m","store":"redis"}`
 	shared := `,"shared_state":{"redis":{"addr":"127.0.0.1:1","timeout":"5ms"}},"require_key":true`
@@ -259,10 +260,23 @@ func TestFleetStoreDeadline(t *testing.T) {
 	done := make(chan wasmtest.Response, 1)
 	go func() { done <- r.chat(dev1Key, chatBody("gpt-4o-mini", "hi")) }()
 	<-asked
-	r.clock.Advance(5 * time.Millisecond) // the callout times out: a 504
+	r.clock.Advance(5 * time.Millisecond) // Redis's own deadline: the way back may still take fleetHop
+	select {
+	case resp := <-done:
+		t.Fatalf("answered at the Redis deadline, before the hop's allowance: %d, X-Tt-Suspended %q", resp.Status, resp.Headers.Get("X-Tt-Suspended"))
+	default:
+	}
+	r.clock.Advance(25 * time.Millisecond) // and the hop's allowance: the callout times out, a 504
 	resp := <-done
 	close(release)
 	if resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "fleet_rpm" {
 		t.Fatalf("past the deadline: %d, X-Tt-Suspended %q; want 200 from the local cell, saying suspended", resp.Status, resp.Headers.Get("X-Tt-Suspended"))
+	}
+	said := false
+	for _, l := range r.h.Logs() {
+		said = said || strings.Contains(l.Message, "no answer within 30ms (shared_state.redis.timeout 5ms and 25ms for the way to the accountant and back)")
+	}
+	if !said {
+		t.Errorf("no log line naming the round trip's 30 ms deadline; the log: %v", r.h.Logs())
 	}
 }

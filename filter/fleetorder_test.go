@@ -316,7 +316,7 @@ func TestFleetBudgetHoldPastTheDeadline(t *testing.T) {
 	done := make(chan wasmtest.Response, 1)
 	go func() { done <- r.chat(dev1Key, chatBody("gpt-4o", germany, `,"max_tokens":20`)) }()
 	<-asked
-	r.clock.Advance(5 * time.Millisecond) // the callout times out: a 504
+	r.clock.Advance(30 * time.Millisecond) // the Redis deadline and the hop's allowance: the callout times out, a 504
 	resp := <-done
 	close(release)
 	if resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "dev1_day" {

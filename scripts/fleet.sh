@@ -104,9 +104,7 @@ make fleet: three replicas and one redis-server are serving.
 
 Spread requests over the replicas: user_rpm (store: redis) admits 6 a
 minute for the whole fleet, so the 7th of these is a 429 whichever replica
-it reaches (a worker's first call to the fleet store may miss the 5 ms
-deadline and be answered by its replica alone, marked X-Tt-Suspended;
-then the 8th is):
+it reaches:
 
   for p in 8790 8792 8794 8790 8792 8794 8790; do curl -s -o /dev/null -w '%{http_code}\\n' \\
     http://127.0.0.1:\$p/v1/chat/completions -H "Authorization: Bearer \$TT_KEY" \\
