@@ -59,7 +59,7 @@ func TestMintRefusals(t *testing.T) {
 	f.wantError("POST", Prefix+"keys", adminToken, `{"owner":"org:acme"} {}`, http.StatusBadRequest, "invalid_request",
 		"the request body has data after its JSON object; send one object")
 	f.wantError("POST", Prefix+"keys", adminToken, `{"owner":"org:acme","scopes":{"models":["gpt-["]}}`, http.StatusBadRequest, "invalid_request",
-		`scopes.models pattern "gpt-[" is not a valid path.Match pattern: syntax error in pattern`)
+		`scopes.models[0]: malformed pattern "gpt-[": syntax error in pattern (patterns use Go's path.Match, where * does not cross a /)`)
 	f.wantError("POST", Prefix+"keys", adminToken, MintRequest{}, http.StatusBadRequest, "invalid_request",
 		"owner: "+nodeIDError(""))
 	if f.changed.Load() != 0 {

@@ -461,27 +461,27 @@ func TestMintChecksOwnerAndScopes(t *testing.T) {
 	_, _, err := db.MintKey(p, "org:acme/team:ml/user:dev9", vkey.Scopes{}, admin(t0))
 	wantRefusal(t, err, Invalid, `owner "org:acme/team:ml/user:dev9" is not a node of the tenancy tree; declare it in the config's tenants or create it with POST /tt/api/v1/nodes first`)
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Models: []string{"gpt-[4"}}, admin(t0))
-	wantRefusal(t, err, Invalid, `scopes.models pattern "gpt-[4" is not a valid path.Match pattern: syntax error in pattern`)
+	wantRefusal(t, err, Invalid, `scopes.models[0]: malformed pattern "gpt-[4": syntax error in pattern (patterns use Go's path.Match, where * does not cross a /)`)
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{""}}, admin(t0))
-	wantRefusal(t, err, Invalid, `scopes.providers has an empty entry; omit the list to allow every provider`)
+	wantRefusal(t, err, Invalid, `scopes.providers[0]: an empty entry matches no provider; omit the list to allow every provider`)
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Endpoints: []string{"/v1/chat"}}, admin(t0))
-	wantRefusal(t, err, Invalid, `scopes.endpoints entry "/v1/chat" is not a governed provider endpoint, so no request would match it; an endpoint scope is one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages (other paths, such as GET /v1/models, are let through by allow_passthrough)`)
+	wantRefusal(t, err, Invalid, `scopes.endpoints[0]: "/v1/chat" is not a governed provider endpoint, so no request would match it; an endpoint scope is one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages (other paths, such as GET /v1/models, are let through by allow_passthrough)`)
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Endpoints: []string{"/v1/messages", "/v1/chat/completions/"}}, admin(t0))
-	wantRefusal(t, err, Invalid, `scopes.endpoints entry "/v1/chat/completions/" is not a governed provider endpoint, so no request would match it; an endpoint scope is one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages (other paths, such as GET /v1/models, are let through by allow_passthrough)`)
+	wantRefusal(t, err, Invalid, `scopes.endpoints[1]: "/v1/chat/completions/" never matches: a request to a governed endpoint is matched by its canonical path, whatever route prefix it was sent under; write "/v1/chat/completions"`)
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{"OpenAI"}}, admin(t0))
-	wantRefusal(t, err, Invalid, `scopes.providers entry "OpenAI": the gateway names this provider "openai", and names are compared exactly; write openai`)
+	wantRefusal(t, err, Invalid, `scopes.providers[0]: "OpenAI" never matches: provider names are lowercase letters, digits, '-', '_' and '.', compared exactly; write "openai"`)
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{"openai "}}, admin(t0))
-	wantRefusal(t, err, Invalid, `scopes.providers entry "openai " has white space; a provider name is compared exactly with the name the gateway gives a request (openai, anthropic, or a name of the filter's providers mapping)`)
+	wantRefusal(t, err, Invalid, `scopes.providers[0]: "openai " never matches: provider names are lowercase letters, digits, '-', '_' and '.', compared exactly; write "openai"`)
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{" "}}, admin(t0))
-	wantRefusal(t, err, Invalid, `scopes.providers entry " " has white space; a provider name is compared exactly with the name the gateway gives a request (openai, anthropic, or a name of the filter's providers mapping)`)
-	if _, _, err := db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{"anthropic", "azure"}, Endpoints: GovernedEndpoints()}, admin(t0)); err != nil {
+	wantRefusal(t, err, Invalid, `scopes.providers[0]: an empty entry matches no provider; omit the list to allow every provider`)
+	if _, _, err := db.MintKey(p, "org:acme", vkey.Scopes{Providers: []string{"anthropic", "azure"}, Endpoints: govern.GovernedEndpoints()}, admin(t0)); err != nil {
 		t.Fatalf("every governed endpoint and a mapped provider name: %v", err)
 	}
 	if w := ScopeWarnings(vkey.Scopes{Providers: []string{"openai", "openia"}}); len(w) != 1 || w[0] != `provider "openia" is not one the gateway infers from the path (openai, anthropic): the key reaches it only if the filter's providers mapping names a provider exactly "openia"` {
 		t.Errorf("warnings %q", w)
 	}
 	_, _, err = db.MintKey(p, "org:acme", vkey.Scopes{Models: []string{}}, admin(t0))
-	wantRefusal(t, err, Invalid, `scopes.models is an empty list, which would allow no model at all; omit it (or write null) to allow every model, or list the ones the key may use`)
+	wantRefusal(t, err, Invalid, `scopes.models: an empty list allows no model at all; omit it (or write null) to allow every model, or list the ones the key may use`)
 	mustDo(t, func() error { _, err := db.CreateNode(p, "org:acme/team:ml/user:dev9", admin(t0)); return err })
 	if _, _, err := db.MintKey(p, "org:acme/team:ml/user:dev9", vkey.Scopes{}, admin(t0)); err != nil {
 		t.Fatalf("minting for a runtime node: %v", err)

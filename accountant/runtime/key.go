@@ -6,14 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/tokentriage/tokentriage/shared/govern"
-	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
@@ -220,72 +217,13 @@ func scanKey(r scanner) (Key, error) {
 	return k, nil
 }
 
-// checkScopes refuses a model pattern path.Match cannot read, empty
-// entries, a provider name with white space or in another case than the
-// name the gateway gives that provider, and an endpoint that is not a
-// governed provider endpoint: each would match nothing and lock the key out
-// silently.
+// checkScopes refuses scopes that would match no request and lock the key
+// out silently (govern.ScopeProblems), naming the first problem.
 func checkScopes(op string, sc vkey.Scopes) error {
-	for _, list := range []struct {
-		name  string
-		items []string
-	}{{"models", sc.Models}, {"providers", sc.Providers}, {"endpoints", sc.Endpoints}} {
-		if list.items != nil && len(list.items) == 0 {
-			return refuse(Invalid, op, "scopes.%s is an empty list, which would allow no %s at all; omit it (or write null) to allow every %s, or list the ones the key may use",
-				list.name, strings.TrimSuffix(list.name, "s"), strings.TrimSuffix(list.name, "s"))
-		}
-	}
-	for _, m := range sc.Models {
-		if m == "" {
-			return refuse(Invalid, op, "scopes.models has an empty pattern; omit the list to allow every model")
-		}
-		if _, err := path.Match(m, ""); err != nil {
-			return refuse(Invalid, op, "scopes.models pattern %q is not a valid path.Match pattern: %v", m, err)
-		}
-	}
-	for _, list := range []struct {
-		name  string
-		items []string
-	}{{"providers", sc.Providers}, {"endpoints", sc.Endpoints}} {
-		for _, v := range list.items {
-			if v == "" {
-				return refuse(Invalid, op, "scopes.%s has an empty entry; omit the list to allow every %s", list.name, strings.TrimSuffix(list.name, "s"))
-			}
-		}
-	}
-	for _, v := range sc.Providers {
-		if strings.TrimSpace(v) == "" || strings.IndexFunc(v, unicode.IsSpace) >= 0 {
-			return refuse(Invalid, op, "scopes.providers entry %q has white space; a provider name is compared exactly with the name the gateway gives a request (openai, anthropic, or a name of the filter's providers mapping)", v)
-		}
-		for _, known := range InferredProviders {
-			if v != known && strings.EqualFold(v, known) {
-				return refuse(Invalid, op, "scopes.providers entry %q: the gateway names this provider %q, and names are compared exactly; write %s", v, known, known)
-			}
-		}
-	}
-	for _, v := range sc.Endpoints {
-		if !slices.Contains(GovernedEndpoints(), v) {
-			return refuse(Invalid, op, "scopes.endpoints entry %q is not a governed provider endpoint, so no request would match it; an endpoint scope is one of %s (other paths, such as GET /v1/models, are let through by allow_passthrough)",
-				v, strings.Join(GovernedEndpoints(), ", "))
-		}
+	if ps := govern.ScopeProblems(sc); len(ps) > 0 {
+		return refuse(Invalid, op, "scopes.%s: %s", ps[0].Field, ps[0].Message)
 	}
 	return nil
-}
-
-// InferredProviders are the provider names the gateway gives a request its
-// providers mapping does not name: anthropic on /v1/messages, openai on
-// every other path.
-var InferredProviders = []string{"openai", "anthropic"}
-
-// GovernedEndpoints are the values an endpoints scope may hold: the
-// canonical paths of the governed provider endpoints, which is what a
-// request's endpoint is compared as.
-func GovernedEndpoints() []string {
-	var out []string
-	for e := llm.ChatCompletions; e <= llm.Messages; e++ {
-		out = append(out, e.String())
-	}
-	return out
 }
 
 // ScopeWarnings says what a mint cannot check: a provider scope other than
@@ -295,9 +233,9 @@ func GovernedEndpoints() []string {
 func ScopeWarnings(sc vkey.Scopes) []string {
 	var out []string
 	for _, v := range sc.Providers {
-		if !slices.Contains(InferredProviders, v) {
+		if !slices.Contains(govern.InferredProviders, v) {
 			out = append(out, fmt.Sprintf("provider %q is not one the gateway infers from the path (%s): the key reaches it only if the filter's providers mapping names a provider exactly %q",
-				v, strings.Join(InferredProviders, ", "), v))
+				v, strings.Join(govern.InferredProviders, ", "), v))
 		}
 	}
 	return out

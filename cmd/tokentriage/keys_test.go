@@ -174,11 +174,11 @@ func TestKeysMintScopeValues(t *testing.T) {
 	t.Setenv("TT_ADMIN_TOKEN", keysTestToken)
 
 	code, stdout, stderr := runKeys("keys", "mint", "--owner", "org:acme/team:ml/user:dev1", "--accountant", url, "--endpoints", "/v1/chat")
-	if code != 1 || stdout != "" || !strings.Contains(stderr, `scopes.endpoints entry "/v1/chat" is not a governed provider endpoint, so no request would match it; an endpoint scope is one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages`) {
+	if code != 1 || stdout != "" || !strings.Contains(stderr, `scopes.endpoints[0]: "/v1/chat" is not a governed provider endpoint, so no request would match it; an endpoint scope is one of /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages`) {
 		t.Fatalf("--endpoints /v1/chat: exit %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runKeys("keys", "mint", "--owner", "org:acme/team:ml/user:dev1", "--accountant", url, "--providers", "OpenAI")
-	if code != 1 || stdout != "" || !strings.Contains(stderr, `scopes.providers entry "OpenAI": the gateway names this provider "openai"`) {
+	if code != 1 || stdout != "" || !strings.Contains(stderr, `scopes.providers[0]: "OpenAI" never matches: provider names are lowercase letters, digits, '-', '_' and '.', compared exactly; write "openai"`) {
 		t.Fatalf("--providers OpenAI: exit %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runKeys("keys", "mint", "--owner", "org:acme/team:ml/user:dev1", "--accountant", url, "--providers", "openai,openia")

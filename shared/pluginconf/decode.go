@@ -3,7 +3,6 @@ package pluginconf
 import (
 	"bytes"
 	"fmt"
-	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
-	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
@@ -271,7 +269,10 @@ func (v *validator) providerNames(c *Config) {
 // matches every request) and, unless such a rule exists, the names it
 // infers from the path (anthropic, openai).
 func (c *Config) ProviderNames() []string {
-	given := map[string]bool{"anthropic": true, "openai": true}
+	given := map[string]bool{}
+	for _, n := range govern.InferredProviders {
+		given[n] = true
+	}
 	for _, p := range c.Providers {
 		if p.Route == "" && p.Authority == "" && p.PathPrefix == "" {
 			given = map[string]bool{} // a catch-all rule: the path is never asked
@@ -336,57 +337,11 @@ func (v *validator) keys(c *Config) {
 }
 
 // scopes checks a static key's scopes by the rules the management API
-// mints keys by: a scope that no request can satisfy (an empty list, an
-// empty or miscased provider, an endpoint that is not a governed one, as
-// the gateway names it) would refuse the key on every call.
+// mints keys by (govern.ScopeProblems).
 func (v *validator) scopes(at string, sc vkey.Scopes) {
-	for _, list := range []struct {
-		name  string
-		items []string
-	}{{"models", sc.Models}, {"providers", sc.Providers}, {"endpoints", sc.Endpoints}} {
-		if list.items != nil && len(list.items) == 0 {
-			one := strings.TrimSuffix(list.name, "s")
-			v.at(at+"."+list.name, "an empty list allows no %s at all; omit it (or write null) to allow every %s, or list the ones the key may use", one, one)
-		}
+	for _, p := range govern.ScopeProblems(sc) {
+		v.at(at+"."+p.Field, "%s", p.Message)
 	}
-	for j, m := range sc.Models {
-		if _, err := path.Match(m, ""); err != nil {
-			v.at(at+".models["+strconv.Itoa(j)+"]", "malformed pattern %q: %v (patterns use Go's path.Match, where * does not cross a /)", m, err)
-		}
-	}
-	for j, p := range sc.Providers {
-		pp := at + ".providers[" + strconv.Itoa(j) + "]"
-		switch {
-		case p == "":
-			v.at(pp, "an empty entry matches no provider; omit the list to allow every provider")
-		case !govern.ProviderNameOK(p):
-			v.at(pp, "%q never matches: provider names are lowercase letters, digits, '-', '_' and '.', compared exactly; write %q", p, strings.ToLower(strings.TrimSpace(p)))
-		}
-	}
-	for j, e := range sc.Endpoints {
-		ep := at + ".endpoints[" + strconv.Itoa(j) + "]"
-		canon := llm.EndpointOf(e)
-		switch {
-		case !strings.HasPrefix(e, "/"):
-			v.at(ep, "%q is not a request path; write it with a leading /, e.g. /v1/chat/completions", e)
-		case canon == llm.Unknown:
-			v.at(ep, "%q is not a governed provider endpoint, so no request would match it; an endpoint scope is one of %s (other paths, such as GET /v1/models, are let through by allow_passthrough)", e, governedEndpoints())
-		case canon.String() != e:
-			v.at(ep, "%q never matches: a request to a governed endpoint is matched by its canonical path, whatever route prefix it was sent under; write %q", e, canon.String())
-		}
-	}
-}
-
-// governedEndpoints lists the canonical paths of the governed endpoints.
-func governedEndpoints() string {
-	var b strings.Builder
-	for e := llm.ChatCompletions; e <= llm.Messages; e++ {
-		if e > llm.ChatCompletions {
-			b.WriteString(", ")
-		}
-		b.WriteString(e.String())
-	}
-	return b.String()
 }
 
 func isSHA256Hex(s string) bool {
