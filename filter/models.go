@@ -53,13 +53,13 @@ func freeEndpointOf(method, path, raw string) (kind freeKind, id string) {
 	return kind, id
 }
 
-// hasDotSegment reports whether a request path as received (its query
-// aside) holds a "." or ".." segment.
-func hasDotSegment(raw string) bool {
-	if i := strings.IndexByte(raw, '?'); i >= 0 {
-		raw = raw[:i]
+// hasDotSegment reports whether a path (its query aside) holds a "." or
+// ".." segment.
+func hasDotSegment(p string) bool {
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
 	}
-	for seg := range strings.SplitSeq(raw, "/") {
+	for seg := range strings.SplitSeq(p, "/") {
 		if seg == "." || seg == ".." {
 			return true
 		}
@@ -103,15 +103,7 @@ func plainPrefix(p string) bool {
 // parameter, backslash, query, fragment or NUL, and no "." or ".." segment
 // that would climb out of /v1/models.
 func plainModelID(id string) bool {
-	if strings.ContainsAny(id, ";\\?#\x00") {
-		return false
-	}
-	for seg := range strings.SplitSeq(id, "/") {
-		if seg == "." || seg == ".." {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsAny(id, ";\\?#\x00") && !hasDotSegment(id)
 }
 
 // checkFree applies a key's scopes to a free endpoint: nil to let it go on
