@@ -134,3 +134,10 @@ func TestScriptsLoadedWhenUp(t *testing.T) {
 	waitUp(t, c)
 	check("up after a restart")
 }
+
+// testNoon is noon tomorrow (UTC): a fixed instant for a test's clock that
+// is never in Redis's past, where the expiries the store sets from it
+// (period ends, lease ends) would drop the keys as soon as they are set.
+func testNoon() time.Time {
+	return time.Now().UTC().Truncate(24 * time.Hour).Add(36 * time.Hour)
+}

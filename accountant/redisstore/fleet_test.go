@@ -33,7 +33,7 @@ func fleetValue(t *testing.T, f *Fleet, now time.Time, k store.Key) int64 {
 func TestFleetTotalsSumOwnTotals(t *testing.T) {
 	r := redistest.Start(t)
 	ctx := context.Background()
-	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := testNoon()
 	clock := func() time.Time { return now }
 	ca, cb := testClient(t, r), testClient(t, r)
 	a := NewFleet(ca, "acct-a", clock, nil)

@@ -29,7 +29,7 @@ func holdStep(id string, now time.Time, amount, n, least int64, lease time.Durat
 func TestHoldsCountWithFleetTotals(t *testing.T) {
 	r := redistest.Start(t)
 	ctx := context.Background()
-	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := testNoon()
 	clock := func() time.Time { return now }
 	ca, cb := testClient(t, r), testClient(t, r)
 	a := NewFleet(ca, "acct-a", clock, nil)

@@ -53,7 +53,7 @@ func TestRateScriptMatchesSharedRate(t *testing.T) {
 
 	periods := []time.Duration{time.Nanosecond, 7 * time.Nanosecond, time.Microsecond, time.Millisecond, 999 * time.Millisecond,
 		time.Second, time.Minute, 90 * time.Second, time.Hour, 24 * time.Hour, 400 * 24 * time.Hour}
-	base := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC).UnixNano()
+	base := testNoon().UnixNano()
 	cases := 300
 	if testing.Short() {
 		cases = 60
@@ -126,7 +126,7 @@ func TestRateScriptStopsAtFirstOver(t *testing.T) {
 	r := redistest.Start(t)
 	c := testClient(t, r)
 	ctx := context.Background()
-	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	now := testNoon()
 	p := func(n int64) rate.Params { return rate.Params{Amount: n, Period: time.Minute} }
 	steps := []RateStep{
 		{ID: "a", Alg: rate.GCRA, Params: p(10), N: 1},
