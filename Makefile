@@ -5,6 +5,9 @@
 #   make test    build the filter and run every test
 #   make check   formatting, vet, the wasip1 builds, tests, and a tidy go.mod
 #   make bench   the benchmarks BENCHMARKS.md reports
+#   make profile-guest
+#                where a governed request's time in the filter goes, per
+#                guest export (wasmtest's per-export timing)
 #   make bench-guest PKG=./shared/llm BENCH=Stream
 #                the benchmarks of a pure package compiled to wasm and run in
 #                wazero, timed in CPU time (internal/wasmexec): what the code
@@ -23,7 +26,7 @@ TEST_ENV  := TT_FILTER_WASM=$(abspath $(WASM)) TT_NOOP_WASM=$(abspath $(NOOP_WAS
 # url names.
 OCI_TAG   ?= v0.1.0
 
-.PHONY: all build wasm cli run fleet test check bench bench-guest clean oci
+.PHONY: all build wasm cli run fleet test check bench bench-guest profile-guest clean oci
 
 all: build
 
@@ -69,6 +72,9 @@ check: wasm
 
 bench: wasm
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchmem ./...
+
+profile-guest: wasm
+	$(TEST_ENV) $(GO) test ./filter -run '^$$' -bench '^Benchmark(Gate1|Full)$$' -benchtime 5000x
 
 PKG   ?= ./shared/llm
 BENCH ?= .

@@ -86,25 +86,34 @@ func (a *internalAuth) check(w http.ResponseWriter, r *http.Request, adminOK boo
 // compared in constant time over SHA-256 digests, so neither its bytes nor
 // its length leak through timing.
 func (a *internalAuth) reason(r *http.Request, adminOK bool) string {
-	vals := r.Header.Values("Authorization")
-	switch {
-	case len(vals) == 0 || vals[0] == "":
-		return msgNoToken
-	case len(vals) > 1:
-		return msgTwoTokens
+	d, why := bearerDigest(r)
+	if why != "" {
+		return why
 	}
-	scheme, token, ok := strings.Cut(vals[0], " ")
-	token = strings.TrimSpace(token)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return msgNotBearer
-	}
-	d := sha256.Sum256([]byte(token))
 	okInternal := subtle.ConstantTimeCompare(d[:], a.token[:])
 	okAdmin := subtle.ConstantTimeCompare(d[:], a.admin[:])
 	if okInternal == 1 || adminOK && a.hasAdmin && okAdmin == 1 {
 		return ""
 	}
 	return msgBadToken
+}
+
+// bearerDigest is the SHA-256 of r's one bearer token, or why r carries
+// none.
+func bearerDigest(r *http.Request) ([32]byte, string) {
+	vals := r.Header.Values("Authorization")
+	switch {
+	case len(vals) == 0 || vals[0] == "":
+		return [32]byte{}, msgNoToken
+	case len(vals) > 1:
+		return [32]byte{}, msgTwoTokens
+	}
+	scheme, token, ok := strings.Cut(vals[0], " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return [32]byte{}, msgNotBearer
+	}
+	return sha256.Sum256([]byte(token)), ""
 }
 
 // internal wraps a handler of the internal plane with the token check.

@@ -103,6 +103,9 @@ type Options struct {
 	// Collectors are registered on /metrics beside the accountant's own
 	// (tokentriage dev adds the embedded gateway's filter stats).
 	Collectors []prometheus.Collector
+	// Debug are extra debug endpoints, served at /debug/tt/<name> to the
+	// admin token only, beside Go's profiles at /debug/pprof/ (debug.go).
+	Debug map[string]http.Handler
 }
 
 // MaxReplicas bounds the replicas tracked (by the ?replica= id of sync and
@@ -382,6 +385,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
 	mux.Handle("GET "+strings.TrimSuffix(dashboard.Prefix, "/"), dashboard.Handler())
 	mux.HandleFunc("/", serveNoRoute)
+	s.debugRoutes(mux)
 	mux.Handle(api.Prefix, s.forwardWrites(api.New(api.Deps{
 		DB:          s.db,
 		Armed:       s.Armed,

@@ -82,6 +82,7 @@ func pair(b *testing.B, filter, noop *wasmtest.Host, req wasmtest.Request, wantS
 		}
 	}
 	c0 := filter.Counts()
+	p0, _ := filter.Profile()
 	var tf, tn, cf, cn time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -109,6 +110,7 @@ func pair(b *testing.B, filter, noop *wasmtest.Host, req wasmtest.Request, wantS
 	b.ReportMetric(float64(c.HostCalls-c0.HostCalls)/n, "hostcalls/req")
 	b.ReportMetric(float64(c.GuestCalls-c0.GuestCalls)/n, "guestcalls/req")
 	b.ReportMetric(float64(c.SharedGets+c.SharedSets-c0.SharedGets-c0.SharedSets)/n, "shareddata/req")
+	reportExports(b, p0, filter, n)
 	if resp := filter.Do(req); resp.Status != wantStatus {
 		b.Fatalf("after the loop: status %d, want %d: %s", resp.Status, wantStatus, resp.Body)
 	}
@@ -208,4 +210,20 @@ func BenchmarkHoldHeaders(b *testing.B) {
 	b.ReportMetric(float64(th)/float64(tg), "x-notheld")
 	b.ReportMetric(float64(h.HostCalls-h0.HostCalls)/n, "held-hostcalls/req")
 	b.ReportMetric(float64(g.HostCalls-g0.HostCalls)/n, "notheld-hostcalls/req")
+}
+
+// reportExports reports the wall time per request each guest export of h
+// took since p0 (its profile before the loop), ticks and callout answers
+// included: where a request's guest time goes ("request_body-us/req").
+func reportExports(b *testing.B, p0 []wasmtest.ExportProfile, h *wasmtest.Host, n float64) {
+	before := map[string]time.Duration{}
+	for _, p := range p0 {
+		before[p.Export] = p.Total
+	}
+	p1, _ := h.Profile()
+	for _, p := range p1 {
+		if d := p.Total - before[p.Export]; d > 0 {
+			b.ReportMetric(float64(d.Nanoseconds())/n/1e3, strings.TrimPrefix(p.Export, "proxy_on_")+"-us/req")
+		}
+	}
 }

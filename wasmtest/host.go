@@ -149,6 +149,7 @@ type Host struct {
 	transport      *http.Transport
 	retired        []*vm
 	retiredMu      sync.Mutex
+	slow           slowCalls // the slowest recent guest calls (profile.go)
 	props          map[string][]byte
 	routes         []*route
 	statTags       []statTag

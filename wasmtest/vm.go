@@ -74,6 +74,7 @@ type vm struct {
 	counts    *Counts // where host calls of the running call are counted
 	rootCount Counts
 	total     Counts
+	prof      map[string]*exportStat // each export's calls (profile.go)
 
 	scratch []byte
 }
@@ -273,7 +274,9 @@ func (v *vm) callDefault(fn api.Function, def uint64, what string, args ...uint6
 	copy(v.stack[:], args)
 	v.total.GuestCalls++
 	v.counts.GuestCalls++
+	start := time.Now()
 	err := fn.CallWithStack(v.ctx, v.stack[:])
+	v.timed(what, start)
 	v.effID, v.eff = 0, nil
 	if err != nil {
 		v.fail(what, err)

@@ -319,6 +319,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		Advertise:     o.Advertise,
 		Promote:       o.Promote,
 		Collectors:    []prometheus.Collector{&s.gwStats},
+		Debug:         map[string]http.Handler{"guest": serveGuestProfile(s.gwStats.host.Load)},
 	})
 	if err != nil {
 		acctLn.Close()

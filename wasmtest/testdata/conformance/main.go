@@ -176,6 +176,12 @@ func onRequestHeaders(id, n int32, eos bool) int32 {
 		// Hold the headers until the body has been seen (StopIteration
 		// where the host allows it).
 		return 1
+	case "spin":
+		// Hold the VM with work: x-spin is a count of loop rounds, so a
+		// test sees a slow call without a clock in the guest.
+		v, _ := getHeader(mapReqHeaders, "x-spin")
+		rounds, _ := strconv.Atoi(v)
+		spinSink = spin(rounds)
 	case "headers":
 		c.note("add=" + itoa(addHeader(mapReqHeaders, "x-added", "1")))
 		c.note("replace=" + itoa(replaceHeader(mapReqHeaders, "x-replace", "new")))
@@ -702,4 +708,17 @@ func foreign() string {
 	_, st = callForeign("no_such_function", []byte("x"))
 	out = append(out, "unknown="+itoa(st))
 	return strings.Join(out, " ")
+}
+
+var spinSink uint64
+
+// spin mixes a value rounds times: work the compiler cannot drop.
+func spin(rounds int) uint64 {
+	x := uint64(rounds) | 1
+	for i := 0; i < rounds; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
 }
