@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -353,6 +354,7 @@ func BenchmarkLoad(b *testing.B) {
 				cpu0[j] = f.cpu(b)
 			}
 			stub0 := stubProc.cpu(b)
+			began := time.Now()
 			calls := loadRun(client, fronts, rate, d)
 			lat := make([][]time.Duration, len(fronts))
 			for _, c := range calls {
@@ -381,6 +383,15 @@ func BenchmarkLoad(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(cpuPerReq[2]-cpuPerReq[1])/float64(time.Microsecond), "filter-cpu-us/req"+suffix)
+			slow := slowCalls(b, fronts[2], began)
+			b.ReportMetric(float64(len(slow)), "dev-slow-calls"+suffix)
+			for k, c := range slow {
+				if k == 20 {
+					b.Logf("at %d req/s: %d more slow calls", rate, len(slow)-k)
+					break
+				}
+				b.Logf("at %d req/s: %s %s held its VM %.1f ms at %s (%d pages)", rate, c.VM, c.Export, float64(c.TookUS)/1e3, c.At.Format("15:04:05.000"), c.Pages)
+			}
 		}
 	}
 }
@@ -491,4 +502,38 @@ func wasmPath(b *testing.B, env string, load func(testing.TB) []byte) string {
 		b.Fatal(err)
 	}
 	return p
+}
+
+// slowCalls are the guest calls of dev that held a VM past
+// wasmtest.SlowCallAt since since, from its guest profile.
+func slowCalls(b *testing.B, f *loadFront, since time.Time) []guestSlowCall {
+	req, _ := http.NewRequest(http.MethodGet, f.acct+devserver.GuestProfilePath, nil)
+	req.Header.Set("Authorization", "Bearer load-admin-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatalf("reading dev's guest profile: %v", err)
+	}
+	defer resp.Body.Close()
+	var p struct {
+		Slow []guestSlowCall `json:"slow_calls"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != 200 {
+		b.Fatalf("reading dev's guest profile: %d %v", resp.StatusCode, err)
+	}
+	var out []guestSlowCall
+	for _, c := range p.Slow {
+		if !c.At.Before(since) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// guestSlowCall is one slow call of devserver.GuestProfilePath's answer.
+type guestSlowCall struct {
+	At     time.Time `json:"at"`
+	VM     string    `json:"vm"`
+	Export string    `json:"export"`
+	TookUS int64     `json:"took_us"`
+	Pages  uint32    `json:"pages"`
 }
