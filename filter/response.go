@@ -8,7 +8,7 @@ import (
 )
 
 // maxJSONCopy caps the copy of a non-streaming JSON response kept for its
-// usage; a larger response is settled on an estimate.
+// usage; a larger response is scanned for it as it passes (UsageScanner).
 const maxJSONCopy = 8 << 20
 
 // ResponseHead is what the response headers callback decides.
@@ -111,12 +111,23 @@ func (e *Engine) ResponseBody(s *Stream, chunk []byte, eos bool) ([]byte, bool) 
 		return out, changed
 	}
 	if !s.jsonOver {
-		if len(s.jsonBody)+len(chunk) > maxJSONCopy {
-			s.jsonOver, s.jsonBody = true, s.jsonBody[:0]
-		} else {
+		if len(s.jsonBody)+len(chunk) <= maxJSONCopy {
 			s.jsonBody = append(s.jsonBody, chunk...)
+			return chunk, false
 		}
+		// Past the copy cap: the rest is scanned for its usage as it
+		// passes (the usage follows the generated text), and the copy is
+		// let go.
+		s.jsonOver = true
+		if s.bigJSON == nil {
+			s.bigJSON = new(llm.UsageScanner)
+		} else {
+			s.bigJSON.Reset()
+		}
+		s.bigJSON.Feed(s.jsonBody)
+		s.jsonBody = nil
 	}
+	s.bigJSON.Feed(chunk)
 	return chunk, false
 }
 

@@ -101,6 +101,19 @@ func (e *Engine) settleUsage(s *Stream) {
 	case s.sse != nil:
 		s.usage, s.estimated = s.sse.Usage()
 		s.served = s.sse.Model()
+	case s.parsed && s.jsonOver && s.status < 300:
+		if u, served, ok := s.bigJSON.Usage(s.path); ok {
+			s.usage, s.served = u, served
+			return
+		}
+		// An answer past the copy cap whose usage could not be read (cut
+		// short, or not JSON): it is large, so its output is not 0; it
+		// is charged the most the call could produce (the tpm reserve's
+		// output share), marked estimated.
+		in := llm.EstimateTokens(s.req.PromptBytes)
+		s.usage = ledger.Usage{Input: in, Output: llm.OutputReserve(s.req) * max(s.req.Choices, 1)}
+		s.usage.Total = s.usage.Input + s.usage.Output
+		s.estimated = ledger.Estimated{Input: true, Output: true}
 	case s.parsed && !s.jsonOver && len(s.jsonBody) > 0 && s.status < 300:
 		if u, served, ok := llm.ParseUsage(s.path, s.jsonBody); ok {
 			s.usage, s.served = u, served

@@ -96,6 +96,7 @@ type Stream struct {
 	scanner   *llm.StreamScanner // kept across requests, with its buffers
 	jsonBody  []byte             // a copy of a JSON response, for its usage
 	jsonOver  bool               // the JSON response outgrew the copy cap
+	bigJSON   *llm.UsageScanner  // then reads its usage; kept across requests
 	usage     ledger.Usage
 	estimated ledger.Estimated
 	served    string
@@ -139,7 +140,7 @@ type refusalInfo struct {
 func (s *Stream) reset() {
 	leases, reserves, spend := s.leases[:0], s.reserves[:0], s.spend[:0]
 	shadow, breached, suspended := s.shadow[:0], s.breached[:0], s.suspended[:0]
-	chain, out, jsonBody, scanner := s.chain[:0], s.out[:0], s.jsonBody[:0], s.scanner
+	chain, out, jsonBody, scanner, bigJSON := s.chain[:0], s.out[:0], s.jsonBody[:0], s.scanner, s.bigJSON
 	fleet, gen, reconcile, holds := s.fleet, s.gen+1, s.reconcile[:0], s.holds[:0]
 	body := s.body[:0]
 	if cap(body) > 64<<10 {
@@ -149,7 +150,7 @@ func (s *Stream) reset() {
 	*s = Stream{fleet: fleet, gen: gen, reconcile: reconcile, holds: holds, body: body}
 	s.leases, s.reserves, s.spend = leases, reserves, spend
 	s.shadow, s.breached, s.suspended = shadow, breached, suspended
-	s.chain, s.out, s.jsonBody, s.scanner = chain, out, jsonBody, scanner
+	s.chain, s.out, s.jsonBody, s.scanner, s.bigJSON = chain, out, jsonBody, scanner, bigJSON
 }
 
 // Waker carries out a verdict the engine reached on the answer to a

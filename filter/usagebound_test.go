@@ -8,6 +8,31 @@ import (
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
+// tpmEngine is one native engine with one key under a team tpm limit too
+// large to refuse anything, and a fake accountant.
+func tpmEngine(t *testing.T) (key string, e *Engine) {
+	key = "tt-vk_FEKZdMs2UQRi-3kLwQ0vX9bY2cD4eF6gH8iJ0kL2mN4oP"
+	cfg := `{"governance":{"enabled":true,"tenants":[{"org":"acme","teams":["ml"],"users":{"ml":["dev1"]}}],"limits":[
+		{"id":"t_tpm","attach":{"level":"team"},"type":"tpm","amount":100000000,"period":"1m"}]},
+		"keys":[{"kid":"vk_FEKZdMs2UQRi","sha256":"` + vkey.Hash(key) + `","owner":"org:acme/team:ml/user:dev1","scopes":{}}],
+		"accountant":{"cluster":"a"}}`
+	e = testEngines(t, 1, newMemStore(), &manualClock{t: nativeT0}, cfg)[0]
+	e.host.Caller = &fakeCaller{}
+	return key, e
+}
+
+// settleRow ends s and returns the row it queued.
+func settleRow(t *testing.T, e *Engine, s *Stream) ledger.Row {
+	t.Helper()
+	e.Done(s)
+	e.Release(s)
+	rows, err := ledger.ParseJSONL(e.rows.data[e.rows.start(len(e.rows.ends)-1):], nil)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %v %v", rows, err)
+	}
+	return rows[0]
+}
+
 // TestImplausibleUsageIsClamped: usage past what the request could have
 // produced (input past the model's context bound, output past its output
 // maximum times its choices, a total past both) is held to the bound,
@@ -15,13 +40,7 @@ import (
 // upstream; usage within it is kept as reported, and a total short of
 // input + output is mended.
 func TestImplausibleUsageIsClamped(t *testing.T) {
-	key := "tt-vk_FEKZdMs2UQRi-3kLwQ0vX9bY2cD4eF6gH8iJ0kL2mN4oP"
-	cfg := `{"governance":{"enabled":true,"tenants":[{"org":"acme","teams":["ml"],"users":{"ml":["dev1"]}}],"limits":[
-		{"id":"t_tpm","attach":{"level":"team"},"type":"tpm","amount":100000000,"period":"1m"}]},
-		"keys":[{"kid":"vk_FEKZdMs2UQRi","sha256":"` + vkey.Hash(key) + `","owner":"org:acme/team:ml/user:dev1","scopes":{}}],
-		"accountant":{"cluster":"a"}}`
-	e := testEngines(t, 1, newMemStore(), &manualClock{t: nativeT0}, cfg)[0]
-	e.host.Caller = &fakeCaller{}
+	key, e := tpmEngine(t)
 	var logs []string
 	e.host.Log = func(_ LogLevel, msg string) { logs = append(logs, msg) }
 	e.host.Upstream = func() string { return "10.1.2.3:443" }
@@ -61,13 +80,7 @@ func TestImplausibleUsageIsClamped(t *testing.T) {
 		}
 		e.ResponseHeaders(s, 200, "application/json", "")
 		e.ResponseBody(s, []byte(`{"model":"m","usage":`+c.usage+`}`), true)
-		e.Done(s)
-		e.Release(s)
-		rows, err := ledger.ParseJSONL(e.rows.data[e.rows.start(len(e.rows.ends)-1):], nil)
-		if err != nil || len(rows) != 1 {
-			t.Fatalf("step %d: rows %v %v", i, rows, err)
-		}
-		r := rows[0]
+		r := settleRow(t, e, s)
 		if r.Usage != c.want || r.Estimated != c.est || r.UsageClamped != c.clamped {
 			t.Errorf("step %d: usage %+v estimated %+v clamped %v\nwant  %+v estimated %+v clamped %v", i, r.Usage, r.Estimated, r.UsageClamped, c.want, c.est, c.clamped)
 		}
