@@ -35,6 +35,9 @@ func messagesBytes(v gjson.Result, at path) (int64, *RequestError) {
 			err = fieldError(mat, m, "must be a message object; got "+typeName(m))
 			return false
 		}
+		if err = foldedKey(m, mat, Unknown, false, messageNames); err != nil {
+			return false
+		}
 		m.ForEach(func(k, f gjson.Result) bool {
 			var c int64
 			switch k.Str {
@@ -77,6 +80,9 @@ func partsBytes(v gjson.Result, at path, level int) (int64, *RequestError) {
 		i++
 		if !part.IsObject() {
 			err = fieldError(pat, part, "must be a content part object; got "+typeName(part))
+			return false
+		}
+		if err = foldedKey(part, pat, Unknown, false, partNames); err != nil {
 			return false
 		}
 		part.ForEach(func(k, f gjson.Result) bool {
@@ -122,6 +128,14 @@ func toolCallsBytes(v gjson.Result, at path) (int64, *RequestError) {
 		if !call.IsObject() {
 			err = fieldError(cat, call, "must be a tool call object; got "+typeName(call))
 			return false
+		}
+		if err = foldedKey(call, cat, Unknown, false, callNames); err != nil {
+			return false
+		}
+		if fn := call.Get("function"); fn.IsObject() {
+			if err = foldedKey(fn, cat.key("function"), Unknown, false, functionNames); err != nil {
+				return false
+			}
 		}
 		args := call.Get("function.arguments")
 		var c int64
@@ -192,6 +206,9 @@ func responsesInputBytes(v gjson.Result, at path) (int64, *RequestError) {
 		i++
 		if !item.IsObject() {
 			err = fieldError(iat, item, "must be an input item object; got "+typeName(item))
+			return false
+		}
+		if err = foldedKey(item, iat, Unknown, false, itemNames); err != nil {
 			return false
 		}
 		item.ForEach(func(k, f gjson.Result) bool {

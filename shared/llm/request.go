@@ -123,6 +123,9 @@ func parseRequestGJSON(ep Endpoint, body []byte) (Request, *RequestError) {
 	if !root.IsObject() {
 		return Request{}, &RequestError{Offset: root.Index, Cause: "must be a JSON object; got " + typeName(root)}
 	}
+	if err := foldedKey(root, path{}, ep, true, rootNames); err != nil {
+		return Request{}, err
+	}
 	p := requestParser{req: Request{Endpoint: ep, Choices: 1}, maxTokens: -1, maxCompletion: -1}
 	root.ForEach(p.field)
 	if p.err != nil {
@@ -195,7 +198,7 @@ func (p *requestParser) field(k, v gjson.Result) bool {
 	}
 	if bit == 0 {
 		p.extra(k.Str, v)
-		return true
+		return p.err == nil
 	}
 	if p.seen&bit != 0 {
 		p.err = fieldError(path{}.key(k.Str), k, "duplicate key; send each field once")
@@ -259,6 +262,9 @@ func streamOptions(v gjson.Result, at path) (bool, *RequestError) {
 	}
 	if !v.IsObject() {
 		return false, fieldError(at, v, "must be an object; got "+typeName(v))
+	}
+	if err := foldedKey(v, at, Unknown, false, streamOptsNames); err != nil {
+		return false, err
 	}
 	var include, seen bool
 	var err *RequestError
@@ -352,7 +358,20 @@ func (p *requestParser) extra(key string, v gjson.Result) {
 			r.RemoteInput = true
 		}
 	case key == "tools":
-		v.ForEach(func(_, t gjson.Result) bool {
+		i := 0
+		v.ForEach(func(k, t gjson.Result) bool {
+			at := path{}.key("tools")
+			if v.IsArray() {
+				at = at.index(i)
+			} else {
+				at = at.key(k.Str)
+			}
+			i++
+			if t.IsObject() {
+				if p.err = foldedKey(t, at, Unknown, false, toolNames); p.err != nil {
+					return false
+				}
+			}
 			if typ := t.Get("type").String(); strings.Contains(typ, "search") || strings.Contains(typ, "file") {
 				r.RemoteInput = true
 				return false

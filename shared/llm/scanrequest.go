@@ -173,6 +173,9 @@ func scanRequest(ep Endpoint, b []byte, r *Request) bool {
 				return false // a key spelt with escapes: gjson decides what it is
 			}
 			key := b[ks+1 : end-1]
+			if mayFold(key) && foldsTo(namesOf(cur), ep, cur == qRoot, string(key)) != "" {
+				return false // a key a provider may read as a governed one: a 400
+			}
 			role = vNone
 			switch cur {
 			case qRoot:
