@@ -78,6 +78,10 @@ type Options struct {
 	// governance.db that mirrored another's plane: it keeps the copy and
 	// writes it from now on. Without it such a start is refused.
 	Promote bool
+	// AcceptPlaneRollback starts on a governance.db that is behind its
+	// checkpoint (a lost or damaged governance.db-wal), logging what was
+	// lost, instead of refusing to start (--accept-plane-rollback).
+	AcceptPlaneRollback bool
 	// PricingFile extends or overrides the built-in price catalog.
 	PricingFile string
 	// AlertWebhook, when set, receives a JSON POST per threshold alert.
@@ -310,10 +314,19 @@ func New(opts Options) (*Server, error) {
 		Store:         st,
 		VersionPrefix: strconv.FormatInt(start.UnixNano(), 36),
 	})
-	db, err := runtime.Open(filepath.Join(opts.DataDir, "governance.db"))
+	db, err := runtime.OpenWith(filepath.Join(opts.DataDir, "governance.db"), runtime.OpenOptions{
+		AcceptRollback: opts.AcceptPlaneRollback,
+		OnCheckpointError: func(err error) {
+			s.log.Error("governance.db committed a write but its checkpoint could not be written; a lost governance.db-wal would go unnoticed until the next write succeeds", "err", err)
+		},
+	})
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("accountant: %w", err)
+	}
+	if rb := db.RolledBack(); rb != nil {
+		s.log.Error("started on a rolled-back runtime plane (--accept-plane-rollback): the writes after the audit entry below are lost; keys minted since are gone, keys revoked since are valid again, until they are minted or revoked again",
+			"governance_db", rb.Path, "audit_entry", rb.Seq, "checkpointed_entry", rb.WantSeq, "db_id", rb.DBID, "checkpointed_db_id", rb.WantDBID)
 	}
 	s.db = db
 	if err := s.checkPlaneRole(owner); err != nil {

@@ -37,6 +37,20 @@ type DB struct {
 	id   string // random per database file; prefixes every version
 
 	wmu sync.Mutex // one write transaction at a time
+
+	onCheckpointError func(error)
+	rolledBack        *RollbackError
+}
+
+// OpenOptions are the choices of OpenWith.
+type OpenOptions struct {
+	// AcceptRollback opens a governance.db that is behind its checkpoint
+	// (RolledBack then says by how much) instead of refusing it, and
+	// checkpoints it as it is.
+	AcceptRollback bool
+	// OnCheckpointError is told when governance.checkpoint could not be
+	// written after a commit (the commit stands).
+	OnCheckpointError func(error)
 }
 
 // Stamp says who makes a write and when. Who is "admin" for the admin token
@@ -47,8 +61,13 @@ type Stamp struct {
 }
 
 // Open opens (creating when absent) the governance.db at path, switches it
-// to WAL mode and applies every schema migration it lacks.
-func Open(path string) (*DB, error) {
+// to WAL mode and applies every schema migration it lacks. A database
+// behind its checkpoint (a lost or damaged governance.db-wal) is refused
+// with a *RollbackError; see checkpoint.go.
+func Open(path string) (*DB, error) { return OpenWith(path, OpenOptions{}) }
+
+// OpenWith is Open with options.
+func OpenWith(path string, o OpenOptions) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("runtime: open governance.db: empty path; pass the file under the accountant's --data directory")
 	}
@@ -62,7 +81,7 @@ func Open(path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: open %s: %w", path, err)
 	}
-	db := &DB{sql: sdb, path: path}
+	db := &DB{sql: sdb, path: path, onCheckpointError: o.OnCheckpointError}
 	var mode string
 	if err := sdb.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
 		sdb.Close()
@@ -80,8 +99,23 @@ func Open(path string) (*DB, error) {
 		sdb.Close()
 		return nil, openError(path, fmt.Errorf("reading the database id: %w", err))
 	}
+	if err := db.checkRollback(); err != nil {
+		var rb *RollbackError
+		if !o.AcceptRollback || !errors.As(err, &rb) {
+			sdb.Close()
+			return nil, err
+		}
+		db.rolledBack = rb
+	}
+	if err := db.checkpointNow(); err != nil {
+		sdb.Close()
+		return nil, err
+	}
 	return db, nil
 }
+
+// RolledBack is the rollback OpenWith accepted (AcceptRollback), or nil.
+func (db *DB) RolledBack() *RollbackError { return db.rolledBack }
 
 // openError says why governance.db could not be opened and what to do.
 func openError(path string, err error) error {
@@ -155,8 +189,15 @@ func (db *DB) writeAll(fn func(tx *sql.Tx) ([]audit, []group, error)) error {
 			return fmt.Errorf("runtime: bump %s version: %w", g, err)
 		}
 	}
+	plane, seq, err := db.planeOf(tx)
+	if err != nil {
+		return fmt.Errorf("runtime: reading the plane version: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("runtime: commit %s: %w", audits[0].Action, err)
+	}
+	if err := db.writeCheckpoint(plane, seq); err != nil {
+		db.checkpointFailed(err)
 	}
 	return nil
 }

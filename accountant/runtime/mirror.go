@@ -178,6 +178,12 @@ func (db *DB) Promote() (string, error) {
 	if _, err := db.sql.Exec(`DELETE FROM meta WHERE k = ?`, metaMirrorOf); err != nil {
 		return "", fmt.Errorf("runtime: promote the mirror: %w", err)
 	}
+	var seq int64
+	if err := db.read(func(tx *sql.Tx) (err error) { seq, err = lastAudit(tx); return err }); err == nil {
+		if err := db.writeCheckpoint(db.id, seq); err != nil {
+			db.checkpointFailed(err)
+		}
+	}
 	return was, nil
 }
 
@@ -342,6 +348,9 @@ func (db *DB) ApplyPlane(p Plane) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("runtime: commit the plane: %w", err)
+	}
+	if err := db.writeCheckpoint(p.ID, last); err != nil {
+		db.checkpointFailed(err)
 	}
 	return nil
 }

@@ -59,6 +59,7 @@ plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 		fs.StringVar(&o.control, "control", "", "mirror the runtime plane (keys, nodes, overrides, admins, audit) of the accountant at this URL, which owns it; management writes sent here are forwarded there")
 		fs.StringVar(&o.advertise, "advertise", "", "this accountant's base URL as the fleet's other accountants reach it, announced to the owner so a spend report from any of them covers every ledger (default: http:// and --listen when it names a host)")
 		fs.BoolVar(&o.promote, "promote", false, "own the runtime plane this data directory mirrored so far (without --control)")
+		fs.BoolVar(&o.acceptRollback, "accept-plane-rollback", false, "start although governance.db is behind its checkpoint (its governance.db-wal lost or damaged), accepting the writes lost")
 		fs.StringVar(&o.redis, "redis", "", "the fleet's shared Redis, HOST:PORT (overrides governance.shared_state.redis.addr)")
 		return func(e *env) int { return runAccountant(e, o) }
 	},
@@ -66,7 +67,7 @@ plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 
 type sidecarFlags struct {
 	config, listen, data, pricing, webhook, tokenFile, internalFile, redis, control, advertise string
-	promote                                                                                    bool
+	promote, acceptRollback                                                                    bool
 	insecure                                                                                   bool
 }
 
@@ -117,7 +118,7 @@ func runAccountant(e *env, o sidecarFlags) int {
 	s, err := accountant.New(accountant.Options{
 		ConfigPath: o.config, DataDir: o.data, Listen: o.listen, AdminToken: token, InternalToken: internal,
 		PricingFile: o.pricing, AlertWebhook: o.webhook, Logger: log, Redis: o.redis,
-		Control: o.control, Promote: o.promote, Advertise: o.advertise,
+		Control: o.control, Promote: o.promote, Advertise: o.advertise, AcceptPlaneRollback: o.acceptRollback,
 	})
 	if code, ok := e.bootFailure(err); ok {
 		return code

@@ -75,6 +75,7 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 		fs.StringVar(&o.control, "control", "", "mirror the runtime plane (keys, nodes, overrides, admins, audit) of the accountant at this URL, which owns it; writes sent here are forwarded there")
 		fs.StringVar(&o.advertise, "advertise", "", "this accountant's base URL as the fleet's other accountants reach it, announced to the owner so a spend report from any of them covers every ledger (default: http:// and --accountant-listen when it names a host)")
 		fs.BoolVar(&o.promote, "promote", false, "own the runtime plane this data directory mirrored so far (without --control)")
+		fs.BoolVar(&o.acceptRollback, "accept-plane-rollback", false, "start although governance.db is behind its checkpoint (its governance.db-wal lost or damaged), accepting the writes lost")
 		fs.StringVar(&o.redis, "redis", "", "the fleet's shared Redis, HOST:PORT (overrides governance.shared_state.redis.addr)")
 		return func(e *env) int { return runDev(e, o) }
 	},
@@ -82,7 +83,7 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 
 type devFlags struct {
 	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis, control, advertise string
-	promote                                                                                                             bool
+	promote, acceptRollback                                                                                             bool
 	workers, maxHeaders, maxHeadersKB                                                                                   int
 	idleTimeout, requestTimeout                                                                                         time.Duration
 }
@@ -196,6 +197,7 @@ func runDev(e *env, o devFlags) int {
 		Control:          o.control,
 		Advertise:        o.advertise,
 		Promote:          o.promote,
+		AcceptRollback:   o.acceptRollback,
 		Logger:           log,
 		FilterLog:        e.stderr,
 

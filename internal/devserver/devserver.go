@@ -119,6 +119,8 @@ type Options struct {
 	// accountants reach it (accountant.Options.Advertise).
 	Advertise string
 	Promote   bool
+	// AcceptRollback is accountant.Options.AcceptPlaneRollback.
+	AcceptRollback bool
 	// Logger receives the accountant's and the gateway's operational logs;
 	// nil discards them.
 	Logger *slog.Logger
@@ -306,20 +308,21 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}()
 	acct, err := accountant.New(accountant.Options{
-		ConfigPath:    o.ConfigPath,
-		DataDir:       o.DataDir,
-		Listen:        acctLn.Addr().String(),
-		AdminToken:    o.AdminToken,
-		InternalToken: o.InternalToken,
-		PricingFile:   o.PricingFile,
-		AlertWebhook:  o.AlertWebhook,
-		Logger:        o.Logger,
-		Redis:         o.Redis,
-		Control:       o.Control,
-		Advertise:     o.Advertise,
-		Promote:       o.Promote,
-		Collectors:    []prometheus.Collector{&s.gwStats},
-		Debug:         map[string]http.Handler{"guest": serveGuestProfile(s.gwStats.host.Load)},
+		ConfigPath:          o.ConfigPath,
+		DataDir:             o.DataDir,
+		Listen:              acctLn.Addr().String(),
+		AdminToken:          o.AdminToken,
+		InternalToken:       o.InternalToken,
+		PricingFile:         o.PricingFile,
+		AlertWebhook:        o.AlertWebhook,
+		Logger:              o.Logger,
+		Redis:               o.Redis,
+		Control:             o.Control,
+		Advertise:           o.Advertise,
+		Promote:             o.Promote,
+		AcceptPlaneRollback: o.AcceptRollback,
+		Collectors:          []prometheus.Collector{&s.gwStats},
+		Debug:               map[string]http.Handler{"guest": serveGuestProfile(s.gwStats.host.Load)},
 	})
 	if err != nil {
 		acctLn.Close()
