@@ -65,6 +65,13 @@ func (h *handler) mintKey(w http.ResponseWriter, r *http.Request, p principal) {
 		forbidNode(w, p, "owner", req.Owner, false)
 		return
 	}
+	if req.Scopes.AllowPassthrough && !p.isAdmin() {
+		// A passthrough call reaches the provider on any path, priced by
+		// nothing: the admin's to grant, never a subtree's.
+		writeError(w, http.StatusForbidden, "forbidden",
+			"scopes.allow_passthrough lets a key call any provider path, priced by no limit; only the admin token may grant it, and delegated admin %s (scope %s) cannot: mint the key without it, or ask an admin", p.who, p.scope)
+		return
+	}
 	plan, ok := h.armed(w)
 	if !ok {
 		return

@@ -95,3 +95,21 @@ func TestRevokeKey(t *testing.T) {
 		t.Fatalf("Changed called %d times; want 2 (mint, revoke)", f.changed.Load())
 	}
 }
+
+// TestPassthroughIsTheAdminsToGrant: a delegated admin cannot mint a key
+// with allow_passthrough (its calls reach the provider on any path, priced
+// by nothing); the admin can, and the delegated admin mints the same key
+// without it.
+func TestPassthroughIsTheAdminsToGrant(t *testing.T) {
+	f := newFixture(t, seed002)
+	ml, id := f.delegate("org:acme/team:ml")
+	pass := vkey.Scopes{AllowPassthrough: true}
+	f.wantError("POST", Prefix+"keys", ml, MintRequest{Owner: "org:acme/team:ml/user:dev1", Scopes: pass}, http.StatusForbidden, "forbidden",
+		"scopes.allow_passthrough lets a key call any provider path, priced by no limit; only the admin token may grant it, and delegated admin "+id+" (scope org:acme/team:ml) cannot: mint the key without it, or ask an admin")
+	var k MintedKey
+	f.must(http.StatusCreated, "POST", Prefix+"keys", ml, MintRequest{Owner: "org:acme/team:ml/user:dev1"}, &k)
+	f.must(http.StatusCreated, "POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme/team:ml/user:dev1", Scopes: pass}, &k)
+	if !k.Scopes.AllowPassthrough {
+		t.Fatalf("the admin's key lost allow_passthrough: %+v", k.Scopes)
+	}
+}
