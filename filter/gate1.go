@@ -262,7 +262,30 @@ func (e *Engine) gate1Walk(s *Stream, insts []govern.Instance, now time.Time, eo
 		}
 		return e.holdOrGo(s, v)
 	}
+	if s.passthrough && s.free == freeNone {
+		if reply := e.checkPassthroughQuota(s, now, v); reply != nil {
+			e.releaseLeases(s, now)
+			return *reply
+		}
+	}
 	return v
+}
+
+// checkPassthroughQuota checks the quota_requests instances a passthrough
+// call matches (by its path, as the accountant folds its row), as gate 2
+// checks them for a governed call: a passthrough call is a request like
+// any other. Budgets and token quotas cannot price it, and free calls
+// (the model list, token counts) count nothing.
+func (e *Engine) checkPassthroughQuota(s *Stream, now time.Time, v Verdict) *Verdict {
+	e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate2, e.inst[:0])
+	for i := range e.inst {
+		if in := &e.inst[i]; in.Limit.Type == govern.QuotaRequests {
+			if reply := e.checkSettled(s, in, now, v); reply != nil {
+				return reply
+			}
+		}
+	}
+	return nil
 }
 
 // holdOrGo ends gate 1 for a governed request with a body. With

@@ -224,6 +224,7 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 		Estimated:    s.estimated,
 		Replica:      e.replica,
 		UsageClamped: s.clamped,
+		Free:         s.passthrough && s.free != freeNone,
 		Shadow:       s.shadow,
 		Breached:     s.breached,
 		Suspended:    s.suspended,

@@ -171,6 +171,9 @@ func (c *Core) resolve(d dims) []target {
 func (c *Core) fold(r *ledger.Row) {
 	c.stats.Folded++
 	d := rowDims(r)
+	if r.Decision == ledger.Passthrough {
+		d.endpoint = c.passthroughEndpoint(d.endpoint)
+	}
 	a := rowAgg(r)
 	if day := dayOf(r.End); day >= c.aggFrom {
 		k := aggKey{d: d, day: day}
@@ -216,6 +219,24 @@ func (c *Core) fold(r *ledger.Row) {
 			c.targets = append(c.targets, rt)
 		}
 	}
+}
+
+// passthroughEndpoint is the endpoint dim a passthrough row folds under:
+// its path when a limit of the plan matches that path exactly, else ""
+// (which matches the same limits: those that constrain no endpoint). A
+// passthrough path is whatever the caller sent, and made-up paths must
+// not grow the aggregates; a limit added later on such a path counts the
+// rows that arrive after it.
+func (c *Core) passthroughEndpoint(path string) string {
+	if c.armed == nil {
+		return ""
+	}
+	for _, l := range c.armed.Plan.Limits {
+		if l.Match.Endpoint == path {
+			return path
+		}
+	}
+	return ""
 }
 
 // intern returns a copy of the replica id s that the aggregates share, so

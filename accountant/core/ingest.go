@@ -203,8 +203,12 @@ func (c *Core) commit(now time.Time, tag uint64, live bool) Result {
 			c.stats.Refused++
 			continue
 		case ledger.Passthrough:
+			// Counted by quota_requests, as the filter checks it; free
+			// calls count nothing.
 			c.stats.Passthrough++
-			continue
+			if r.Free {
+				continue
+			}
 		}
 		c.fold(r)
 		if r.End.After(res.MaxEnd) {

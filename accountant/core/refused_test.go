@@ -31,14 +31,16 @@ func TestRefusedRowsAreNotPriced(t *testing.T) {
 	}
 }
 
-// A passthrough row (forwarded ungoverned) is recorded, left unpriced and
-// folded into no counter; an admitted row beside it is.
-func TestPassthroughRowsAreRecordedNotFolded(t *testing.T) {
+// A free passthrough row (the model list, forwarded ungoverned) is
+// recorded, left unpriced and folded into no counter; an admitted row
+// beside it is. (A passthrough row that is not free counts for
+// quota_requests: testdata/passthrough.txt.)
+func TestFreeRowsAreRecordedNotFolded(t *testing.T) {
 	c := New(Options{})
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	rows := []ledger.Row{
 		{RequestID: "tt_aaaaaaaaaaaaaaaaaaaaaaaaaa", Start: now.Add(-time.Second), End: now, Status: 200,
-			Decision: ledger.Passthrough, Endpoint: "/v1/models"},
+			Decision: ledger.Passthrough, Endpoint: "/v1/models", Free: true},
 		{RequestID: "tt_aaaaaaaaaaaaaaaaaaaaaaaaab", Start: now.Add(-time.Second), End: now, Status: 200,
 			Decision: ledger.Admitted, Endpoint: "/v1/chat/completions", Model: "gpt-4o-mini",
 			Usage: ledger.Usage{Input: 10, Output: 5, Total: 15}},

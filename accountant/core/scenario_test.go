@@ -226,6 +226,8 @@ func (h *harness) parseRow(t *testing.T, line string) ledger.Row {
 			r.Usage.Reasoning = num(v)
 		case "decision":
 			r.Decision = ledger.Decision(v)
+		case "free":
+			r.Free = v == "true"
 		case "estimated":
 			r.Estimated = ledger.Estimated{Input: v == "in" || v == "both", Output: v == "out" || v == "both"}
 		case "cost":

@@ -52,7 +52,9 @@ type Replay struct {
 // Stats describe the rows replayed.
 type Stats struct {
 	Rows, Forwarded, Refused, Unpriced, Unreadable int
-	// Passthrough counts rows forwarded ungoverned (not replayed).
+	// Passthrough counts rows forwarded ungoverned: replayed for rpm,
+	// concurrency and quota_requests as the filter counts them, unless
+	// free.
 	Passthrough int
 	First, Last time.Time // earliest start, latest end
 }
@@ -117,17 +119,27 @@ func (r *Replay) Add(row *ledger.Row) {
 	if row.End.After(st.Last) {
 		st.Last = row.End
 	}
-	if row.Decision == ledger.Passthrough {
-		st.Passthrough++ // forwarded ungoverned: no limit counts it
-		return
+	passthrough := row.Decision == ledger.Passthrough
+	if passthrough {
+		// Forwarded ungoverned: gate 1 and quota_requests count it, as in
+		// the filter, unless it was a free call.
+		st.Passthrough++
+		if row.Free {
+			return
+		}
 	}
 	forwarded := row.Decision != ledger.Refused
-	if forwarded {
+	switch {
+	case passthrough:
+	case forwarded:
 		st.Forwarded++
-	} else {
+	default:
 		st.Refused++
 	}
 	cost := row.Cost
+	if passthrough {
+		cost = &ledger.Cost{} // never priced
+	}
 	if cost == nil && forwarded {
 		p := r.pricing.PriceRow(row)
 		cost = &ledger.Cost{Nanos: p.Nanos, Unpriced: p.Unpriced}
@@ -173,6 +185,8 @@ func (r *Replay) Add(row *ledger.Row) {
 	for _, in := range r.buf {
 		l := in.Limit
 		switch {
+		case passthrough && l.Type != govern.QuotaRequests:
+			// The filter checks only quota_requests on a passthrough call.
 		case l.Type == govern.TPM:
 			total := row.Usage.Total
 			if total <= 0 {

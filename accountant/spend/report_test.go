@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite testdata/report.txt with the reports computed (review the diff: the expectations are counted by hand)")
@@ -178,5 +180,29 @@ func TestCSVDefusesFormulas(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), `"'=HYPERLINK(""http://x"")"`) {
 		t.Fatalf("CSV:\n%s", b.String())
+	}
+}
+
+// TestFreeCallsAreNoRequests: a free call's row (the model list, a token
+// count) is left out of every request count; a passthrough call that is
+// not free counts as a request.
+func TestFreeCallsAreNoRequests(t *testing.T) {
+	r := New(Options{})
+	end := testNow.Add(-time.Hour)
+	r.Add([]ledger.Row{
+		{RequestID: "tt_aaaaaaaaaaaaaaaaaaaaaaaaaa", End: end, Node: "org:acme", Endpoint: "/v1/models", Decision: ledger.Passthrough, Status: 200, Free: true},
+		{RequestID: "tt_aaaaaaaaaaaaaaaaaaaaaaaaab", End: end, Node: "org:acme", Endpoint: "/v1/messages/count_tokens", Decision: ledger.Passthrough, Status: 200, Free: true},
+		{RequestID: "tt_aaaaaaaaaaaaaaaaaaaaaaaaac", End: end, Node: "org:acme", Endpoint: "/v1/files", Decision: ledger.Passthrough, Status: 200},
+	})
+	q, err := ParseQuery(url.Values{"group_by": {"endpoint"}}, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Run(q, "", testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Total.Requests != 1 || len(rep.Groups) != 1 || rep.Groups[0].Key["endpoint"] != "/v1/files" {
+		t.Fatalf("requests %d, groups %+v; want the one passthrough call", rep.Total.Requests, rep.Groups)
 	}
 }

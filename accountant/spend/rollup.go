@@ -260,7 +260,9 @@ func (r *Rollup) addLocked(rows []ledger.Row, keep func(int) bool) {
 			continue
 		}
 		row := &rows[i]
-		if row.End.IsZero() {
+		if row.End.IsZero() || row.Free {
+			// A free call (the model list, a token count) bills nothing
+			// and is no request to report: its row is in the ledger only.
 			continue
 		}
 		d := dimsOf(row)

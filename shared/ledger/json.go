@@ -82,6 +82,9 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	if r.UsageClamped {
 		dst = append(dst, `,"usage_clamped":true`...)
 	}
+	if r.Free {
+		dst = append(dst, `,"free":true`...)
+	}
 	if len(r.Reconcile) > 0 {
 		dst = append(dst, `,"reconcile":[`...)
 		for i, s := range r.Reconcile {

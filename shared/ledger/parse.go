@@ -125,6 +125,7 @@ func (s *scanner) row(r *Row) error {
 		fClamped
 		fReconcile
 		fHolds
+		fFree
 	)
 	var seen uint32
 	for first := true; s.next(first, '}'); first = false {
@@ -215,6 +216,9 @@ func (s *scanner) row(r *Row) error {
 		case "usage_clamped":
 			bit = fClamped
 			r.UsageClamped, err = s.bool(at)
+		case "free":
+			bit = fFree
+			r.Free, err = s.bool(at)
 		case "reconcile":
 			bit = fReconcile
 			r.Reconcile, err = s.strings(at)

@@ -23,7 +23,8 @@ const (
 	// governed provider endpoint (GET /v1/models, a file upload), let
 	// through by the key's allow_passthrough scope or with require_key
 	// off. Recorded so that every forwarded request leaves a row; never
-	// priced, and folded into no counter (gate 2 never checks it).
+	// priced; counted by quota_requests (as the filter checks it), unless
+	// the row is Free.
 	Passthrough Decision = "passthrough"
 )
 
@@ -80,6 +81,11 @@ type Row struct {
 	// carries the bound instead, with the clamped figures marked
 	// estimated. Written only when true.
 	UsageClamped bool `json:"usage_clamped,omitempty"`
+	// Free marks a passthrough row of a call that bills nothing (the
+	// model list, a model's details, Anthropic's token count): recorded,
+	// like every forwarded call, but counted by no limit and left out of
+	// the request counts of spend reports. Written only when true.
+	Free bool `json:"free,omitempty"`
 	// Reconcile carries the tpm reconciles of the request's store: redis
 	// instances, which the accountant commits in the fleet's Redis when it
 	// records the row (once: a row is recorded once by its request id).

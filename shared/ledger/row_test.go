@@ -65,6 +65,7 @@ func fullRow() Row {
 		Replica:          "envoy-7f9c\"east\"",
 		ServedOutOfScope: true,
 		UsageClamped:     true,
+		Free:             true,
 		Cost:             &Cost{Nanos: 12600, Unpriced: false, Estimated: true},
 	}
 }
@@ -178,6 +179,7 @@ func (randRow) Generate(r *rand.Rand, _ int) reflect.Value {
 		Replica:          randString(r),
 		ServedOutOfScope: r.Intn(2) == 0,
 		UsageClamped:     r.Intn(2) == 0,
+		Free:             r.Intn(2) == 0,
 	}
 	if r.Intn(2) == 0 {
 		row.RefusedBy = &Ref{LimitID: randString(r), LimitType: randString(r), Node: randString(r)}
