@@ -47,7 +47,7 @@ func (e *Engine) fleetHoldable(s *Stream, in *govern.Instance) bool {
 func (e *Engine) fleetDecides2(s *Stream, in *govern.Instance) bool {
 	l := in.Limit
 	switch {
-	case l.Type == govern.TPM:
+	case l.Type == govern.TPM || l.Type == govern.RPM:
 		return e.fleetRate(in)
 	case l.Reserve && l.Mode == govern.ModeOn:
 		return e.fleetHoldable(s, in)
@@ -98,6 +98,12 @@ func (e *Engine) wouldRefuse2(s *Stream, in *govern.Instance, now time.Time) boo
 	case l.Type == govern.TPM:
 		res, err := e.cells.rateWouldTake(in.ID, l.Algorithm, now, llm.Reserve(s.req), e.rateParams(in))
 		return err == nil && !res.Allowed
+	case l.Type == govern.RPM:
+		res, err := e.cells.rateWouldTake(in.ID, l.Algorithm, now, 1, e.rateParams(in))
+		return err == nil && !res.Allowed
+	case l.Type == govern.Concurrency:
+		live, err := e.cells.gaugeRead(in.ID, now)
+		return err == nil && live >= e.shareCap(in.Amount, l.Store)
 	case e.snapshotDistrust(now) != "":
 		return false
 	case l.Reserve:
@@ -135,9 +141,12 @@ func (e *Engine) askGate2(s *Stream, insts []govern.Instance, asked []int, body 
 			b = append(b, ',')
 		}
 		in := &insts[i]
-		if in.Limit.Type == govern.TPM {
+		switch in.Limit.Type {
+		case govern.RPM:
+			b = appendRateStep(b, in, 1)
+		case govern.TPM:
 			b = appendRateStep(b, in, llm.Reserve(s.req))
-		} else {
+		default:
 			b = e.appendHoldStep(b, s, in, f.at)
 		}
 	}

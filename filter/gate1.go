@@ -427,11 +427,20 @@ func (e *Engine) checkConcurrency(s *Stream, in *govern.Instance, now time.Time,
 }
 
 // disclose makes an rpm or tpm instance the disclosed policy when it is the
-// tightest so far (the least remaining).
+// tightest so far (the least remaining) among the enforcing ones: a limit
+// in shadow mode or soft enforcement refuses nothing, so it never paces a
+// client, and is advertised only while no enforcing limit is.
 func disclose(pol *wire.Policy, l *govern.Limit, p rate.Params, remaining int64) {
-	if pol.LimitID == "" || remaining < pol.Remaining {
-		*pol = wire.Policy{LimitID: l.ID, Quota: p.Amount, Window: l.Period.Window, Remaining: remaining}
+	advisory := l.Mode != govern.ModeOn || l.Enforce != govern.EnforceHard
+	switch {
+	case pol.LimitID == "":
+	case advisory && !pol.Advisory:
+		return // an enforcing limit is advertised already
+	case !advisory && pol.Advisory:
+	case remaining >= pol.Remaining:
+		return
 	}
+	*pol = wire.Policy{LimitID: l.ID, Quota: p.Amount, Window: l.Period.Window, Remaining: remaining, Advisory: advisory}
 }
 
 // rateParams are an rpm or tpm instance's numbers, divided among the live

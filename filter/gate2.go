@@ -146,6 +146,13 @@ func (e *Engine) gate2Walk(s *Stream, insts []govern.Instance, body []byte, now 
 		in := &insts[i]
 		var reply *Verdict
 		switch {
+		case in.Limit.Type == govern.RPM:
+			// An rpm limit narrowed by the model (or the customer, or a
+			// tag) is judged here, where the body has named it; a store:
+			// redis one from the fleet's answer (s.fleet, position i).
+			reply = e.checkRPM(s, in, i, now, v)
+		case in.Limit.Type == govern.Concurrency:
+			reply = e.checkConcurrency(s, in, now, v)
 		case in.Limit.Type == govern.TPM && e.fleetRate(in):
 			reply = e.checkFleetTPM(s, in, i, now, v)
 		case in.Limit.Type == govern.TPM:

@@ -95,6 +95,7 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		Node:    in.Node,
 		Period:  l.Period.String(),
 		Posture: wire.Posture{Mode: l.Mode.String(), Enforce: l.Enforce.String(), Fail: l.Fail.String()},
+		Extra:   l.Extra(),
 	}
 	switch l.Type {
 	case govern.RPM, govern.TPM:

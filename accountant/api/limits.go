@@ -90,6 +90,7 @@ func limitsDocument(a *govern.Armed, ro *Rollout, ovs []runtime.Override, scope 
 			// config says (seed 002).
 			OverrideAllowed: l.OverrideAllow && l.Type.Overridable(),
 			OverrideMax:     l.OverrideMax,
+			Extra:           definitionExtra(l),
 		})
 	}
 	var out, armed []string
@@ -153,4 +154,12 @@ func notInForce(plan *govern.Plan, o runtime.Override, v OverrideView) string {
 		s += " (written and valid, not armed yet; every filter applies it at its next sync once the accountant re-arms)"
 	}
 	return s
+}
+
+// definitionExtra is what a definition says beyond seed 002's members: the
+// limit's own details, and its bound when it keeps one counter per value.
+func definitionExtra(l *govern.Limit) wire.LimitExtra {
+	x := l.Extra()
+	x.MaxDistinct = l.DisclosedMaxDistinct()
+	return x
 }

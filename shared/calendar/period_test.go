@@ -73,12 +73,12 @@ func TestUnknownUnit(t *testing.T) {
 }
 
 func TestParseUnit(t *testing.T) {
-	for _, u := range []Unit{Day, Week, Month} {
+	for _, u := range Units {
 		if got, ok := ParseUnit(u.String()); !ok || got != u {
 			t.Errorf("ParseUnit(%q) = %v, %v", u.String(), got, ok)
 		}
 	}
-	for _, s := range []string{"", "Day", "year", "1m", "unknown"} {
+	for _, s := range []string{"", "Day", "years", "1m", "30d", "unknown"} {
 		if _, ok := ParseUnit(s); ok {
 			t.Errorf("ParseUnit(%q) accepted", s)
 		}
@@ -89,7 +89,7 @@ func TestParseUnit(t *testing.T) {
 // periods against their definitions.
 func TestEveryDayOfSomeYears(t *testing.T) {
 	for at := utc(2024, 1, 1, 0, 30, 0, 0); at.Year() < 2029; at = at.Add(time.Hour) {
-		for _, u := range []Unit{Day, Week, Month} {
+		for _, u := range Units {
 			s, e := Start(u, at), End(u, at)
 			if at.Before(s) || !at.Before(e) {
 				t.Fatalf("%s %s: [%s, %s) does not hold it", u, at, s, e)
@@ -97,8 +97,14 @@ func TestEveryDayOfSomeYears(t *testing.T) {
 			if u == Week && (s.Weekday() != time.Monday || e.Sub(s) != 7*24*time.Hour) {
 				t.Fatalf("week of %s: [%s, %s)", at, s, e)
 			}
-			if u == Month && (s.Day() != 1 || e.Day() != 1) {
-				t.Fatalf("month of %s: [%s, %s)", at, s, e)
+			if (u == Month || u == Quarter || u == Year) && (s.Day() != 1 || e.Day() != 1) {
+				t.Fatalf("%s of %s: [%s, %s)", u, at, s, e)
+			}
+			if u == Quarter && (s.Month()-1)%3 != 0 || u == Year && s.Month() != 1 {
+				t.Fatalf("%s of %s: [%s, %s)", u, at, s, e)
+			}
+			if u == Hour && (s.Minute() != 0 || e.Sub(s) != time.Hour) {
+				t.Fatalf("hour of %s: [%s, %s)", at, s, e)
 			}
 			if !Start(u, e).Equal(e) {
 				t.Fatalf("%s %s: the next period does not start at %s", u, at, e)

@@ -17,9 +17,10 @@ import (
 //
 //   - a struct is an object of every exported field, named by its json tag
 //     (or Go name), in declaration order; json:"-" fields are left out, and
-//     a field tagged omitempty when it is a false bool or a nil pointer
-//     (the schema uses omitempty so that a new switch or block leaves the
-//     hash of every plan that does not set it as it was);
+//     a field tagged omitempty when it is empty as encoding/json says (a
+//     false bool, a nil pointer, an empty string, list or map, a zero
+//     number); the schema uses omitempty so that a new switch or block
+//     leaves the hash of every plan that does not set it as it was;
 //   - a nil pointer, slice or map is null; an empty slice is [];
 //   - map keys are sorted bytewise;
 //   - USD is its exact dollar literal (USD.String: 5000, 0.000001);
@@ -223,13 +224,22 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 // emptyField reports what omitempty leaves out of the schema's fields: a
-// false bool, a nil pointer (encoding/json leaves out the same).
+// false bool, a nil pointer, an empty string, slice or map, a zero number
+// (encoding/json leaves out the same).
 func emptyField(v reflect.Value) bool {
 	switch v.Kind() {
 	case reflect.Bool:
 		return !v.Bool()
-	case reflect.Pointer:
+	case reflect.Pointer, reflect.Interface:
 		return v.IsNil()
+	case reflect.String, reflect.Slice, reflect.Map:
+		return v.Len() == 0
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int() == 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return v.Uint() == 0
+	case reflect.Float32, reflect.Float64:
+		return v.Float() == 0
 	}
 	return false
 }

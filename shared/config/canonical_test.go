@@ -49,7 +49,13 @@ func TestCanonicalJSONEverythingSet(t *testing.T) {
 			ID: "b", Attach: Attach{Node: "__global"}, Type: "rpm", Amount: ptr(int64(120)), Period: "1m", Burst: ptr(int64(10)),
 			Algorithm: "sliding_window", Store: "redis",
 			Override: &Override{MaxAmount: ptr(int64(7))},
+		}, {
+			ID: "c", Attach: Attach{Level: "user"}, Type: "quota_tokens", Amount: ptr(int64(2000)), Period: "30d",
+			Match: &Match{Customer: "*", Tag: "batch"}, Fit: true, MinOutput: ptr(int64(64)), Metric: "output",
+			Timezone: "Europe/Berlin", Fallback: &Fallback{Model: "gpt-4o-mini"}, MaxDistinct: ptr(int64(100)),
 		}},
+		Attributes:  &Attributes{CustomerHeader: "X-Customer", CustomerFields: ptr([]string{}), TagsFields: []string{"metadata.tags"}},
+		Timezone:    "America/New_York",
 		SharedState: &SharedState{Redis: &Redis{Addr: "r:6379", Username: "u", PasswordEnv: "P", DB: 2, KeyPrefix: "tt"}},
 	}
 	got, err := CanonicalJSON(g)

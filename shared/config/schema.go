@@ -24,6 +24,29 @@ type Governance struct {
 	SharedState *SharedState `json:"shared_state"`
 	// Refusals shapes the bodies of the gateway's own answers.
 	Refusals *Refusals `json:"refusals,omitempty"`
+	// Attributes says where a request's customer and tags are read.
+	Attributes *Attributes `json:"attributes,omitempty"`
+	// Timezone is the IANA zone (Europe/Berlin) of every calendar period
+	// whose limit names none; default UTC.
+	Timezone string `json:"timezone,omitempty"`
+}
+
+// Attributes holds governance.attributes: the request headers and body
+// fields a request's customer and tags come from.
+type Attributes struct {
+	// CustomerHeader is the header naming the request's customer. Default
+	// X-Tt-Customer.
+	CustomerHeader string `json:"customer_header,omitempty"`
+	// TagsHeader is the header listing the request's tags, comma
+	// separated. Default X-Tt-Tags.
+	TagsHeader string `json:"tags_header,omitempty"`
+	// CustomerFields are the body fields read, in order, when no header
+	// names the customer: dotted paths of string members. Default user,
+	// safety_identifier, metadata.user_id; an empty list reads none.
+	CustomerFields *[]string `json:"customer_fields,omitempty"`
+	// TagsFields are the body fields read, in order, when no header lists
+	// tags: a string (comma separated) or a list of strings. Default none.
+	TagsFields []string `json:"tags_fields,omitempty"`
 }
 
 // Refusals holds governance.refusals.
@@ -85,6 +108,30 @@ type Limit struct {
 	// the dearest cost the call can reach, lowering its output maximum to
 	// fit what is left, so the cap holds within one gateway replica.
 	Reserve bool `json:"reserve,omitempty"`
+	// Fit (tpm, quota_tokens; budget_usd with reserve) lowers a call's
+	// output maximum to what the window or period still holds instead of
+	// refusing it; MinOutput is the least output a call is let through
+	// with (default 256).
+	Fit       bool   `json:"fit,omitempty"`
+	MinOutput *int64 `json:"min_output,omitempty"`
+	// Metric (tpm, quota_tokens) is what a token counts: input, output or
+	// total (the default).
+	Metric string `json:"metric,omitempty"`
+	// Timezone is the IANA zone of a calendar period's boundaries; default
+	// governance.timezone, else UTC.
+	Timezone string `json:"timezone,omitempty"`
+	// Fallback (budget_usd, quota_tokens, quota_requests) serves a request
+	// the limit would refuse with another model instead.
+	Fallback *Fallback `json:"fallback,omitempty"`
+	// MaxDistinct bounds the counters a limit keeps per instance and
+	// period for its per-value dims (a model, customer or tag pattern):
+	// past it, new values share one overflow counter.
+	MaxDistinct *int64 `json:"max_distinct,omitempty"`
+}
+
+// Fallback is the model a limit's refusal falls back to.
+type Fallback struct {
+	Model string `json:"model"`
 }
 
 // Attach says where a limit binds: exactly one of Node and Level.
@@ -93,12 +140,18 @@ type Attach struct {
 	Level string `json:"level"`
 }
 
-// Match narrows a limit to requests whose dims match. Model uses path.Match
-// patterns; provider and endpoint are compared exactly.
+// Match narrows a limit to requests whose dims match. Model, customer and
+// tag use path.Match patterns; provider and endpoint are compared exactly.
 type Match struct {
 	Model    string `json:"model"`
 	Provider string `json:"provider"`
 	Endpoint string `json:"endpoint"`
+	// Customer is the request's customer (X-Tt-Customer, or the body's
+	// user fields): "*" keeps one counter per customer.
+	Customer string `json:"customer,omitempty"`
+	// Tag is one of the request's tags (X-Tt-Tags): the limit counts the
+	// requests that carry a matching tag.
+	Tag string `json:"tag,omitempty"`
 }
 
 // Posture is a limit's enforcement posture.

@@ -80,12 +80,29 @@ const (
 	StoreShare
 )
 
-// Period is a limit's period: a calendar unit for spend and quota types, a
-// window for rpm and tpm, neither for concurrency.
+// Period is a limit's period: a calendar unit or a rolling window of days
+// for spend and quota types, a window for rpm and tpm, neither for
+// concurrency.
 type Period struct {
-	Calendar calendar.Unit // zero when the period is a window
-	Window   time.Duration // zero when the period is calendar
+	Calendar calendar.Unit // zero when the period is a window or rolling
+	Window   time.Duration // zero when the period is calendar or rolling
+	// Rolling is a rolling window of whole days (period: 30d), counted in
+	// day buckets by seed 003's sliding rule; zero otherwise.
+	Rolling int
+	// Zone is the IANA time zone of the calendar boundaries (a period's
+	// start, a rolling window's day buckets); "" is UTC.
+	Zone string
+	loc  *time.Location
 }
+
+// Metric is what a token limit (quota_tokens, tpm) counts.
+type Metric uint8
+
+const (
+	MetricTotal Metric = iota // input + output (the default)
+	MetricInput
+	MetricOutput
+)
 
 // Limit is one compiled limit definition. Immutable.
 type Limit struct {
@@ -115,9 +132,31 @@ type Limit struct {
 	OverrideMax   int64
 	// Reserve is budget reserve mode (budget_usd only).
 	Reserve bool
+	// Fit lowers a call's output maximum to what the window or period
+	// still holds (tpm, quota_tokens; budget_usd in reserve mode, which
+	// always fits); MinOutput is the least output a call is admitted with.
+	Fit       bool
+	MinOutput int64
+	// Metric is what a tpm or quota_tokens limit counts.
+	Metric Metric
+	// Fallback is the model a refusal of this limit (budget_usd,
+	// quota_tokens, quota_requests) falls back to, or "".
+	Fallback string
+	// MaxDistinct bounds the counters of one instance and period when the
+	// limit keeps one per value of a dim (a model, customer or tag
+	// pattern); 0 when it keeps one counter.
+	MaxDistinct int64
 
-	period string // Period.String(), computed once at compile
-	glob   bool   // Match.Model is a pattern with metacharacters
+	period string // the identity's period field, computed once at compile
+	// typeField is the identity's type field when it is not the type's
+	// name: "<type>:<metric>" for a token limit counting input or output.
+	typeField string
+	glob      bool // Match.Model is a pattern with metacharacters
+	// customerGlob and tagGlob: Match.Customer or Match.Tag is a pattern
+	// with metacharacters (one counter per value).
+	customerGlob, tagGlob bool
+	maxDistinctSet        bool // max_distinct was written
+	gate                  Gate
 }
 
 // Match narrows a limit by request dims. Empty fields match anything.
@@ -125,14 +164,21 @@ type Match struct {
 	Model    string // path.Match pattern against the requested model
 	Provider string
 	Endpoint string
+	Customer string // path.Match pattern against the request's customer
+	Tag      string // path.Match pattern against each of the request's tags
 }
 
-// Dims are the request's values of the three match dims. At Gate1 only
-// Endpoint is known.
+// Dims are the request's values of the match dims. At Gate1 only Endpoint
+// and Provider (and a customer and tags from headers) are known.
 type Dims struct {
 	Model    string
 	Provider string
 	Endpoint string
+	// Customer is the request's customer; "" when it names none.
+	Customer string
+	// Tags are the request's tags, sorted, each once, joined by ","
+	// (JoinTags); "" when it has none.
+	Tags string
 }
 
 // Instance is one limit bound to one node for one request.
@@ -148,9 +194,13 @@ type Instance struct {
 	// Depth is NodeDepth(Node): instances are ordered deepest first.
 	Depth int
 	// Unresolved is set only by ResolveAll: the limit keeps one counter per
-	// requested model (match.model is a glob) and the dims named no model,
-	// so there is no single counter and ID is empty.
+	// value of a dim the dims did not name (a requested model, customer or
+	// tag), so there is no single counter and ID is empty.
 	Unresolved bool
+	// Tag is the request's tag this instance counts, when the limit keeps
+	// one counter per tag (a match.tag pattern): a request with several
+	// matching tags has one instance for each.
+	Tag string
 }
 
 // Override is a per-node override of a spend or quota limit.

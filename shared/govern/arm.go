@@ -116,18 +116,18 @@ func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
 		nodes := a.Instances(l)
 		switch {
 		case l.Level == LevelKey:
-			al.keys = &keyCache{m: map[[2]string]string{}}
+			al.keys = &keyCache{m: map[[4]string]string{}}
 			a.keyLevel = true
-		case l.glob:
-			al.cache = &modelCache{m: make([]map[string]string, len(nodes))}
+		case l.PerValue():
+			al.cache = &modelCache{m: make([]map[[3]string]string, len(nodes))}
 		default:
 			al.ids = make([]string, len(nodes))
-			d := Dims{Model: l.Match.Model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint}
+			d := l.InstanceDims(Dims{}, "")
 			for k, n := range nodes {
 				al.ids[k] = Identity(l, n, d)
 			}
 		}
-		g := l.Type.Gate()
+		g := l.Gate()
 		a.gate[g] = append(a.gate[g], int32(i))
 		a.all = append(a.all, int32(i))
 	}
@@ -245,64 +245,64 @@ func (a *Armed) Override(limitID, node string) (int64, bool) {
 	return v, ok
 }
 
-// modelCache memoizes the identities of a limit whose match.model is a glob:
-// one counter per requested model, so the identity carries the model and
-// cannot be computed at arm. It is bounded; past the bound an identity is
-// built per call.
+// modelCache memoizes the identities of a limit that keeps one counter per
+// value (a model, customer or tag pattern), so the identity carries the
+// values and cannot be computed at arm. It is bounded; past the bound an
+// identity is built per call.
 type modelCache struct {
 	mu sync.Mutex
 	n  int
-	m  []map[string]string // by instance index: requested model -> identity
+	m  []map[[3]string]string // by instance index: (model, customer, tag) -> identity
 }
 
 const modelCacheMax = 4096
 
 // keyCache memoizes the identities of a key-level limit: one counter per
-// key leaf (and, when match.model is a glob, per requested model). It is
-// bounded; past the bound an identity is built per call.
+// key leaf (and per value, for a per-value limit). It is bounded; past the
+// bound an identity is built per call.
 type keyCache struct {
 	mu sync.Mutex
-	m  map[[2]string]string // (key leaf, model when match.model is a glob) -> identity
+	m  map[[4]string]string // (key leaf, model, customer, tag) -> identity
 }
 
 const keyCacheMax = 16384
 
-func (c *keyCache) identity(l *Limit, node string, d Dims) string {
-	model := l.Match.Model
-	if l.glob {
-		model = d.Model
-	}
-	k := [2]string{node, model}
+func (c *keyCache) identity(l *Limit, node string, d Dims, tag string) string {
+	id := l.InstanceDims(d, tag)
+	k := [4]string{node, id.Model, id.Customer, id.Tags}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if id, ok := c.m[k]; ok {
-		return id
+	if v, ok := c.m[k]; ok {
+		return v
 	}
-	id := Identity(l, node, Dims{Model: model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint})
+	v := Identity(l, node, id)
 	if len(c.m) < keyCacheMax {
 		// The strings may be slices of a request: kept as copies.
-		c.m[[2]string{strings.Clone(node), strings.Clone(model)}] = id
+		c.m[[4]string{strings.Clone(node), strings.Clone(id.Model), strings.Clone(id.Customer), strings.Clone(id.Tags)}] = v
 	}
-	return id
+	return v
 }
 
-func (c *modelCache) identity(l *Limit, idx int32, node string, d Dims) string {
+func (c *modelCache) identity(l *Limit, idx int32, node string, d Dims, tag string) string {
+	id := l.InstanceDims(d, tag)
+	k := [3]string{id.Model, id.Customer, id.Tags}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	mm := c.m[idx]
-	if id, ok := mm[d.Model]; ok {
-		return id
+	if v, ok := mm[k]; ok {
+		return v
 	}
-	id := Identity(l, node, Dims{Model: d.Model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint})
+	v := Identity(l, node, id)
 	if c.n < modelCacheMax {
 		if mm == nil {
-			mm = map[string]string{}
+			mm = map[[3]string]string{}
 			c.m[idx] = mm
 		}
-		mm[strings.Clone(d.Model)] = id // the model may be a slice of a request body
+		// The values may be slices of a request body: kept as copies.
+		mm[[3]string{strings.Clone(k[0]), strings.Clone(k[1]), strings.Clone(k[2])}] = v
 		c.n++
 	}
-	return id
+	return v
 }
 
 // runtimeNodePath is the path of the i-th runtime node, built only for a

@@ -58,6 +58,8 @@ func Compile(g *config.Governance) (*Plan, error) {
 	p.SharedState = c.sharedState(g.SharedState)
 	p.ProviderRefusals = c.refusals(g.Refusals)
 	p.tree = c.tenancy(g.Tenants)
+	c.timezone(g.Timezone)
+	p.Attributes = c.attributes(g.Attributes)
 	p.nodes = sortedNodes(p.tree)
 
 	ids := map[string]string{}
@@ -91,6 +93,8 @@ func Compile(g *config.Governance) (*Plan, error) {
 type compiler struct {
 	problems Problems
 	absent   bool
+	// defaultZone is governance.timezone, when valid.
+	defaultZone string
 }
 
 // at records a problem at a config path.

@@ -60,7 +60,7 @@ func exercise(t *testing.T, f *config.File) {
 			for _, g := range []govern.Gate{govern.Gate1, govern.Gate2} {
 				buf = a.Resolve(chain, d, g, buf)
 				for i, in := range buf {
-					if in.Limit.Type.Gate() != g || in.ID == "" {
+					if in.Limit.Gate() != g || in.ID == "" {
 						t.Fatalf("instance %+v at %s", in, g)
 					}
 					if i > 0 && in.Depth > buf[i-1].Depth {

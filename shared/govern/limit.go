@@ -1,11 +1,14 @@
 package govern
 
 import (
+	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/rate"
@@ -38,13 +41,18 @@ func (c *compiler) limit(i int, cl *config.Limit, tree map[string]uint8, shared 
 	l.Type = t
 
 	c.attach(l, p, cl.Attach, tree)
+	c.match(l, p, cl.Match, typeOK)
 	if typeOK {
 		amountOK := c.amount(l, p, cl)
 		c.period(l, p, cl.Period)
+		c.zone(l, p, cl.Timezone)
+		c.metric(l, p, cl.Metric)
+		c.fit(l, p, cl)
 		c.rateKnobs(l, p, cl, amountOK, shared)
 		c.override(l, p, cl.Override)
+		c.fallback(l, p, cl.Fallback)
+		c.maxDistinct(l, p, cl.MaxDistinct)
 	}
-	c.match(l, p, cl.Match, typeOK)
 	c.posture(l, p, cl.Posture)
 	if cl.Reserve {
 		if typeOK && t != BudgetUSD {
@@ -55,7 +63,10 @@ func (c *compiler) limit(i int, cl *config.Limit, tree map[string]uint8, shared 
 		}
 		l.Reserve = true
 	}
-	l.period = l.Period.String()
+	l.period = l.Period.identity()
+	if l.Metric != MetricTotal {
+		l.typeField = l.Type.String() + ":" + MetricName(l.Metric)
+	}
 	return l
 }
 
@@ -143,15 +154,22 @@ func (c *compiler) period(l *Limit, p, s string) {
 	win, winErr := time.ParseDuration(s)
 	switch {
 	case t.Class() == LedgerSettled:
+		days, isRolling, rollErr := parseRolling(s)
 		switch {
 		case s == "":
-			c.at(pp, "required on %s (day, week or month)", t)
+			c.at(pp, "required on %s (%s)", t, periodChoices)
+		case isCal && (cal == calendar.Hour || cal == calendar.Quarter || cal == calendar.Year) && c.unbuilt(pp, "period"):
 		case isCal:
 			l.Period.Calendar = cal
+		case isRolling && c.unbuilt(pp, "period"):
+		case isRolling && rollErr != "":
+			c.at(pp, "%s", rollErr)
+		case isRolling:
+			l.Period.Rolling = days
 		case winErr == nil:
-			c.at(pp, "%q is a rate window, but %s counts over a calendar period: write day, week or month%s", s, t, windowAlternative(t))
+			c.at(pp, "%q is a rate window, but %s counts over a calendar period: write %s%s", s, t, periodChoices, windowAlternative(t))
 		default:
-			c.at(pp, "unknown period %q (day, week or month)", s)
+			c.at(pp, "unknown period %q (%s)", s, periodChoices)
 		}
 	case t.IsRate():
 		switch {
@@ -159,6 +177,8 @@ func (c *compiler) period(l *Limit, p, s string) {
 			c.boot(l, pp, "%s requires a rate-class window period (e.g. 1s, 1m), not a calendar period", t)
 		case isCal:
 			c.at(pp, "calendar period %q on %s, which counts over a window: write a Go duration such as 1s or 1m (a per-%s cap is %s)", s, t, s, calendarAlternative(t))
+		case isRollingSpelling(s):
+			c.at(pp, "%q is a rolling window of days, which spend and quota limits count over; %s counts over a window written as a Go duration, such as 1m or 24h (a rolling %s cap is %s)", s, t, s, calendarAlternative(t))
 		case winErr != nil:
 			c.at(pp, "%q is not a window: write a Go duration such as 1s, 1m or 1h", s)
 		case win <= 0:
@@ -177,6 +197,37 @@ func (c *compiler) period(l *Limit, p, s string) {
 			c.at(pp, "%q is not accepted on concurrency (a live gauge has no period); remove period:", s)
 		}
 	}
+}
+
+// periodChoices is what a spend or quota limit's period may be.
+const periodChoices = "hour, day, week, month, quarter, year, or a rolling window of days such as 7d or 30d"
+
+// maxRollingDays bounds a rolling window: a year and a day.
+const maxRollingDays = 366
+
+// parseRolling reads a rolling window of days ("30d"): ok when s is
+// spelt as one, with a problem when its count is out of range.
+func parseRolling(s string) (days int, ok bool, problem string) {
+	if !isRollingSpelling(s) {
+		return 0, false, ""
+	}
+	n, err := strconv.Atoi(s[:len(s)-1])
+	if err != nil || n < 1 || n > maxRollingDays {
+		return 0, true, fmt.Sprintf("rolling window %q must be from 1d to %dd", s, maxRollingDays)
+	}
+	return n, true, ""
+}
+
+func isRollingSpelling(s string) bool {
+	if len(s) < 2 || s[len(s)-1] != 'd' {
+		return false
+	}
+	for i := 0; i < len(s)-1; i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func windowAlternative(t Type) string {
@@ -273,7 +324,10 @@ func (c *compiler) rateKnobs(l *Limit, p string, cl *config.Limit, amountOK bool
 		burst = *cl.Burst
 	}
 	l.Burst = burst
-	if t == TPM && burst < ReserveCap {
+	switch {
+	case t == TPM && l.Fit && l.Metric != MetricInput && burst < l.MinOutput:
+		c.boot(l, p+".burst", "tpm limit %q: burst %d is below min_output %d, so no call could ever be let through with its least output; raise burst (default is amount %d), or lower min_output", l.ID, burst, l.MinOutput, l.Amount)
+	case t == TPM && !l.Fit && l.Metric != MetricInput && burst < ReserveCap:
 		c.boot(l, p+".burst", "tpm limit %q: burst %d is below the reserve cap %d — an ordinary max-token reserve could never fit (a permanent 100%% refusal); raise burst (default is amount %d) to at least the reserve cap", l.ID, burst, ReserveCap, l.Amount)
 	}
 }
@@ -335,10 +389,11 @@ func (c *compiler) override(l *Limit, p string, o *config.Override) {
 }
 
 func (c *compiler) match(l *Limit, p string, m *config.Match, typeOK bool) {
+	l.gate = l.Type.Gate()
 	if m == nil {
 		return
 	}
-	l.Match = Match{Model: m.Model, Provider: m.Provider, Endpoint: m.Endpoint}
+	l.Match = Match{Model: m.Model, Provider: m.Provider, Endpoint: m.Endpoint, Customer: m.Customer, Tag: m.Tag}
 	if m.Model != "" {
 		if _, err := path.Match(m.Model, ""); err != nil {
 			c.at(p+".match.model", "malformed pattern %q: %v (patterns use Go's path.Match, where * does not cross a /)", m.Model, err)
@@ -360,13 +415,38 @@ func (c *compiler) match(l *Limit, p string, m *config.Match, typeOK bool) {
 	if m.Provider != "" && !ProviderNameOK(m.Provider) {
 		c.at(p+".match.provider", "%q never matches: provider names are lowercase letters, digits, '-', '_' and '.' (openai, anthropic, or a name of the filter's providers mapping); write %q", m.Provider, strings.ToLower(m.Provider))
 	}
-	if typeOK && l.Type.Gate() == Gate1 {
-		for _, dim := range []struct{ name, value string }{{"model", m.Model}, {"provider", m.Provider}} {
-			if dim.value != "" {
-				c.at(p+".match."+dim.name, "%s is evaluated at the first gate, before the body is parsed, where the %s is not known yet, so this limit would never fire; narrow %s by match.endpoint only (a per-%s cap is tpm, quota_tokens, quota_requests or budget_usd)", l.Type, dim.name, l.Type, dim.name)
-			}
+	if m.Customer != "" && !c.unbuilt(p+".match.customer", "match.customer") {
+		l.customerGlob = c.valuePattern(p+".match.customer", m.Customer, CustomerID)
+	}
+	if m.Tag != "" && !c.unbuilt(p+".match.tag", "match.tag") {
+		l.tagGlob = c.valuePattern(p+".match.tag", m.Tag, TagID)
+	}
+	if typeOK && l.Type.Gate() == Gate1 && (m.Model != "" || m.Provider != "" || m.Customer != "" || m.Tag != "") {
+		// The model (and the customer a body may name) is known once the
+		// body is read: such a rate or concurrency limit is evaluated at the
+		// second gate.
+		l.gate = Gate2
+	}
+}
+
+// valuePattern checks a customer or tag pattern: one path.Match pattern
+// whose literal characters the identifier's charset allows. It reports
+// whether the pattern has metacharacters (one counter per value).
+func (c *compiler) valuePattern(at, pattern string, kind IDKind) bool {
+	if pattern == "" {
+		return false
+	}
+	if _, err := path.Match(pattern, ""); err != nil {
+		c.at(at, "malformed pattern %q: %v (patterns use Go's path.Match: * matches any run of characters but /, ? one character)", pattern, err)
+		return false
+	}
+	for i := 0; i < len(pattern); i++ {
+		if ch := pattern[i]; !strings.ContainsRune(`*?[]\^-`, rune(ch)) && !kind.allows(ch) {
+			c.at(at, "%q never matches: it %s", pattern, kind.charsetProblem(pattern, i))
+			break
 		}
 	}
+	return strings.ContainsAny(pattern, `*?[\`)
 }
 
 func (c *compiler) posture(l *Limit, p string, ps *config.Posture) {

@@ -207,40 +207,13 @@ func parseAlgorithm(s string) (rate.Algorithm, bool) {
 	return 0, false
 }
 
-// CalendarName returns day, week or month, or "" for none.
+// CalendarName returns hour, day, week, month, quarter or year, or "" for
+// none.
 func CalendarName(u calendar.Unit) string {
-	switch u {
-	case calendar.Day:
-		return "day"
-	case calendar.Week:
-		return "week"
-	case calendar.Month:
-		return "month"
+	if s := u.String(); s != "unknown" {
+		return s
 	}
 	return ""
 }
 
-func parseCalendar(s string) (calendar.Unit, bool) {
-	for _, u := range []calendar.Unit{calendar.Day, calendar.Week, calendar.Month} {
-		if CalendarName(u) == s {
-			return u, true
-		}
-	}
-	return 0, false
-}
-
-// String renders the period as the wire shows it: "day", "week" or "month"
-// for a calendar period, the window as time.Duration.String for a rate
-// window ("1m0s"), and "" for none (concurrency).
-func (p Period) String() string {
-	if p.Calendar != 0 {
-		return CalendarName(p.Calendar)
-	}
-	if p.Window != 0 {
-		return p.Window.String()
-	}
-	return ""
-}
-
-// IsWindow reports whether the period is a rate window.
-func (p Period) IsWindow() bool { return p.Calendar == 0 && p.Window > 0 }
+func parseCalendar(s string) (calendar.Unit, bool) { return calendar.ParseUnit(s) }

@@ -33,6 +33,9 @@ type Plan struct {
 	Hash string
 	// Source is the block the plan was compiled from; nil when absent.
 	Source *config.Governance
+	// Attributes is governance.attributes with defaults applied: where a
+	// request's customer and tags are read.
+	Attributes Attributes
 	// SharedState is governance.shared_state with defaults applied
 	// (redis.key_prefix "tt"); nil when no shared store is configured.
 	SharedState *config.SharedState

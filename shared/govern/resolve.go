@@ -1,6 +1,9 @@
 package govern
 
-import "path"
+import (
+	"path"
+	"strings"
+)
 
 // Matches reports whether a request with dims d satisfies the limit's match
 // (seed 004 step 2): endpoint and provider compared exactly, model by
@@ -8,7 +11,9 @@ import "path"
 func (l *Limit) Matches(d Dims) bool { return l.matches(d, false) }
 
 // matches implements Matches; with unknownOK an empty dim in d is unknown
-// and matches any value (ResolveAll).
+// and matches any value (ResolveAll). A request without a customer has the
+// customer "" (which "*" matches: its requests share one counter); a tag
+// pattern matches when any of the request's tags does.
 func (l *Limit) matches(d Dims, unknownOK bool) bool {
 	m := &l.Match
 	if m.Endpoint != "" && m.Endpoint != d.Endpoint && !(unknownOK && d.Endpoint == "") {
@@ -19,18 +24,49 @@ func (l *Limit) matches(d Dims, unknownOK bool) bool {
 	}
 	if m.Model != "" && !(unknownOK && d.Model == "") {
 		if !l.glob {
-			return m.Model == d.Model
+			if m.Model != d.Model {
+				return false
+			}
+		} else if ok, _ := path.Match(m.Model, d.Model); !ok { // the pattern was checked at compile
+			return false
 		}
-		ok, _ := path.Match(m.Model, d.Model) // the pattern was checked at compile
-		return ok
+	}
+	if m.Customer != "" && !(unknownOK && d.Customer == "") {
+		if !l.customerGlob {
+			if m.Customer != d.Customer {
+				return false
+			}
+		} else if ok, _ := path.Match(m.Customer, d.Customer); !ok {
+			return false
+		}
+	}
+	if m.Tag != "" && !(unknownOK && d.Tags == "") {
+		if !l.tagGlob {
+			return hasTag(d.Tags, m.Tag)
+		}
+		return l.nextTag(d.Tags) != ""
 	}
 	return true
+}
+
+// nextTag returns the first tag of the JoinTags list tags that l's tag
+// pattern matches, or "".
+func (l *Limit) nextTag(tags string) string {
+	for tags != "" {
+		var t string
+		t, tags, _ = strings.Cut(tags, ",")
+		if ok, _ := path.Match(l.Match.Tag, t); ok {
+			return t
+		}
+	}
+	return ""
 }
 
 // Resolve returns, for a request with resolution chain chain and dims d,
 // the limit instances that bind it at gate g (seed 004 steps 1 to 6): the
 // armed limits of that gate in ascending id (Gate1: rpm and concurrency;
-// Gate2: budget_usd, quota_tokens, quota_requests, tpm) whose match d
+// Gate2: budget_usd, quota_tokens, quota_requests, tpm, and rpm and
+// concurrency narrowed by what the body names, Limit.Gate) whose match d
 // satisfies, each expanded to its nodes (a pinned node, or every tree node
 // at the template's level) and kept where the node is in chain or is
 // __global, with a per-node override substituted for the amount, ordered
@@ -55,7 +91,8 @@ func (a *Armed) Resolve(chain []string, d Dims, g Gate, buf []Instance) []Instan
 // value (match.model is a glob, so there is one counter per model), the
 // instance is marked Unresolved and its ID is empty; an exact match.model,
 // match.provider or match.endpoint names its single counter and keeps its
-// ID. A dim given in d must match, as in Resolve.
+// ID. The same holds of a customer or tag pattern. A dim given in d must
+// match, as in Resolve.
 func (a *Armed) ResolveAll(chain []string, d Dims, buf []Instance) []Instance {
 	return a.resolve(chain, d, a.all, true, buf[:0])
 }
@@ -111,25 +148,41 @@ func (a *Armed) resolve(chain []string, d Dims, limits []int32, all bool, buf []
 	return buf
 }
 
-// instance appends the instance of al at node; idx is the node's position
-// among the limit's instances.
+// instance appends the instances of al at node (one, or one per matching
+// tag of a per-tag limit); idx is the node's position among the limit's
+// instances.
 func (al *armedLimit) instance(buf []Instance, node string, depth int, idx int32, d Dims, all bool) []Instance {
 	l := al.l
-	inst := Instance{Limit: l, Node: node, Amount: l.Amount, Depth: depth}
+	if !l.tagGlob || d.Tags == "" {
+		return al.instanceTag(buf, node, depth, idx, d, all, "")
+	}
+	for tags := d.Tags; tags != ""; {
+		var t string
+		t, tags, _ = strings.Cut(tags, ",")
+		if ok, _ := path.Match(l.Match.Tag, t); ok {
+			buf = al.instanceTag(buf, node, depth, idx, d, all, t)
+		}
+	}
+	return buf
+}
+
+func (al *armedLimit) instanceTag(buf []Instance, node string, depth int, idx int32, d Dims, all bool, tag string) []Instance {
+	l := al.l
+	inst := Instance{Limit: l, Node: node, Amount: l.Amount, Depth: depth, Tag: tag}
 	if al.over != nil {
 		if v, ok := al.over[node]; ok {
 			inst.Amount, inst.Overridden = v, true
 		}
 	}
 	switch {
-	case l.glob && d.Model == "" && all:
+	case all && (l.glob && d.Model == "" || l.customerGlob && d.Customer == "" || l.tagGlob && tag == ""):
 		inst.Unresolved = true
 	case al.keys != nil:
-		inst.ID = al.keys.identity(l, node, d)
-	case !l.glob:
+		inst.ID = al.keys.identity(l, node, d, tag)
+	case !l.PerValue():
 		inst.ID = al.ids[idx]
 	default:
-		inst.ID = al.cache.identity(l, idx, node, d)
+		inst.ID = al.cache.identity(l, idx, node, d, tag)
 	}
 	return append(buf, inst)
 }
@@ -152,5 +205,8 @@ func instanceLess(a, b *Instance) bool {
 	if a.Limit.ID != b.Limit.ID {
 		return a.Limit.ID < b.Limit.ID
 	}
-	return a.Node < b.Node
+	if a.Node != b.Node {
+		return a.Node < b.Node
+	}
+	return a.Tag < b.Tag
 }

@@ -30,6 +30,9 @@ type Policy struct {
 	// Remaining is the cell's remaining after this request was counted
 	// (rate.Result.Remaining): it tracks the burst depth, not the amount.
 	Remaining int64
+	// Advisory marks a limit that refuses nothing (shadow mode, soft
+	// enforcement): it is disclosed only when no enforcing limit is.
+	Advisory bool
 }
 
 // AppendHeaders appends the disclosure headers; nothing when neither

@@ -30,6 +30,9 @@ type Definition struct {
 	// OverrideMax is the override ceiling (nanodollars or count), or -1
 	// when none was declared.
 	OverrideMax int64
+	// Extra is what the definition says beyond seed 002's members, each
+	// only when set (Customer, Tag, Overflow and Distinct are not used).
+	Extra LimitExtra
 }
 
 // OverrideEntry is one stored per-node override of a spend or quota limit.
@@ -83,6 +86,7 @@ func (d *Definition) appendJSON(dst []byte) []byte {
 	if d.OverrideAllowed && d.OverrideMax >= 0 {
 		dst = appendAmount(dst, "override_max", d.Type, d.OverrideMax)
 	}
+	dst = d.Extra.appendJSON(dst, false)
 	return append(dst, '}')
 }
 

@@ -51,6 +51,80 @@ type MeLimit struct {
 	// Count shape: the cap, what is in use or counted, and what is left.
 	// For rpm and tpm, observed is Limit − Remaining of a rate.Peek.
 	Amount, Observed, Remaining int64
+	// Policy details, each written only when set (the rows of a plan
+	// that uses none of them read as they always have):
+	Extra LimitExtra
+}
+
+// LimitExtra is what a limit row of /tt/v1/me (and a definition of the
+// limits API) says beyond seed 004's members, each only when set:
+//
+//	"evaluated_at":"request_body"  an rpm or concurrency limit narrowed by
+//	                               what the body names, judged at gate 2
+//	"metric":"output"              a token limit counting input or output
+//	"timezone":"Europe/Berlin"     the zone of the period's boundaries
+//	"fit":true,"min_output":256    the output maximum is lowered to fit
+//	"fallback":"gpt-4o-mini"       the model a refusal falls back to
+//	"customer":"c1"                the customer this counter is (also "")
+//	"tag":"batch"                  the tag this counter is
+//	"overflow":true                the counter values past max_distinct share
+//	"distinct":12,"max_distinct":N the instance's counters this period and
+//	                               its bound
+type LimitExtra struct {
+	Evaluated   string
+	Metric      string
+	Timezone    string
+	Fit         bool
+	MinOutput   int64
+	Fallback    string
+	Customer    *string
+	Tag         string
+	Overflow    bool
+	Distinct    int64
+	MaxDistinct int64
+}
+
+func (x *LimitExtra) appendJSON(dst []byte, counter bool) []byte {
+	if x.Evaluated != "" {
+		dst = append(dst, `,"evaluated_at":`...)
+		dst = appendString(dst, x.Evaluated)
+	}
+	if x.Metric != "" {
+		dst = append(dst, `,"metric":`...)
+		dst = appendString(dst, x.Metric)
+	}
+	if x.Timezone != "" {
+		dst = append(dst, `,"timezone":`...)
+		dst = appendString(dst, x.Timezone)
+	}
+	if x.Fit {
+		dst = append(dst, `,"fit":true,"min_output":`...)
+		dst = strconv.AppendInt(dst, x.MinOutput, 10)
+	}
+	if x.Fallback != "" {
+		dst = append(dst, `,"fallback":`...)
+		dst = appendString(dst, x.Fallback)
+	}
+	if x.Customer != nil {
+		dst = append(dst, `,"customer":`...)
+		dst = appendString(dst, *x.Customer)
+	}
+	if x.Tag != "" {
+		dst = append(dst, `,"tag":`...)
+		dst = appendString(dst, x.Tag)
+	}
+	if x.Overflow {
+		dst = append(dst, `,"overflow":true`...)
+	}
+	if x.MaxDistinct > 0 {
+		if counter {
+			dst = append(dst, `,"distinct":`...)
+			dst = strconv.AppendInt(dst, x.Distinct, 10)
+		}
+		dst = append(dst, `,"max_distinct":`...)
+		dst = strconv.AppendInt(dst, x.MaxDistinct, 10)
+	}
+	return dst
 }
 
 // USD is a dollar figure with its provenance: Estimated when some of it
@@ -139,6 +213,7 @@ func (l *MeLimit) appendJSON(dst []byte) []byte {
 			dst = strconv.AppendInt(dst, l.RetryAfter, 10)
 		}
 	}
+	dst = l.Extra.appendJSON(dst, true)
 	return append(dst, '}')
 }
 
