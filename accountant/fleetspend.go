@@ -43,6 +43,20 @@ const spendPeerTimeout = 15 * time.Second
 // a top= report).
 const maxPartialRequest = 8 << 20
 
+// MaxPartialAnswer bounds another accountant's share of a report as it is
+// read: past it the share is left out, named as too large (a report that
+// large is narrowed with top=, fewer group_by dims or a shorter range).
+const MaxPartialAnswer = 64 << 20
+
+// MaxFleetAccountants bounds the accountants the owner lists (each pull
+// announces one, with the internal token). Past it an accountant not yet
+// listed is not, until a listed one has gone MemberMemory unheard: those
+// listed are never pushed out by new names.
+const MaxFleetAccountants = 256
+
+// maxMemberName bounds an announced accountant name.
+const maxMemberName = 256
+
 // member is an accountant of the fleet as the owner lists it.
 type member struct {
 	// Name is the accountant's name (its host and listen address);
@@ -62,22 +76,30 @@ type fleetMembers struct {
 	members map[string]member // by name
 }
 
-func (f *fleetMembers) note(m member) {
+// note lists m, or reports false when the list is full (MaxFleetAccountants
+// heard from within MemberMemory) and m is not on it, or m's name is not
+// one (empty or past maxMemberName bytes).
+func (f *fleetMembers) note(m member) bool {
+	if m.Name == "" || len(m.Name) > maxMemberName {
+		return false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.members == nil {
 		f.members = map[string]member{}
 	}
-	if _, known := f.members[m.Name]; !known && len(f.members) >= MaxReplicas {
-		var oldest string
+	if _, known := f.members[m.Name]; !known && len(f.members) >= MaxFleetAccountants {
 		for n, o := range f.members {
-			if oldest == "" || o.Seen.Before(f.members[oldest].Seen) {
-				oldest = n
+			if m.Seen.Sub(o.Seen) > MemberMemory {
+				delete(f.members, n)
 			}
 		}
-		delete(f.members, oldest)
+		if len(f.members) >= MaxFleetAccountants {
+			return false
+		}
 	}
 	f.members[m.Name] = m
+	return true
 }
 
 func (f *fleetMembers) replace(ms []member) {
@@ -85,8 +107,8 @@ func (f *fleetMembers) replace(ms []member) {
 	defer f.mu.Unlock()
 	f.members = map[string]member{}
 	for i, m := range ms {
-		if i >= MaxReplicas {
-			break
+		if i > MaxFleetAccountants {
+			break // the owner, and the most it lists
 		}
 		f.members[m.Name] = m
 	}
@@ -242,22 +264,89 @@ func (s *Server) askPartial(ctx context.Context, base string, preq spend.Partial
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
-	if err != nil {
-		return nil, err
-	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusBadRequest:
-		return nil, &spend.QueryError{Problems: []string{errorMessage(b)}}
-	default:
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if resp.StatusCode == http.StatusBadRequest {
+			return nil, &spend.QueryError{Problems: []string{errorMessage(b)}}
+		}
 		return nil, fmt.Errorf("it answered %d: %s", resp.StatusCode, errorMessage(b))
 	}
+	// Decoded as it arrives, never past MaxPartialAnswer: a share is
+	// held once, not as bytes and again as values.
+	in := &capReader{r: resp.Body, left: MaxPartialAnswer}
 	var p spend.Partial
-	if err := json.Unmarshal(b, &p); err != nil {
+	if err := json.NewDecoder(in).Decode(&p); err != nil {
+		if in.over {
+			s.metrics.shareRefused.Inc()
+			return nil, fmt.Errorf("its answer is larger than %d MiB, the most a share may be; narrow the report (top=, fewer group_by dims, a shorter range)", MaxPartialAnswer>>20)
+		}
 		return nil, fmt.Errorf("its answer is not a share of a report: %w", err)
 	}
 	return &p, nil
+}
+
+// capReader reads at most left bytes from r, then fails, noting over.
+type capReader struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+func (c *capReader) Read(b []byte) (int, error) {
+	if c.left <= 0 {
+		c.over = true
+		return 0, errors.New("answer too large")
+	}
+	if int64(len(b)) > c.left {
+		b = b[:c.left]
+	}
+	n, err := c.r.Read(b)
+	c.left -= int64(n)
+	return n, err
+}
+
+// fleetFull says, at most once a minute, that the owner's list of
+// accountants is full and name was not listed.
+func (s *Server) fleetFull(name string) {
+	s.metrics.fleetRefused.Inc()
+	now := s.now()
+	s.mu.Lock()
+	due := now.Sub(s.fleetFullLogged) >= time.Minute
+	if due {
+		s.fleetFullLogged = now
+	}
+	s.mu.Unlock()
+	if due {
+		s.log.Warn("fleet: an accountant announced itself, but the owner lists the most it does (MaxFleetAccountants, each heard from within a day); it is left out of fleet spend reports until one goes quiet. A flood of made-up names is someone holding the internal token",
+			"name", truncateName(name), "max", MaxFleetAccountants)
+	}
+}
+
+func truncateName(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+// plausibility is what a fleet report holds the other accountants' shares
+// to: nodes of the armed tree, dollars within the catalog's dearest rate.
+func (s *Server) plausibility() spend.Plausibility {
+	armed := s.Armed()
+	var most int64
+	for _, m := range s.pricing.Models() {
+		most = max(most, m.Rates.Input, m.Rates.Output, m.Rates.Cached)
+	}
+	return spend.Plausibility{
+		KnownNode: func(node string) bool {
+			return armed != nil && armed.HasNode(node)
+		},
+		MaxNanosPerToken: (most + 999_999) / 1_000_000,
+		OnRefused: func(accountant string, err error) {
+			s.metrics.shareRefused.Inc()
+			s.log.Warn("fleet spend report: another accountant's share was left out; someone holding the internal token may be announcing it", "accountant", accountant, "err", err)
+		},
+	}
 }
 
 // spendPartial is this accountant's share of a fleet report.

@@ -44,9 +44,22 @@ type mirrorReload struct {
 	After  runtime.ConfigReload `json:"after"`
 }
 
+// Bounds of a mirror's reload report: its body, its fields, and how many
+// the owner writes a minute (every accountant of a fleet holds the
+// internal token, and the audit log is kept for good).
+const (
+	maxReloadBody      = 16 << 10
+	maxReloadField     = 1024
+	maxReloadError     = 2048
+	MaxReloadsByMinute = 20
+)
+
 // serveMirrorReload writes a mirror's config reload to the audit log: the
 // config is named as the mirror's (mirror:path), and the entry reaches
-// every mirror with its next copy.
+// every mirror with its next copy. The entry is the owner's own: who is
+// the mirror (mirror:<name>) and the time the owner's clock; who the
+// mirror says asked for the reload, and when, are kept in the entry as
+// reported. Nothing a caller sends becomes an entry's who or time.
 func (s *Server) serveMirrorReload(w http.ResponseWriter, r *http.Request) {
 	if !s.auth.check(w, r, true) {
 		return
@@ -56,26 +69,79 @@ func (s *Server) serveMirrorReload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rec mirrorReload
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPullBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReloadBody))
 	if err == nil {
 		err = json.Unmarshal(body, &rec)
 	}
+	var tooLarge *http.MaxBytesError
 	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("plane: a reload report is at most %d KiB", maxReloadBody>>10))
+		return
 	case err != nil:
 		writeError(w, http.StatusBadRequest, "plane: the reload is not a JSON body like {\"mirror\":\"host:port\",\"who\":\"admin\",\"at\":\"…\",\"before\":{…},\"after\":{…}}: "+err.Error())
 		return
-	case rec.Mirror == "" || len(rec.Mirror) > 256 || rec.Who == "" || rec.At.IsZero():
-		writeError(w, http.StatusBadRequest, "plane: a reload names its mirror (1 to 256 characters), who asked for it, and when")
+	case rec.Mirror == "" || len(rec.Mirror) > maxMemberName || rec.Who == "" || rec.At.IsZero():
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("plane: a reload names its mirror (1 to %d characters), who asked for it, and when", maxMemberName))
+		return
+	case !reloadFieldsOK(rec):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("plane: a reload's who, configs and plans are printable text of at most %d bytes, its results applied or rejected", maxReloadField))
+		return
+	}
+	if !s.reloadAllowed() {
+		w.Header().Set("Retry-After", "60")
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("plane: the owner writes at most %d mirror reloads a minute to the audit log; send it again in a minute", MaxReloadsByMinute))
 		return
 	}
 	rec.Before.Config = rec.Mirror + ":" + rec.Before.Config
 	rec.After.Config = rec.Mirror + ":" + rec.After.Config
-	if err := s.db.RecordReload(runtime.Stamp{Who: rec.Who, At: rec.At}, rec.Before, rec.After); err != nil {
+	if len(rec.After.Error) > maxReloadError {
+		rec.After.Error = rec.After.Error[:maxReloadError] + "…"
+	}
+	rec.Before.Error, rec.Before.ReportedBy, rec.Before.ReportedAt = "", "", ""
+	rec.After.ReportedBy, rec.After.ReportedAt = rec.Who, rec.At.UTC().Format(time.RFC3339Nano)
+	if err := s.db.RecordReload(runtime.Stamp{Who: "mirror:" + rec.Mirror, At: s.now()}, rec.Before, rec.After); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "plane: "+err.Error())
 		return
 	}
 	s.wakePulls()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// reloadFieldsOK checks a mirror reload's fields other than its error
+// (which is cut to maxReloadError).
+func reloadFieldsOK(rec mirrorReload) bool {
+	for _, f := range []string{rec.Mirror, rec.Who, rec.Before.Config, rec.After.Config, rec.Before.Plan, rec.After.Plan} {
+		if len(f) > maxReloadField {
+			return false
+		}
+		for _, c := range f {
+			if c < ' ' || c == 0x7f {
+				return false
+			}
+		}
+	}
+	for _, r := range []string{rec.Before.Result, rec.After.Result} {
+		if r != "" && r != runtime.ReloadApplied && r != runtime.ReloadRejected {
+			return false
+		}
+	}
+	return true
+}
+
+// reloadAllowed counts a mirror reload against MaxReloadsByMinute.
+func (s *Server) reloadAllowed() bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Sub(s.reloadWindow) >= time.Minute {
+		s.reloadWindow, s.reloadCount = now, 0
+	}
+	if s.reloadCount >= MaxReloadsByMinute {
+		return false
+	}
+	s.reloadCount++
+	return true
 }
 
 // MaxPlaneWait bounds how long the owner holds a pull that is current.
@@ -252,7 +318,9 @@ func (s *Server) noteMirror(p planePull) {
 	if err != nil || len(addr) > 1024 {
 		addr = ""
 	}
-	s.members.note(member{Name: p.Mirror, Accountant: addr, Seen: m.seen})
+	if !s.members.note(member{Name: p.Mirror, Accountant: addr, Seen: m.seen}) {
+		s.fleetFull(p.Mirror)
+	}
 	for _, h := range p.Rollout.Holding {
 		m.holding[heldKey{h.LimitID, h.Node, h.Amount}] = max(h.Replicas, 0)
 	}

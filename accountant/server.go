@@ -197,16 +197,23 @@ type Server struct {
 	// members are the fleet's accountants as this one knows them (see
 	// fleetspend.go); advertise the address it announces, name its name in
 	// the owner's list, instance its process's id in spend shares.
-	members    fleetMembers
-	advertise  string
-	name       string
-	instance   string
-	peerClient *http.Client
-	watchMu    sync.Mutex
-	watch      chan struct{}
-	mirrorDone chan struct{}
-	stopping   chan struct{} // closed when Serve stops
-	stopOnce   sync.Once
+	members fleetMembers
+	// fleetFullLogged is when a full list of accountants was last logged
+	// (under mu).
+	fleetFullLogged time.Time
+	// reloadWindow and reloadCount bound the mirror reloads written to the
+	// audit log a minute (under mu).
+	reloadWindow time.Time
+	reloadCount  int
+	advertise    string
+	name         string
+	instance     string
+	peerClient   *http.Client
+	watchMu      sync.Mutex
+	watch        chan struct{}
+	mirrorDone   chan struct{}
+	stopping     chan struct{} // closed when Serve stops
+	stopOnce     sync.Once
 
 	closeOnce sync.Once
 	closeErr  error

@@ -108,7 +108,7 @@ func (s *Server) spendReport(q spend.Query, scope string) (*spend.Report, error)
 	}
 	if !q.Local {
 		if peers := s.spendPeers(); len(peers) > 1 {
-			return spend.FleetRun(context.Background(), q, scope, s.now(), peers)
+			return spend.FleetRun(context.Background(), q, scope, s.now(), peers, s.plausibility())
 		}
 	}
 	return s.spend.Run(q, scope, s.now())

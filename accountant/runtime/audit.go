@@ -55,6 +55,11 @@ type ConfigReload struct {
 	Plan   string `json:"plan"`
 	Result string `json:"result,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// ReportedBy and ReportedAt are, for a mirror's reload written by the
+	// owner (whose entry names the mirror as who, and its own clock), who
+	// the mirror says asked for it and when, as the mirror reported them.
+	ReportedBy string `json:"reported_by,omitempty"`
+	ReportedAt string `json:"reported_at,omitempty"`
 }
 
 // RecordReload writes a config reload, applied or rejected, to the audit

@@ -197,7 +197,7 @@ func benchmarkFleetReport(b *testing.B, v url.Values) {
 	cpu0 := cputime.Now()
 	var rep *Report
 	for i := 0; i < b.N; i++ {
-		rep, err = FleetRun(context.Background(), q, "", bench.from, peers)
+		rep, err = FleetRun(context.Background(), q, "", bench.from, peers, Plausibility{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package spend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -185,13 +186,15 @@ type Overlap struct {
 }
 
 // FleetRun answers q over the shares of peers for a caller scoped to
-// scope, adding them up. An accountant that does not answer is left out
-// and listed as such, and the report is marked Partial.
-func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers []Peer) (*Report, error) {
+// scope, adding them up. An accountant that does not answer, or whose
+// share is not plausible (pl), is left out and listed as such, and the
+// report is marked Partial.
+func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers []Peer, pl Plausibility) (*Report, error) {
 	rep, _, err := newReport(q, scope, now)
 	if err != nil {
 		return nil, err
 	}
+	pc := &shareCheck{pl: pl, q: &q, scope: scope, now: now, buckets: rep.Buckets, own: map[string]bool{}}
 	base := PartialRequest{Query: q.Values().Encode(), Scope: scope, Now: now}
 	answers := make([]ReplicaAnswer, len(peers))
 	for i, p := range peers {
@@ -208,7 +211,7 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 	}
 	// round asks every live peer at once; a peer that fails is left out
 	// of this round and the next.
-	round := func(req PartialRequest, check func(*Partial) error) ([]*Partial, error) {
+	round := func(req PartialRequest, check func(*Partial) error, plausible func(*Partial) error) ([]*Partial, error) {
 		out := make([]*Partial, len(peers))
 		errs := make([]error, len(peers))
 		var wg sync.WaitGroup
@@ -227,6 +230,21 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 			}()
 		}
 		wg.Wait()
+		for i, p := range out {
+			if p != nil && errs[i] == nil && peers[i].Self {
+				pc.ownNodes(p)
+			}
+		}
+		for i, p := range out {
+			if p != nil && errs[i] == nil && !peers[i].Self {
+				if err := plausible(p); err != nil {
+					errs[i] = fmt.Errorf("its share was left out: %w", err)
+					if pl.OnRefused != nil {
+						pl.OnRefused(peers[i].Accountant, err)
+					}
+				}
+			}
+		}
 		for i, p := range out {
 			if p == nil || p.Instance == "" || errs[i] != nil {
 				continue
@@ -264,7 +282,9 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 	if q.Top > 0 && len(q.GroupBy) > 0 {
 		req := base
 		req.Phase = PhaseRanks
-		ranked, err := round(req, func(p *Partial) error { return checkRanks(p, len(q.GroupBy)) })
+		ranked, err := round(req, func(p *Partial) error { return checkRanks(p, len(q.GroupBy)) }, func(p *Partial) error {
+			return errors.Join(pc.period(p), pc.keys(p), pc.ranks(p))
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -299,7 +319,9 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 			req.Select[i] = keys[g]
 		}
 		rows := k + 1
-		if parts, err = round(req, func(p *Partial) error { return checkTable(p, rows, nb) }); err != nil {
+		if parts, err = round(req, func(p *Partial) error { return checkTable(p, rows, nb) }, func(p *Partial) error {
+			return errors.Join(pc.period(p), pc.cells(p))
+		}); err != nil {
 			return nil, err
 		}
 		if rows*nb > MaxAnswer {
@@ -321,7 +343,9 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 	} else {
 		req := base
 		req.Phase = PhaseSeries
-		if parts, err = round(req, func(p *Partial) error { return checkSeries(p, len(q.GroupBy), nb) }); err != nil {
+		if parts, err = round(req, func(p *Partial) error { return checkSeries(p, len(q.GroupBy), nb) }, func(p *Partial) error {
+			return errors.Join(pc.period(p), pc.keys(p), pc.cells(p))
+		}); err != nil {
 			return nil, err
 		}
 		var keys [][]string

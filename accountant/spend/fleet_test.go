@@ -11,6 +11,11 @@ import (
 	"time"
 )
 
+// afterRows is a clock past every row randomRows makes from t0 and every
+// range randomQuery asks about: a fleet report refuses shares with rows
+// in its future.
+func afterRows(t0 time.Time) time.Time { return t0.AddDate(0, 4, 0) }
+
 // jsonPeer asks a rollup for its share through the JSON form the
 // accountants exchange.
 func jsonPeer(name string, r *Rollup) Peer {
@@ -71,7 +76,7 @@ func TestFleetRunAddsUpExactly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := FleetRun(context.Background(), q, scope, t0, peers)
+		got, err := FleetRun(context.Background(), q, scope, afterRows(t0), peers, Plausibility{})
 		if err != nil {
 			t.Fatalf("step %d: %s: %v", step, v.Encode(), err)
 		}
@@ -119,7 +124,7 @@ func TestFleetRunSaysWhoDidNotAnswer(t *testing.T) {
 		only := New(Options{HourlyDays: -1})
 		only.Add(rows[:2000])
 		want, _ := only.Run(q, "", t0)
-		got, err := FleetRun(context.Background(), q, "", t0, []Peer{jsonPeer("http://a", a), down})
+		got, err := FleetRun(context.Background(), q, "", afterRows(t0), []Peer{jsonPeer("http://a", a), down}, Plausibility{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +140,7 @@ func TestFleetRunSaysWhoDidNotAnswer(t *testing.T) {
 		}
 	}
 	q, _ := ParseQuery(map[string][]string{"from": {"2026-01-20"}, "to": {"2026-02-20"}}, t0)
-	got, err := FleetRun(context.Background(), q, "", t0, []Peer{jsonPeer("http://a", a), jsonPeer("http://b", b)})
+	got, err := FleetRun(context.Background(), q, "", afterRows(t0), []Peer{jsonPeer("http://a", a), jsonPeer("http://b", b)}, Plausibility{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +161,7 @@ func TestFleetRunSaysWhoDidNotAnswer(t *testing.T) {
 		}
 		return p
 	}
-	got, err = FleetRun(context.Background(), q, "", t0, []Peer{same("http://a"), same("http://a-again")})
+	got, err = FleetRun(context.Background(), q, "", afterRows(t0), []Peer{same("http://a"), same("http://a-again")}, Plausibility{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +172,7 @@ func TestFleetRunSaysWhoDidNotAnswer(t *testing.T) {
 	compacted.Add(rows)
 	compacted.Compact(t0.AddDate(0, 3, 0))
 	q, _ = ParseQuery(map[string][]string{"from": {"2026-01-20T05:00:00Z"}, "to": {"2026-02-20"}, "bucket": {"hour"}}, t0)
-	_, err = FleetRun(context.Background(), q, "", t0, []Peer{jsonPeer("http://a", a), jsonPeer("http://old", compacted)})
+	_, err = FleetRun(context.Background(), q, "", afterRows(t0), []Peer{jsonPeer("http://a", a), jsonPeer("http://old", compacted)}, Plausibility{})
 	if !IsQueryError(err) || !containsAll(err.Error(), "http://old: ", "daily sums") {
 		t.Fatalf("a share past its hourly window: %v; want a query error naming it", err)
 	}
@@ -180,4 +185,68 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestFleetRunLeavesOutImplausibleShares: a share holding what its
+// accountant cannot have recorded (dollars past its tokens at the dearest
+// rate, rows in a bucket that has not begun or outside its own ledger's
+// span, a node outside the tree or the caller's scope, more requests than
+// rows) is left out and named, and the report is the honest shares'.
+func TestFleetRunLeavesOutImplausibleShares(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	t0 := time.Date(2026, 1, 20, 0, 0, 0, 0, time.UTC)
+	now := afterRows(t0)
+	rows := randomRows(rng, 500, t0)
+	self := New(Options{HourlyDays: -1})
+	self.Add(rows)
+	v := map[string][]string{"from": {"2026-01-01"}, "to": {"2026-06-01"}, "bucket": {"month"}, "group_by": {"node"}}
+	q, err := ParseQuery(v, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := self.Run(q, "", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{"org:a": true, "org:a/team:x": true, "org:a/team:x/user:u1": true, "org:a/team:x/user:u2": true,
+		"org:a/team:y": true, "org:a/team:y/user:u3": true, "org:b": true, "org:b/team:z": true, "org:b/team:z/user:u4": true}
+	var refused []string
+	pl := Plausibility{KnownNode: func(n string) bool { return known[n] }, MaxNanosPerToken: 600_000,
+		OnRefused: func(a string, err error) { refused = append(refused, a) }}
+	first, last := t0, t0.Add(24*time.Hour)
+	cell := func(bucket, requests, input, nanos int64) []int64 {
+		c := make([]int64, 1+fNone)
+		c[0] = bucket
+		c[1+fRequests], c[1+fAdmitted], c[1+fInput], c[1+fPricedNanos], c[1+fPricedReq] = requests, requests, input, nanos, requests
+		return c
+	}
+	forged := func(name string, keys [][]string, table [][][]int64, rows int64) Peer {
+		return Peer{Accountant: name, Ask: func(context.Context, PartialRequest) (*Partial, error) {
+			return &Partial{Instance: name, Rows: rows, First: &first, Last: &last, Keys: keys, Table: table}, nil
+		}}
+	}
+	// Buckets: 2026-01, 02, 03, 04, 05; now is in May.
+	for i, c := range []struct {
+		peer Peer
+		why  string
+	}{
+		{forged("http://dollars", [][]string{{"org:a"}}, [][][]int64{{cell(0, 1, 10, 5_000_000_000_000)}}, 1), "its answer holds $5000 for 10 tokens, more than any model of the catalog costs"},
+		{forged("http://future", [][]string{{"org:a"}}, [][][]int64{{cell(4, 1, 10, 1)}}, 1), "its answer has rows in the bucket of 2026-05-01T00:00:00Z, after its last row (2026-01-21T00:00:00Z)"},
+		{forged("http://node", [][]string{{"org:evil"}}, [][][]int64{{cell(0, 1, 10, 1)}}, 1), `its answer holds rows of node "org:evil", which is no node of the fleet's tenancy tree`},
+		{forged("http://rows", [][]string{{"org:a"}}, [][][]int64{{cell(0, 9, 10, 1)}}, 1), "its answer counts 9 requests, more than the 1 rows its ledger holds"},
+	} {
+		refused = nil
+		self := Peer{Accountant: "http://self", Self: true, Ask: jsonPeer("http://self", self).Ask}
+		got, err := FleetRun(context.Background(), q, "", now, []Peer{self, c.peer}, pl)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		r := got.Source.Replicas[1]
+		if r.Answered || r.Error != "its share was left out: "+c.why || len(refused) != 1 {
+			t.Errorf("case %d: %+v (refused %v)\nwant the reason %q", i, r, refused, c.why)
+		}
+		if got.Total != want.Total || !reflect.DeepEqual(got.Groups, want.Groups) {
+			t.Errorf("case %d: the forged share was added", i)
+		}
+	}
 }
