@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/tokentriage/tokentriage/accountant/core"
+	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -55,11 +56,14 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 	tag := s.ledger.Next()
 	res := s.core.Admit(now, rows, prep, tag)
 	out := *buf
-	if res.Accepted != len(rows) && res.Accepted > 0 {
-		// Keep only the accepted rows' lines (duplicates are not written).
+	if res.Accepted != len(rows) && res.Accepted > 0 || res.Redated > 0 {
+		// Keep only the accepted rows' lines (duplicates are not written),
+		// the rows the core re-dated as they now read.
 		out = out[:0:0]
 		for i, o := range res.Outcomes {
-			if o == core.Accepted {
+			if o == core.Accepted && !rows[i].GatewayEnd.IsZero() {
+				out = ledgerlog.AppendRow(out, &rows[i])
+			} else if o == core.Accepted {
 				start := 0
 				if i > 0 {
 					start = ends[i-1]
@@ -77,6 +81,9 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 		}
 	}
 	s.mu.Unlock()
+	if res.Redated > 0 {
+		s.noteRedated(res)
+	}
 	if appendErr != nil {
 		return ack, http.StatusServiceUnavailable, appendErr
 	}

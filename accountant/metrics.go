@@ -29,6 +29,7 @@ type metrics struct {
 	// fleetRefused counts accountants the owner did not list (its list
 	// full); shareRefused, shares of a fleet report left out as
 	// implausible or too large.
+	redated      prometheus.Counter
 	fleetRefused prometheus.Counter
 	shareRefused prometheus.Counter
 }
@@ -48,6 +49,7 @@ func newMetrics(s *Server) *metrics {
 	m.batches = f("ledger_batches_total", "Ingest batches made durable.")
 	m.suspended = f("admit_suspended_total", "Admit calls the shared Redis did not decide (none configured, down, or past the deadline): the filter answered with its local limiter and said suspended.")
 	m.failed = f("ledger_write_failures_total", "Group commits to decisions.jsonl that failed (a write or fsync error: a full disk, an I/O error); their batches were answered 503 and are sent again.")
+	m.redated = f("rows_redated_total", "Ledger rows whose end lay more than 5 minutes ahead of, or 15 minutes behind, the accountant's clock, re-dated to it (a gateway's clock is off, or someone dates rows at will).")
 	m.fleetRefused = f("fleet_members_refused_total", "Pulls announcing an accountant the owner did not list: MaxFleetAccountants were listed, each heard from within a day.")
 	m.shareRefused = f("fleet_shares_refused_total", "Other accountants' shares of a fleet spend report left out: larger than MaxPartialAnswer, or holding what their accountant cannot have recorded.")
 	m.failedB = f("ledger_batches_failed_total", "Ingest batches whose commit failed (answered 503, not counted).")

@@ -205,15 +205,19 @@ type Server struct {
 	// audit log a minute (under mu).
 	reloadWindow time.Time
 	reloadCount  int
-	advertise    string
-	name         string
-	instance     string
-	peerClient   *http.Client
-	watchMu      sync.Mutex
-	watch        chan struct{}
-	mirrorDone   chan struct{}
-	stopping     chan struct{} // closed when Serve stops
-	stopOnce     sync.Once
+	// redatedLogged is when re-dated rows were last logged; redatedHeld
+	// counts those since (under mu).
+	redatedLogged time.Time
+	redatedHeld   int
+	advertise     string
+	name          string
+	instance      string
+	peerClient    *http.Client
+	watchMu       sync.Mutex
+	watch         chan struct{}
+	mirrorDone    chan struct{}
+	stopping      chan struct{} // closed when Serve stops
+	stopOnce      sync.Once
 
 	closeOnce sync.Once
 	closeErr  error

@@ -47,6 +47,11 @@ import (
 const (
 	DefaultDedupWindow = 48 * time.Hour
 	DefaultDedupMaxIDs = 4 << 20
+	// DefaultMaxRowAhead and DefaultMaxRowLag bound how far a row's end
+	// may lie after, or before, the accountant's clock when it arrives;
+	// past them the row is re-dated (see redate.go).
+	DefaultMaxRowAhead = 5 * time.Minute
+	DefaultMaxRowLag   = 15 * time.Minute
 	// maxResolveCache bounds the resolution cache; past it the cache is
 	// cleared and refilled.
 	maxResolveCache = 1 << 16
@@ -68,6 +73,10 @@ type Options struct {
 	// VersionPrefix makes snapshot versions unique across restarts (the
 	// server passes its start time); versions are VersionPrefix + "." + n.
 	VersionPrefix string
+	// MaxRowAhead and MaxRowLag bound the skew of a live row's end from
+	// now (redate.go). Zero: DefaultMaxRowAhead, DefaultMaxRowLag;
+	// negative: unbounded (tests that replay history as live).
+	MaxRowAhead, MaxRowLag time.Duration
 }
 
 // Core is the accountant's state machine. The zero value is not usable;
@@ -117,12 +126,14 @@ type Stats struct {
 	Duplicates int64 // rows already recorded
 	Rejected   int64 // unreadable or too-old rows
 	Refused    int64 // recorded rows skipped before the fold
-	// Passthrough counts recorded passthrough rows (forwarded ungoverned,
-	// skipped before the fold).
+	// Passthrough counts recorded passthrough rows (forwarded ungoverned;
+	// the free ones skipped before the fold).
 	Passthrough int64
-	Unpriced    int64 // recorded rows whose model has no price
-	Folded      int64 // rows folded into at least the aggregates
-	Alerts      int64
+	// Redated counts live rows re-dated to the accountant's clock.
+	Redated  int64
+	Unpriced int64 // recorded rows whose model has no price
+	Folded   int64 // rows folded into at least the aggregates
+	Alerts   int64
 	// DedupIDs is the number of request ids held; DedupHorizon the
 	// earliest row end time that can still be deduplicated.
 	DedupIDs     int
@@ -143,6 +154,12 @@ func New(opts Options) *Core {
 	}
 	if opts.DedupMaxIDs <= 0 {
 		opts.DedupMaxIDs = DefaultDedupMaxIDs
+	}
+	if opts.MaxRowAhead == 0 {
+		opts.MaxRowAhead = DefaultMaxRowAhead
+	}
+	if opts.MaxRowLag == 0 {
+		opts.MaxRowLag = DefaultMaxRowLag
 	}
 	c := &Core{
 		opts:       opts,

@@ -39,6 +39,13 @@ type Result struct {
 	Alerts []Alert
 	// MaxEnd is the latest end time among the rows folded (fold lag).
 	MaxEnd time.Time
+	// Redated counts the accepted rows whose end lay too far from now and
+	// was re-dated (redate.go); Skew is the largest such distance (signed:
+	// positive for an end ahead of the clock) and SkewReplica the filter
+	// replica of that row.
+	Redated     int
+	Skew        time.Duration
+	SkewReplica string
 }
 
 // Ingest records a batch at instant now whose rows are durable already
@@ -166,6 +173,15 @@ func (c *Core) admit(now time.Time, rows []ledger.Row, prep []Prepared, tag uint
 			res.Duplicates++
 			res.WaitTag = max(res.WaitTag, t)
 			continue
+		}
+		if live {
+			if skew, ok := c.redate(now, r); ok {
+				res.Redated++
+				c.stats.Redated++
+				if abs(skew) > abs(res.Skew) {
+					res.Skew, res.SkewReplica = skew, r.Replica
+				}
+			}
 		}
 		c.dedup.insert(k, r.End, tag)
 		res.Outcomes[i] = Accepted

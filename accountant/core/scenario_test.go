@@ -41,11 +41,17 @@ type harness struct {
 	ledger  []ledger.Row
 	names   map[string]string // request id → script name
 	tag     uint64
+	// ahead and lag bound a live row's skew; the scripts replay history
+	// as live, so they are unbounded unless a script says "bounds".
+	ahead, lag time.Duration
 }
 
 func (h *harness) core() *Core {
 	if h.c == nil {
-		h.c = New(Options{VersionPrefix: "v", DedupMaxIDs: 1 << 20})
+		if h.ahead == 0 {
+			h.ahead, h.lag = -1, -1
+		}
+		h.c = New(Options{VersionPrefix: "v", DedupMaxIDs: 1 << 20, MaxRowAhead: h.ahead, MaxRowLag: h.lag})
 	}
 	return h.c
 }
@@ -64,6 +70,17 @@ func (h *harness) do(t *testing.T, cmd string, args map[string]string, input []s
 		return fmtAlerts(alerts, "ok")
 	case "snapshot":
 		return h.snapshot(t)
+	case "bounds":
+		// bounds ahead=5m lag=15m: the skew a live row may have (before
+		// the first command that makes the core).
+		var err error
+		if h.ahead, err = time.ParseDuration(mustArg(t, args, "ahead")); err == nil {
+			h.lag, err = time.ParseDuration(mustArg(t, args, "lag"))
+		}
+		if err != nil || h.c != nil {
+			t.Fatalf("bounds: %v (before any other command)", err)
+		}
+		return "ok"
 	case "restart":
 		at := parseTime(t, mustArg(t, args, "at"))
 		h.c = nil
@@ -157,6 +174,9 @@ func (h *harness) ingest(t *testing.T, args map[string]string, input []string) s
 	fmt.Fprintf(&b, "accepted %d, duplicates %d, rejected %d, unpriced %d", res.Accepted, res.Duplicates, res.Rejected, res.Unpriced)
 	if res.WaitTag != 0 {
 		fmt.Fprintf(&b, ", wait for tag %d", res.WaitTag)
+	}
+	if res.Redated != 0 {
+		fmt.Fprintf(&b, ", redated %d (largest skew %s)", res.Redated, res.Skew)
 	}
 	b.WriteString("\n")
 	for _, r := range res.Reasons {

@@ -85,6 +85,10 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	if r.Free {
 		dst = append(dst, `,"free":true`...)
 	}
+	if !r.GatewayEnd.IsZero() {
+		dst = append(dst, `,"gateway_end":`...)
+		dst = appendTime(dst, r.GatewayEnd)
+	}
 	if len(r.Reconcile) > 0 {
 		dst = append(dst, `,"reconcile":[`...)
 		for i, s := range r.Reconcile {

@@ -126,6 +126,7 @@ func (s *scanner) row(r *Row) error {
 		fReconcile
 		fHolds
 		fFree
+		fGatewayEnd
 	)
 	var seen uint32
 	for first := true; s.next(first, '}'); first = false {
@@ -219,6 +220,9 @@ func (s *scanner) row(r *Row) error {
 		case "free":
 			bit = fFree
 			r.Free, err = s.bool(at)
+		case "gateway_end":
+			bit = fGatewayEnd
+			r.GatewayEnd, err = s.time(at)
 		case "reconcile":
 			bit = fReconcile
 			r.Reconcile, err = s.strings(at)

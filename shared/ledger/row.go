@@ -86,6 +86,12 @@ type Row struct {
 	// like every forwarded call, but counted by no limit and left out of
 	// the request counts of spend reports. Written only when true.
 	Free bool `json:"free,omitempty"`
+	// GatewayEnd is the end time the gateway reported, when the
+	// accountant re-dated the row because it lay too far from its own
+	// clock: End (and Start, by the same shift) then holds the
+	// accountant's clock at receipt, which picks the row's period.
+	// Written only when set.
+	GatewayEnd time.Time `json:"gateway_end,omitzero"`
 	// Reconcile carries the tpm reconciles of the request's store: redis
 	// instances, which the accountant commits in the fleet's Redis when it
 	// records the row (once: a row is recorded once by its request id).

@@ -66,6 +66,7 @@ func fullRow() Row {
 		ServedOutOfScope: true,
 		UsageClamped:     true,
 		Free:             true,
+		GatewayEnd:       start.Add(-time.Hour),
 		Cost:             &Cost{Nanos: 12600, Unpriced: false, Estimated: true},
 	}
 }
