@@ -1,6 +1,7 @@
 package accountant
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,7 @@ type metrics struct {
 	// full); shareRefused, shares of a fleet report left out as
 	// implausible or too large.
 	redated      prometheus.Counter
+	refusedAPI   *prometheus.CounterVec
 	fleetRefused prometheus.Counter
 	shareRefused prometheus.Counter
 }
@@ -49,6 +51,9 @@ func newMetrics(s *Server) *metrics {
 	m.batches = f("ledger_batches_total", "Ingest batches made durable.")
 	m.suspended = f("admit_suspended_total", "Admit calls the shared Redis did not decide (none configured, down, or past the deadline): the filter answered with its local limiter and said suspended.")
 	m.failed = f("ledger_write_failures_total", "Group commits to decisions.jsonl that failed (a write or fsync error: a full disk, an I/O error); their batches were answered 503 and are sent again.")
+	m.refusedAPI = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tt", Subsystem: "accountant", Name: "api_refusals_total",
+		Help: "Management API calls refused, by status: 401 (a token that opens nothing), 403 (a delegated admin outside its subtree or on an admin-only route)."}, []string{"status"})
+	m.reg.MustRegister(m.refusedAPI)
 	m.redated = f("rows_redated_total", "Ledger rows whose end lay more than 5 minutes ahead of, or 15 minutes behind, the accountant's clock, re-dated to it (a gateway's clock is off, or someone dates rows at will).")
 	m.fleetRefused = f("fleet_members_refused_total", "Pulls announcing an accountant the owner did not list: MaxFleetAccountants were listed, each heard from within a day.")
 	m.shareRefused = f("fleet_shares_refused_total", "Other accountants' shares of a fleet spend report left out: larger than MaxPartialAnswer, or holding what their accountant cannot have recorded.")
@@ -133,4 +138,9 @@ func (m *metrics) observeSync(d time.Duration, bytes, batches int) {
 	m.fsync.Observe(d.Seconds())
 	m.ledgerOut.Add(float64(bytes))
 	m.batches.Add(float64(batches))
+}
+
+// apiRefused counts a management API call refused with status.
+func (m *metrics) apiRefused(status int) {
+	m.refusedAPI.WithLabelValues(strconv.Itoa(status)).Inc()
 }

@@ -422,6 +422,7 @@ func (s *Server) routes() http.Handler {
 		AdminToken:  s.opts.AdminToken,
 		Now:         s.now,
 		Logger:      s.log,
+		Refused:     s.metrics.apiRefused,
 	})))
 	return mux
 }

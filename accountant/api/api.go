@@ -62,13 +62,17 @@ type Deps struct {
 	Now func() time.Time
 	// Logger receives one line per write and per internal error.
 	Logger *slog.Logger
+	// Refused, when set, is told the status (401 or 403) of every call
+	// the API refuses (refusal.go).
+	Refused func(status int)
 }
 
 // handler serves the management API.
 type handler struct {
 	Deps
-	mux   *http.ServeMux
-	admin [32]byte // SHA-256 of Deps.AdminToken
+	mux      *http.ServeMux
+	admin    [32]byte // SHA-256 of Deps.AdminToken
+	refusals refusals
 }
 
 // New returns the handler of the management API. Mount it at Prefix:

@@ -35,7 +35,14 @@ func digest(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 // credentials: which one acts would depend on header order, which an
 // intermediary can change.
 func (h *handler) authed(need access, fn func(http.ResponseWriter, *http.Request, principal)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return func(rw http.ResponseWriter, r *http.Request) {
+		w := &statusWriter{ResponseWriter: rw}
+		var c caller
+		defer func() {
+			if refusedStatus(w.status) {
+				h.refused(r, w, c)
+			}
+		}()
 		vals := r.Header.Values("Authorization")
 		for _, v := range vals[min(len(vals), 1):] {
 			if v != vals[0] {
@@ -60,6 +67,7 @@ func (h *handler) authed(need access, fn func(http.ResponseWriter, *http.Request
 		if h.AdminToken != "" {
 			d := digest(token)
 			if subtle.ConstantTimeCompare(d[:], h.admin[:]) == 1 {
+				c.who = "admin"
 				fn(w, r, principal{who: "admin"})
 				return
 			}
@@ -70,6 +78,7 @@ func (h *handler) authed(need access, fn func(http.ResponseWriter, *http.Request
 			return
 		}
 		if !found {
+			c.token = token
 			msg := "the bearer token is neither the admin token nor a live delegated admin token; check TT_ADMIN_TOKEN, or ask an admin for a new delegated token"
 			if h.AdminToken == "" {
 				msg = "the bearer token is not a live delegated admin token, and no admin token is configured on this accountant (set TT_ADMIN_TOKEN where it runs)"
@@ -77,6 +86,7 @@ func (h *handler) authed(need access, fn func(http.ResponseWriter, *http.Request
 			writeError(w, http.StatusUnauthorized, "unauthorized", "%s", msg)
 			return
 		}
+		c.who, c.scope = a.ID, a.Scope
 		if need == adminOnly {
 			writeError(w, http.StatusForbidden, "forbidden",
 				"%s %s needs the admin token; delegated admin %s (scope %s) cannot call it", r.Method, r.URL.Path, a.ID, a.Scope)

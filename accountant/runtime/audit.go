@@ -36,6 +36,8 @@ const (
 	ActionAdminCreate    = "admin.create"
 	ActionAdminRevoke    = "admin.revoke"
 	ActionConfigReload   = "config.reload"
+	// ActionAPIRefused is a management API call refused 401 or 403.
+	ActionAPIRefused = "api.refused"
 )
 
 // WhoSignal is the Who of a config reload a signal (SIGHUP) asked for.
@@ -69,6 +71,27 @@ type ConfigReload struct {
 func (db *DB) RecordReload(s Stamp, before, after ConfigReload) error {
 	return db.write(func(*sql.Tx) (audit, []group, error) {
 		return audit{Stamp: s, Action: ActionConfigReload, Target: before.Config, Node: govern.Global, Before: before, After: after}, nil, nil
+	})
+}
+
+// Refusal is the after view of a refused management API call in the
+// audit log.
+type Refusal struct {
+	Status int    `json:"status"`
+	Reason string `json:"reason"`
+	Remote string `json:"remote,omitempty"`
+	// Token is a fingerprint of a bearer token that opened nothing
+	// (sha256: and 8 hex digits of its hash), never the token.
+	Token string `json:"token,omitempty"`
+}
+
+// RecordRefusal writes a refused management API call to the audit log:
+// who made it ("unauthenticated" when its token opened nothing), the
+// route as target, under node (a delegated admin's scope, or __global).
+// A mirror, whose audit log is its owner's copy, answers ErrMirror.
+func (db *DB) RecordRefusal(s Stamp, target, node string, r Refusal) error {
+	return db.write(func(*sql.Tx) (audit, []group, error) {
+		return audit{Stamp: s, Action: ActionAPIRefused, Target: target, Node: node, After: r}, nil, nil
 	})
 }
 
