@@ -1,7 +1,7 @@
 package spend
 
 import (
-	"encoding/csv"
+	"bufio"
 	"io"
 	"strconv"
 	"strings"
@@ -24,39 +24,60 @@ const OtherValue = "(other)"
 // WriteCSV writes the report as CSV (RFC 4180): a header, then one line
 // per group and non-empty bucket (per non-empty bucket without group_by),
 // in the report's order. Dollars are exact decimals.
+//
+// Every text cell (the header, bucket starts, the grouped dims' values) is
+// written in double quotes, and a value a spreadsheet would run as a
+// formula is defused (cellText): a spreadsheet that splits lines on ';'
+// (Excel and LibreOffice in most European locales) or on tabs read the
+// unquoted gpt;=1+1 as two cells, the second a formula. Quoted, a cell is
+// one cell whichever separator the reader picks. Numbers stay bare. See
+// RATIONALE.md#why-is-every-text-cell-of-a-csv-report-quoted.
 func WriteCSV(w io.Writer, rep *Report) error {
-	cw := csv.NewWriter(w)
+	bw := bufio.NewWriter(w)
 	head := append([]string{"bucket_start"}, rep.GroupBy...)
-	head = append(head, CSVColumns...)
-	if err := cw.Write(head); err != nil {
-		return err
+	writeText(bw, head...)
+	for _, c := range CSVColumns {
+		bw.WriteByte(',')
+		writeText(bw, c)
 	}
-	line := func(start time.Time, key []string, v *Values) error {
-		rec := make([]string, 0, len(head))
-		rec = append(rec, start.UTC().Format(time.RFC3339))
+	bw.WriteByte('\n')
+	line := func(start time.Time, key []string, v *Values) {
+		writeText(bw, start.UTC().Format(time.RFC3339))
 		for _, k := range key {
-			rec = append(rec, cellText(k))
+			bw.WriteByte(',')
+			writeText(bw, cellText(k))
 		}
-		rec = append(rec, valueStrings(v)...)
-		return cw.Write(rec)
+		for _, n := range valueStrings(v) {
+			bw.WriteByte(',')
+			bw.WriteString(n)
+		}
+		bw.WriteByte('\n')
 	}
 	if len(rep.GroupBy) == 0 {
 		for i := range rep.Series {
-			if err := line(rep.Series[i].Start, nil, &rep.Series[i].Values); err != nil {
-				return err
-			}
+			line(rep.Series[i].Start, nil, &rep.Series[i].Values)
 		}
 	}
 	for _, g := range rep.Groups {
 		key := GroupKey(rep, &g)
 		for i := range g.Series {
-			if err := line(g.Series[i].Start, key, &g.Series[i].Values); err != nil {
-				return err
-			}
+			line(g.Series[i].Start, key, &g.Series[i].Values)
 		}
 	}
-	cw.Flush()
-	return cw.Error()
+	return bw.Flush()
+}
+
+// writeText writes each of cells in double quotes (a quote inside doubled),
+// separated by commas.
+func writeText(w *bufio.Writer, cells ...string) {
+	for i, c := range cells {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		w.WriteByte('"')
+		w.WriteString(strings.ReplaceAll(c, `"`, `""`))
+		w.WriteByte('"')
+	}
 }
 
 // GroupKey is a group's key in the order of the report's group_by, with
@@ -85,11 +106,42 @@ func valueStrings(v *Values) []string {
 }
 
 // cellText defuses a value a spreadsheet would run as a formula (a model
-// name is whatever a client sent): one starting with =, +, -, @, a tab or
-// a carriage return is written after a single quote, as OWASP advises.
+// name is whatever a client sent): one starting with =, +, -, @, a tab, a
+// carriage return or a line feed, or with their full-width forms
+// (＝＋－＠, which some spreadsheets read as the ASCII ones), is written
+// after a single quote, as OWASP advises. The same holds after any ';',
+// ',' or tab in the value: quoted, the value is one cell, but a reader
+// told to ignore quotes would split it there.
 func cellText(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
+	if formulaStart(s) {
+		s = "'" + s
 	}
-	return s
+	if !strings.ContainsAny(s, ";,\t") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteByte(s[i])
+		if (s[i] == ';' || s[i] == ',' || s[i] == '\t') && formulaStart(s[i+1:]) {
+			b.WriteByte('\'')
+		}
+	}
+	return b.String()
+}
+
+// formulaStart reports whether a spreadsheet reads a cell beginning with
+// s as a formula.
+func formulaStart(s string) bool {
+	if s == "" {
+		return false
+	}
+	if strings.ContainsRune("=+-@\t\r\n", rune(s[0])) {
+		return true
+	}
+	for _, p := range []string{"＝", "＋", "－", "＠"} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -183,6 +183,61 @@ func TestCSVDefusesFormulas(t *testing.T) {
 	}
 }
 
+// TestCSVDefusesFormulasForEitherSeparator: a value that a spreadsheet
+// splitting on ';' or a tab would read as two cells, the second a formula
+// (gpt;=1+1 was written unquoted), is one quoted cell, and no cell any
+// reader makes of it (commas, semicolons or tabs, quotes honoured or not)
+// starts a formula; the values round-trip otherwise.
+func TestCSVDefusesFormulasForEitherSeparator(t *testing.T) {
+	models := []string{"gpt;=1+1", "a,+cmd|' /C calc'!A0", "x\t@SUM(A1)", "\uff1d1+1", "-2+3", "plain;text", "gpt-4o"}
+	rep := &Report{GroupBy: []string{"model"}}
+	for _, m := range models {
+		rep.Groups = append(rep.Groups, Group{Key: map[string]string{"model": m}, Series: []Point{{Start: testNow, Values: Values{Requests: 1}}}})
+	}
+	var b bytes.Buffer
+	if err := WriteCSV(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\n\"2026-09-10T12:00:00Z\",\"gpt;'=1+1\",1,") {
+		t.Errorf("CSV:\n%s", b.String())
+	}
+	formula := func(cell string) bool {
+		cell = strings.TrimPrefix(cell, `"`)
+		return cell != "" && (strings.ContainsRune("=+-@", rune(cell[0])) || strings.HasPrefix(cell, "\uff1d"))
+	}
+	for _, sep := range []rune{',', ';', '\t'} {
+		r := csv.NewReader(strings.NewReader(b.String()))
+		r.Comma, r.FieldsPerRecord, r.LazyQuotes = sep, -1, true
+		recs, err := r.ReadAll()
+		if err != nil {
+			t.Fatalf("separator %q: %v", sep, err)
+		}
+		for _, rec := range recs {
+			for _, c := range rec {
+				if formula(c) {
+					t.Errorf("separator %q: the cell %q reads as a formula", sep, c)
+				}
+			}
+		}
+		for _, line := range strings.Split(b.String(), "\n") {
+			for _, c := range strings.Split(line, string(sep)) {
+				if formula(c) {
+					t.Errorf("separator %q, quotes ignored: the cell %q reads as a formula", sep, c)
+				}
+			}
+		}
+	}
+	recs, err := csv.NewReader(&b).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range models {
+		if got := strings.ReplaceAll(recs[i+1][1], "'", ""); got != strings.ReplaceAll(m, "'", "") {
+			t.Errorf("model %q reads back as %q", m, recs[i+1][1])
+		}
+	}
+}
+
 // TestFreeCallsAreNoRequests: a free call's row (the model list, a token
 // count) is left out of every request count; a passthrough call that is
 // not free counts as a request.
