@@ -13,7 +13,7 @@ import (
 const LockName = "accountant.lock"
 
 func lockDataDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("accountant: the data directory %s is not writable: %w (the accountant keeps decisions.jsonl and governance.db there; fix its permissions or pass another --data)", dir, err)
 	}

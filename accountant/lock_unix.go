@@ -23,7 +23,7 @@ const LockName = "accountant.lock"
 // a crash (kill -9) releases it.
 func lockDataDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, LockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("accountant: the data directory %s is not writable: %w (the accountant keeps decisions.jsonl and governance.db there; fix its permissions or pass another --data)", dir, errors.Unwrap(err))
 	}

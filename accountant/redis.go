@@ -68,7 +68,7 @@ func accountantID(dir string) (string, error) {
 	var raw [12]byte
 	rand.Read(raw[:])
 	id := "a-" + hex.EncodeToString(raw[:])
-	if err := os.WriteFile(p, []byte(id+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(id+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("accountant: writing its fleet identity: %w", err)
 	}
 	return id, nil

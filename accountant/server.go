@@ -303,7 +303,7 @@ func New(opts Options) (*Server, error) {
 	}
 
 	start := s.now()
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("accountant: creating the data directory: %w", err)
 	}
 	lock, err := lockDataDir(opts.DataDir)

@@ -88,7 +88,7 @@ type file interface {
 }
 
 func openAppend(path string) (file, error) {
-	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 }
 
 // Log is an open ledger. Append and Wait are safe for concurrent use.
@@ -149,11 +149,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	if opts.open == nil {
 		opts.open = openAppend
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("ledgerlog: creating data directory %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, ActiveName)
-	rf, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	rf, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("ledgerlog: opening %s: %w", path, err)
 	}
@@ -215,7 +215,7 @@ func repairTail(f *os.File, path string, opts Options) (int64, error) {
 // their own, durably, then cuts them from the ledger.
 func setTornAside(f *os.File, path string, size, keep int64, opts Options) (int64, error) {
 	aside := filepath.Join(filepath.Dir(path), TornPrefix+opts.Now().UTC().Format(rotatedLayout))
-	out, err := os.OpenFile(aside, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	out, err := os.OpenFile(aside, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
 		_, err = io.Copy(out, io.NewSectionReader(f, keep, size-keep))
 		if err == nil {

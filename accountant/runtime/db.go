@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -70,6 +71,13 @@ func Open(path string) (*DB, error) { return OpenWith(path, OpenOptions{}) }
 func OpenWith(path string, o OpenOptions) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("runtime: open governance.db: empty path; pass the file under the accountant's --data directory")
+	}
+	// SQLite creates a database file 0644, and its -wal and -shm files
+	// with the database file's mode: created here first, 0600, the plane
+	// (key hashes, delegated admins' token hashes, the audit log) is the
+	// accountant's user's alone.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(5000)")
