@@ -92,7 +92,10 @@ func (b *banner) print(w io.Writer) {
 		p("Ctrl-C stops it with the ledger flushed.")
 		return
 	}
-	auth := shellQuote("Authorization: Bearer " + b.key)
+	// The key is printed once, in the export line; the commands read it
+	// from $TT_KEY, so output kept in a log or a terminal's scrollback
+	// holds it in one place only.
+	auth := `"Authorization: Bearer $TT_KEY"`
 	post := func(curl string) string {
 		return curl + " " + b.gateway + "/v1/chat/completions \\\n  -H " + auth +
 			" -H 'Content-Type: application/json' \\\n  -d " + shellQuote(demoRequest)

@@ -83,6 +83,10 @@ func TestDevCurlLinesDoWhatTheySay(t *testing.T) {
 	if kid == nil {
 		t.Fatalf("no demo key line:\n%s", out)
 	}
+	key := regexp.MustCompile(`(?m)^  export TT_KEY=(tt-vk_\S+)$`).FindStringSubmatch(out)
+	if key == nil || strings.Count(out+stderr.String(), key[1]) != 1 {
+		t.Errorf("the demo key is printed %d times, want once (its export line; the commands read $TT_KEY):\n%s", strings.Count(out+stderr.String(), key[1]), out)
+	}
 	blocks := shellBlocks(t, out)
 	if len(blocks) != 3 {
 		t.Fatalf("want 3 commented commands, got %d:\n%s", len(blocks), out)
@@ -236,7 +240,8 @@ type shellBlock struct {
 
 // shellBlocks reads the commented commands of the banner: each "# " line
 // followed by a curl command or a `for i in …; do curl …; done` loop, with
-// backslash-newline continuations, as sh reads them.
+// backslash-newline continuations, as sh reads them, and the variables an
+// "  export NAME=value" line before them sets.
 func shellBlocks(t *testing.T, out string) []shellBlock {
 	t.Helper()
 	out = strings.ReplaceAll(out, "\\\n", "")
@@ -244,16 +249,20 @@ func shellBlocks(t *testing.T, out string) []shellBlock {
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(nil, 1<<20)
 	comment := ""
+	env := map[string]string{}
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
+		case strings.HasPrefix(line, "  export "):
+			name, value, _ := strings.Cut(strings.TrimPrefix(line, "  export "), "=")
+			env[name] = value
 		case strings.HasPrefix(line, "# "):
 			comment = line
 		case strings.HasPrefix(line, "curl ") || strings.HasPrefix(line, "for "):
 			if comment == "" {
 				t.Fatalf("command without a comment: %s", line)
 			}
-			blocks = append(blocks, shellBlock{comment: comment, runs: parseCommand(t, shellWords(t, line))})
+			blocks = append(blocks, shellBlock{comment: comment, runs: parseCommand(t, shellWords(t, line, env))})
 			comment = ""
 		}
 	}
@@ -261,9 +270,9 @@ func shellBlocks(t *testing.T, out string) []shellBlock {
 }
 
 // shellWords splits a line into words as sh does for the quoting the
-// banner uses: single quotes, double quotes, backslash escapes, and ';'
-// as a word of its own.
-func shellWords(t *testing.T, line string) []string {
+// banner uses: single quotes, double quotes (with $NAME of env expanded),
+// backslash escapes, and ';' as a word of its own.
+func shellWords(t *testing.T, line string, env map[string]string) []string {
 	t.Helper()
 	var words []string
 	var cur strings.Builder
@@ -284,8 +293,21 @@ func shellWords(t *testing.T, line string) []string {
 				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte(`"\$`+"`", line[i+1]) >= 0 {
 					i++
 				}
-				if line[i] == '$' || line[i] == '`' {
-					t.Fatalf("expansion in a printed command: %s", line)
+				if line[i] == '$' {
+					j := i + 1
+					for j < len(line) && (line[j] == '_' || line[j] >= 'A' && line[j] <= 'Z') {
+						j++
+					}
+					v, ok := env[line[i+1:j]]
+					if !ok {
+						t.Fatalf("$%s in a printed command, set by no export line before it: %s", line[i+1:j], line)
+					}
+					cur.WriteString(v)
+					i = j - 1
+					continue
+				}
+				if line[i] == '`' {
+					t.Fatalf("command substitution in a printed command: %s", line)
 				}
 				cur.WriteByte(line[i])
 			}
