@@ -182,7 +182,7 @@ func TestSpendAPIAsCSVAndForDelegatedAdmins(t *testing.T) {
 		if code != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/csv") {
 			t.Fatalf("%s (Accept %q): %d %s %s", c.query, c.accept, code, h.Get("Content-Type"), body)
 		}
-		if !strings.HasPrefix(body, "bucket_start,org,requests,") || strings.Count(body, "\n") != 5 {
+		if !strings.HasPrefix(body, `"bucket_start","org","requests",`) || strings.Count(body, "\n") != 5 {
 			t.Errorf("CSV:\n%s", body)
 		}
 	}
