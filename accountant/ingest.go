@@ -34,7 +34,11 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.noteReplica(r, false)
-	ack, status, err := s.IngestLines(r.Context(), body)
+	replica := r.URL.Query().Get("replica")
+	if len(replica) > 256 {
+		replica = replica[:256]
+	}
+	ack, status, err := s.ingestLines(r.Context(), body, replica)
 	if err != nil {
 		writeError(w, status, err.Error())
 		return
@@ -47,7 +51,13 @@ func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
 // returns after every accepted row, and every row the batch duplicates, is
 // on disk. The int is the HTTP status to answer with when err is set.
 func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestAck, int, error) {
-	var ack syncwire.IngestAck
+	return s.ingestLines(ctx, body, "")
+}
+
+// ingestLines is IngestLines for the named replica (the quarantine file
+// names it).
+func (s *Server) ingestLines(ctx context.Context, body []byte, replica string) (syncwire.IngestAck, int, error) {
+	ack := syncwire.IngestAck{Kinds: syncwire.RowKinds}
 	b := s.readBatch(body)
 	rows, prep, lineErrs, lineOf, buf, ends := b.rows, b.prep, b.lineErrs, b.lineOf, b.buf, b.ends
 
@@ -56,14 +66,21 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 	tag := s.ledger.Next()
 	res := s.core.Admit(now, rows, prep, tag)
 	out := *buf
-	if res.Accepted != len(rows) && res.Accepted > 0 || res.Redated > 0 {
+	if res.Accepted != len(rows) && res.Accepted > 0 || res.Redated > 0 || len(res.Replaced) > 0 {
 		// Keep only the accepted rows' lines (duplicates are not written),
-		// the rows the core re-dated as they now read.
+		// the rows the core re-dated as they now read, and those of late
+		// ends with the estimate they replace.
+		replaced := map[int]bool{}
+		for _, i := range res.Replaced {
+			replaced[i] = true
+		}
 		out = out[:0:0]
 		for i, o := range res.Outcomes {
-			if o == core.Accepted && !rows[i].GatewayEnd.IsZero() {
+			switch {
+			case o != core.Accepted:
+			case replaced[i] || !rows[i].GatewayEnd.IsZero():
 				out = ledgerlog.AppendRow(out, &rows[i])
-			} else if o == core.Accepted {
+			default:
 				start := 0
 				if i > 0 {
 					start = ends[i-1]
@@ -136,6 +153,17 @@ func (s *Server) IngestLines(ctx context.Context, body []byte) (syncwire.IngestA
 		lineErrs = append(lineErrs, lineError{lineOf[r.Index], r.Message})
 	}
 	sort.Slice(lineErrs, func(i, j int) bool { return lineErrs[i].line < lineErrs[j].line })
+	if len(lineErrs) > 0 {
+		// Rows the accountant can never accept go to the dead-letter file,
+		// durably, before the batch is acknowledged.
+		q := make([]quarantined, len(lineErrs))
+		for i, e := range lineErrs {
+			q[i] = quarantined{line: e.line, reason: e.msg, raw: b.lines[e.line-1]}
+		}
+		if err := s.quarantine.add(now, replica, q); err != nil {
+			return syncwire.IngestAck{}, http.StatusServiceUnavailable, err
+		}
+	}
 	for _, e := range lineErrs {
 		ack.Errors = append(ack.Errors, fmt.Sprintf("line %d: %s", e.line, e.msg))
 	}

@@ -2,6 +2,7 @@ package accountant
 
 import (
 	"bytes"
+	"errors"
 	"runtime"
 	"sync"
 
@@ -14,6 +15,7 @@ import (
 // encoded for the ledger: everything of a batch that happens outside the
 // core's lock.
 type batchRead struct {
+	lines    [][]byte // the batch's non-empty lines (slices of the body)
 	rows     []ledger.Row
 	prep     []core.Prepared
 	lineErrs []lineError // lines that are not rows, by line number
@@ -46,7 +48,9 @@ func (s *Server) readBatch(body []byte) batchRead {
 	}
 	parts := min(runtime.GOMAXPROCS(0), len(lines)/parallelLines)
 	if parts <= 1 {
-		return s.readLines(lines, 1)
+		b := s.readLines(lines, 1)
+		b.lines = lines
+		return b
 	}
 	reads := make([]batchRead, parts)
 	var wg sync.WaitGroup
@@ -60,6 +64,7 @@ func (s *Server) readBatch(body []byte) batchRead {
 	}
 	wg.Wait()
 	out := reads[0]
+	out.lines = lines
 	for _, r := range reads[1:] {
 		base := len(*out.buf)
 		*out.buf = append(*out.buf, *r.buf...)
@@ -83,6 +88,9 @@ func (s *Server) readLines(lines [][]byte, first int) batchRead {
 	for i, line := range lines {
 		size += len(line) + 1
 		row, err := ledgerlog.ParseRow(line)
+		if err == nil && row.Kind == ledger.KindClose {
+			err = errors.New("kind close: a close is the accountant's own row, written when a call's end never came; a filter sends starts, ends and summaries")
+		}
 		if err != nil {
 			b.lineErrs = append(b.lineErrs, lineError{first + i, err.Error()})
 			continue
@@ -90,11 +98,14 @@ func (s *Server) readLines(lines [][]byte, first int) batchRead {
 		b.rows = append(b.rows, row)
 		b.lineOf = append(b.lineOf, first+i)
 	}
-	// A row's cost is the accountant's to set: whatever a sender put there
-	// (the filter sends none) is priced again from the catalog, so an
-	// unknown model is UNPRICED, never a $0 someone wrote.
+	// A row's cost, and the estimate it replaces, are the accountant's to
+	// set: whatever a sender put there (the filter sends neither) is priced
+	// again from the catalog, so an unknown model is UNPRICED, never a $0
+	// someone wrote. Every member is held to its bound (ledger.Row.Bound),
+	// whatever wrote the row, so no ledger line is unbounded.
 	for i := range b.rows {
-		b.rows[i].Cost = nil
+		b.rows[i].Cost, b.rows[i].Replaced = nil, nil
+		b.rows[i].Bound()
 	}
 	b.prep = s.core.Prepare(b.rows, nil)
 	b.buf = getBuf() // back to the pool only once the ledger wrote it

@@ -34,6 +34,9 @@ type metrics struct {
 	refusedAPI   *prometheus.CounterVec
 	fleetRefused prometheus.Counter
 	shareRefused prometheus.Counter
+	// quarantined counts the rows ingest wrote to the dead-letter file.
+	quarantined prometheus.Counter
+	closed      prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -57,6 +60,8 @@ func newMetrics(s *Server) *metrics {
 	m.redated = f("rows_redated_total", "Ledger rows whose end lay more than 5 minutes ahead of, or 15 minutes behind, the accountant's clock, re-dated to it (a gateway's clock is off, or someone dates rows at will).")
 	m.fleetRefused = f("fleet_members_refused_total", "Pulls announcing an accountant the owner did not list: MaxFleetAccountants were listed, each heard from within a day.")
 	m.shareRefused = f("fleet_shares_refused_total", "Other accountants' shares of a fleet spend report left out: larger than MaxPartialAnswer, or holding what their accountant cannot have recorded.")
+	m.quarantined = f("rows_quarantined_total", "Ingested rows the accountant can never accept (not a ledger row, a row that fails its checks, one older than the deduplication horizon), written to quarantine.jsonl in the data directory and acknowledged, so nothing sends them again.")
+	m.closed = f("calls_closed_total", "Calls whose start was recorded and whose end never came within their lease_ttl (their proxy died), closed at their reserved estimate, marked estimated.")
 	m.failedB = f("ledger_batches_failed_total", "Ingest batches whose commit failed (answered 503, not counted).")
 	m.foldLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tt", Subsystem: "accountant", Name: "fold_lag_seconds",
 		Help: "Time between the end of the latest row of the last batch and its fold."})

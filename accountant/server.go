@@ -131,12 +131,14 @@ type Server struct {
 	pricing *pricing.Catalog
 	prices  syncwire.Prices // the sync part of pricing
 	ledger  *ledgerlog.Log
-	db      *runtime.DB
-	metrics *metrics
-	alerts  *alerter
-	handler http.Handler
-	auth    *internalAuth
-	lock    *os.File // the data directory's lock, held until Close
+	// quarantine is the dead-letter file of rows ingest cannot accept.
+	quarantine *quarantine
+	db         *runtime.DB
+	metrics    *metrics
+	alerts     *alerter
+	handler    http.Handler
+	auth       *internalAuth
+	lock       *os.File // the data directory's lock, held until Close
 	// spend is the rollup spend reports read: the whole ledger, summed by
 	// hour (see spend.go).
 	spend      *spend.Rollup
@@ -367,6 +369,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("accountant: %w", err)
 	}
 	s.ledger = lg
+	s.quarantine = newQuarantine(opts.DataDir, s.log, s.metrics.quarantined)
 	s.spend = spend.New(spend.Options{HourlyDays: opts.SpendHourlyDays})
 	replayed, err := s.replay(start)
 	if err == nil {
@@ -523,6 +526,7 @@ func (s *Server) tick() {
 		s.log.Error("accountant: counter store", "err", err)
 	}
 	s.alerts.emit(alerts)
+	s.closeExpired(now)
 	s.spend.Compact(now)
 }
 

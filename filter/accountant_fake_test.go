@@ -40,12 +40,19 @@ type fakeAccountant struct {
 	// acknowledgement were lost on its way back.
 	loseAcks int
 
-	polls     []string // the query of every poll
-	batches   [][]ledger.Row
-	rows      map[string]ledger.Row // by request id
+	polls   []string // the query of every poll
+	batches [][]ledger.Row
+	rows    map[string]ledger.Row // by request id
+	starts  map[string]ledger.Row // start rows, by request id
+	// kinds is what the accountant says it reads (IngestAck.Kinds): the
+	// accountant's own list by default; nil plays one from before kinds.
+	kinds []string
+	// maxBody refuses a batch larger than this whole with 413 (0: none).
+	maxBody   int
 	order     []string
 	dups      int
 	failed    int
+	tooLarge  int
 	rejected  int
 	rawErrors []string
 	alerts    []syncwire.GateAlert
@@ -55,7 +62,8 @@ type fakeAccountant struct {
 }
 
 func newFakeAccountant(clock interface{ Now() time.Time }) *fakeAccountant {
-	return &fakeAccountant{clock: clock, heartbeat: true, rows: map[string]ledger.Row{}}
+	return &fakeAccountant{clock: clock, heartbeat: true, rows: map[string]ledger.Row{}, starts: map[string]ledger.Row{},
+		kinds: syncwire.RowKinds}
 }
 
 func (a *fakeAccountant) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -137,6 +145,11 @@ func (a *fakeAccountant) serveSync(w http.ResponseWriter, r *http.Request) {
 
 func (a *fakeAccountant) serveIngest(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if a.maxBody > 0 && len(body) > a.maxBody {
+		a.tooLarge++
+		http.Error(w, `{"error":{"message":"ingest: batch is too large"}}`, http.StatusRequestEntityTooLarge)
+		return
+	}
 	if a.failIngest > 0 {
 		a.failIngest--
 		a.failed++
@@ -144,7 +157,7 @@ func (a *fakeAccountant) serveIngest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rows, err := ledger.ParseJSONL(body, nil)
-	var ack syncwire.IngestAck
+	ack := syncwire.IngestAck{Kinds: a.kinds}
 	if err != nil {
 		a.rejected++
 		a.rawErrors = append(a.rawErrors, err.Error())
@@ -153,6 +166,15 @@ func (a *fakeAccountant) serveIngest(w http.ResponseWriter, r *http.Request) {
 	}
 	a.batches = append(a.batches, rows)
 	for _, row := range rows {
+		if row.Kind == ledger.KindStart {
+			if _, dup := a.starts[row.RequestID]; dup {
+				ack.Duplicates++
+				continue
+			}
+			a.starts[row.RequestID] = row
+			ack.Accepted++
+			continue
+		}
 		if _, dup := a.rows[row.RequestID]; dup {
 			a.dups++
 			ack.Duplicates++

@@ -54,21 +54,30 @@ type Engine struct {
 	spendHeld map[string]int64
 
 	rows           rowQueue
-	finishing      func()     // set while Finish sends the last rows
-	finishFailures int        // sends Finish made in a row that failed
-	row            ledger.Row // the row being encoded
+	totals         totals        // rows folded while the queue is full (overflow.go)
+	unauth         unauthSampler // unauthenticated refusals past the sampling rate
+	open           []openCall    // calls in flight, for their start rows (startrow.go)
+	kinds          rowKinds      // the row kinds the accountant reads
+	finishing      func()        // set while Finish sends the last rows
+	finishFailures int           // sends Finish made in a row that failed
+	row            ledger.Row    // the row being encoded
 	ingestHeaders  [][2]string
 	alerts         []byte // threshold alerts for the accountant, JSON lines
 	alertCount     int
 	lastRefresh    time.Time // of lease expiries and tee stats
-	teeLag         int
+	teeLag         int64
 	teeDropped     uint64
 	teeDropAt      int64 // the last drop published
-	// hostDropAt is the latest row dropped by any VM of the host, as of
-	// the last tick; dropLogged and dropLogNext pace the drop log.
-	hostDropAt  int64
-	dropLogged  uint64
-	dropLogNext time.Time
+	teeOldest      int64 // the oldest unacknowledged row published
+	queuedShown    int64 // tokentriage.ledger.rows_queued as last set
+	// hostDropAt is the latest row dropped by any VM of the host, and
+	// hostOldest the oldest row another VM holds unacknowledged, as of the
+	// last tick; the counts below and dropLogNext pace the queue's log.
+	hostDropAt, hostOldest         int64
+	dropLogged, cutLogged          uint64
+	foldedRows, foldLogged         uint64
+	summedRows, sumLogged, cutRows uint64
+	dropLogNext                    time.Time
 
 	free []*Stream // finished streams, reused
 	inst []govern.Instance
@@ -191,8 +200,10 @@ func (e *Engine) Tick() {
 	now := e.host.Now()
 	e.refresh(now)
 	e.poll(now)
-	e.flushRows(now, e.rows.lag() >= batchRows)
-	e.host.Metrics.Set(GaugeRowsQueued, int64(e.rows.lag()))
+	e.queueUnauth(now, false)
+	e.drainTotals(now)
+	e.flushRows(now, e.rows.full())
+	e.setQueued()
 	if e.snap != nil {
 		e.host.Metrics.Set(GaugeSyncAge, int64(now.Sub(e.snap.generatedAt)/time.Second))
 	}

@@ -198,7 +198,7 @@ func TestTeeBoundAcrossVMs(t *testing.T) {
 	for i, e := range es {
 		e.host.Caller = &fakeCaller{} // answered never: rows stay unacknowledged
 		for j := 0; j < 10*(i+1); j++ {
-			e.rows.push([]byte("{}\n"))
+			e.rows.pushLine([]byte("{}\n"))
 		}
 	}
 	es[0].rows.dropped = 7
@@ -221,13 +221,34 @@ func TestTeeBoundAcrossVMs(t *testing.T) {
 	}
 }
 
+// pushLine queues an encoded row standing for one request, or counts it
+// dropped when the queue is at its soft bound.
+func (q *rowQueue) pushLine(b []byte) bool {
+	if !q.room(len(b), false) {
+		q.dropped++
+		return false
+	}
+	q.data = append(q.data, b...)
+	q.push(nativeT0, 1)
+	return true
+}
+
+// ack records the answer to the batch in flight: taken, or failed.
+func (q *rowQueue) ack(now time.Time, ok bool) {
+	if ok {
+		q.acked()
+	} else {
+		q.failed(now)
+	}
+}
+
 // TestRowQueueBound: the queue keeps at most maxUnacked rows, batches and
 // acknowledgements move its head, and it compacts.
 func TestRowQueueBound(t *testing.T) {
 	var q rowQueue
 	now := nativeT0
 	for i := 0; i < maxUnacked+10; i++ {
-		q.push([]byte(fmt.Sprintf("%d\n", i)))
+		q.pushLine([]byte(fmt.Sprintf("%d\n", i)))
 	}
 	if q.lag() != maxUnacked || q.dropped != 10 {
 		t.Fatalf("lag %d dropped %d", q.lag(), q.dropped)
@@ -243,14 +264,14 @@ func TestRowQueueBound(t *testing.T) {
 	if q.batch(now, true) != nil {
 		t.Fatal("a second batch while one is in flight")
 	}
-	q.acked(now, false)
+	q.ack(now, false)
 	if q.batch(now, false) != nil {
 		t.Fatal("a batch during the backoff")
 	}
 	if q.batch(now, true) == nil {
 		t.Fatal("a forced batch was not sent")
 	}
-	q.acked(now, true)
+	q.ack(now, true)
 	if q.lag() != maxUnacked-batchRows || q.sent != batchRows {
 		t.Fatalf("after an ack: lag %d sent %d", q.lag(), q.sent)
 	}
@@ -266,7 +287,7 @@ func TestRowQueueBound(t *testing.T) {
 			}
 			next++
 		}
-		q.acked(now, true)
+		q.ack(now, true)
 		if next >= maxUnacked {
 			break
 		}
@@ -275,12 +296,12 @@ func TestRowQueueBound(t *testing.T) {
 		if q.batch(now, false) == nil {
 			t.Fatal("no batch while rows wait")
 		}
-		q.acked(now, true)
+		q.ack(now, true)
 	}
 	if len(q.ends) != 0 || len(q.data) != 0 || q.head != 0 {
 		t.Errorf("drained queue holds %d rows (%d bytes), head %d", len(q.ends), len(q.data), q.head)
 	}
-	if !q.push([]byte("x\n")) {
+	if !q.pushLine([]byte("x\n")) {
 		t.Error("a drained queue refused a row")
 	}
 	// Rows pushed while batches are in flight and acknowledged come out
@@ -289,7 +310,7 @@ func TestRowQueueBound(t *testing.T) {
 	pushed, seen := 0, 0
 	for step := 0; step < 2000; step++ {
 		for k := 0; k < step%7; k++ {
-			r.push([]byte(fmt.Sprintf("%d\n", pushed)))
+			r.pushLine([]byte(fmt.Sprintf("%d\n", pushed)))
 			pushed++
 		}
 		if b := r.batch(now, true); b != nil {
@@ -306,7 +327,7 @@ func TestRowQueueBound(t *testing.T) {
 			if !ok {
 				seen -= r.inflight
 			}
-			r.acked(now, ok)
+			r.ack(now, ok)
 		}
 	}
 	if r.lag() != pushed-seen {

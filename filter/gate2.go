@@ -210,6 +210,7 @@ func (e *Engine) gate2Done(s *Stream, body []byte, v Verdict) Verdict {
 	}
 	v.Action = ActContinue
 	s.forwarded = true
+	e.noteStart(s)
 	return v
 }
 

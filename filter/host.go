@@ -110,6 +110,11 @@ const (
 	MetricUsageClamped
 	MetricPassthrough
 	MetricEndpointVariant
+	MetricRowsFolded
+	MetricRefusalsSummed
+	MetricRowsQuarantined
+	MetricRowsCut
+	MetricStartsSent
 	metricCount
 )
 
@@ -137,4 +142,16 @@ var MetricNames = [metricCount]string{
 	MetricUsageClamped:         "tokentriage.usage_clamped",
 	MetricPassthrough:          "tokentriage.passthrough",
 	MetricEndpointVariant:      "tokentriage.endpoint_variant",
+	// Rows folded into overflow totals while the queue was full; they
+	// reach the accountant as summary rows.
+	MetricRowsFolded: "tokentriage.ledger.rows_folded",
+	// Unauthenticated refusals past the sampling rate, summed rather
+	// than written one row each.
+	MetricRefusalsSummed: "tokentriage.ledger.refusals_summed",
+	// Rows the accountant refused alone, whole, twice: logged and dropped.
+	MetricRowsQuarantined: "tokentriage.ledger.rows_quarantined",
+	// Rows with a member past a row's bounds, cut (ledger.Row.Bound).
+	MetricRowsCut: "tokentriage.ledger.rows_cut",
+	// Start rows of calls in flight sent to the accountant.
+	MetricStartsSent: "tokentriage.ledger.starts_sent",
 }

@@ -80,11 +80,10 @@ func TestRowsRetried(t *testing.T) {
 
 	// Lost acknowledgements: the accountant records the batch and then the
 	// answer is lost; the retry is a duplicate the accountant drops. (The
-	// first row leaves as it ends and loses its answer; the retry carries
-	// it with the second.)
+	// two rows leave together at the tick, and lose their answer; the
+	// retry carries both again.)
 	r.acct.set(func(a *fakeAccountant) { a.loseAcks = 1 })
 	more := []string{r.cheap(1), r.cheap(1)}
-	r.wait()
 	r.step(500 * time.Millisecond)
 	r.step(time.Second)
 	rows = r.acct.ledger()
@@ -93,14 +92,17 @@ func TestRowsRetried(t *testing.T) {
 	}
 	var dups int
 	r.acct.set(func(a *fakeAccountant) { dups = a.dups })
-	if dups != 1 {
-		t.Errorf("the accountant saw %d duplicates, want the 1 row whose answer was lost", dups)
+	if dups != 2 {
+		t.Errorf("the accountant saw %d duplicates, want the 2 rows whose answer was lost", dups)
 	}
 }
 
-// TestRowsDroppedBeyondBound: a VM keeps at most 4,096 unacknowledged rows;
-// beyond that rows are dropped and counted, and a LedgerSettled 429 says
-// so in its bound, summed over every VM of the host.
+// TestRowsDroppedBeyondBound: a VM that has not heard from its accountant
+// that it reads summaries (it was down from the start) keeps at most 4,096
+// unacknowledged rows; beyond that rows are dropped and counted, and a
+// LedgerSettled 429 says so in its bound, summed over every VM of the
+// host. (An accountant that answered once gets the rows past the bound as
+// summaries: TestFullQueueFoldsRowsNotDrops.)
 func TestRowsDroppedBeyondBound(t *testing.T) {
 	lims := `{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":100000000,"burst":100000000,"period":"1m"},
 		{"id":"search_month","attach":{"node":"org:acme/team:search"},"type":"budget_usd","amount_usd":0.000001,"period":"month"}`
@@ -129,11 +131,7 @@ func TestRowsDroppedBeyondBound(t *testing.T) {
 	}
 	// The accountant hears of the drops at the next poll that reaches it.
 	// The accountant comes back: every kept row arrives, once.
-	r.acct.set(func(a *fakeAccountant) { a.down = false })
-	for i := 0; i < 40; i++ {
-		r.step(500 * time.Millisecond)
-	}
-	rows := r.acct.ledger()
+	rows := r.recover(40)
 	var refused int
 	for _, row := range rows {
 		if row.Decision == ledger.Refused {
@@ -273,13 +271,14 @@ func TestServedOutOfScope(t *testing.T) {
 	}
 }
 
-// TestRowsLeaveAsRequestsEnd: a request's row goes to the accountant as
-// the request ends, without waiting for a tick (the clock here never
-// moves), through a call answered on the plugin context after the stream
-// is gone; rows of requests that end while a batch is out follow from its
-// answer, and the rest from the tick. So a crash loses only the rows of
-// the last few milliseconds, not of the last flush interval.
-func TestRowsLeaveAsRequestsEnd(t *testing.T) {
+// TestRowsLeaveInBatchesByTimeAndCount: a finished request's row waits
+// for others up to batchWait (a tenth of the flush interval: 50 ms here)
+// and then leaves with the next request to end, without waiting for a
+// tick; a whole batch leaves at once, however little time passed. So at a
+// low rate a batch carries several rows, not one each (each batch is an
+// HTTP call, an ingest and an fsync), and a crash loses at most the rows
+// of one flush interval.
+func TestRowsLeaveInBatchesByTimeAndCount(t *testing.T) {
 	r := newRig(t, rigOptions{governance: gov("", `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 1})
 	r.sync()
 	var ids []string
@@ -289,29 +288,46 @@ func TestRowsLeaveAsRequestsEnd(t *testing.T) {
 		ids = append(ids, resp.Headers.Get("X-Tt-Request-Id"))
 		r.wait()
 	}
-	// The first left as it ended; the others ended within the 50 ms that
-	// separate two sends (a tenth of the 500 ms flush interval; the clock
-	// stands still), so they wait for the answer or the tick.
-	if _, ok := r.acct.row(ids[0]); !ok {
-		t.Fatalf("the first request's row did not leave as the request ended: %d rows", len(r.acct.ledger()))
+	// The clock stands still: none has waited 50 ms.
+	if n := len(r.acct.ledger()); n != 0 {
+		t.Fatalf("%d rows sent before any waited batchWait", n)
 	}
-	if n := len(r.acct.ledger()); n != 1 {
-		t.Errorf("%d rows before any tick, want 1", n)
-	}
-	r.step(500 * time.Millisecond) // a tick: the rest leave
-	for _, id := range ids {
-		if _, ok := r.acct.row(id); !ok {
-			t.Errorf("row %s missing after the tick", id)
-		}
-	}
-	// A request ending 50 ms after the last send leaves at once again.
+	// 50 ms later a request ends: its row and the three waiting leave
+	// together, in one batch, before any tick.
 	r.clock.Advance(50 * time.Millisecond)
 	resp := r.chat(dev1Key, chatGermany)
 	r.wait()
-	if _, ok := r.acct.row(resp.Headers.Get("X-Tt-Request-Id")); !ok {
-		t.Error("a row ending 50 ms after the last send waited for a tick")
+	ids = append(ids, resp.Headers.Get("X-Tt-Request-Id"))
+	for _, id := range ids {
+		if _, ok := r.acct.row(id); !ok {
+			t.Errorf("row %s did not leave with the request that ended after 50 ms", id)
+		}
+	}
+	if sizes := r.acct.batchSizes(); len(sizes) != 1 || sizes[0] != 4 {
+		t.Errorf("batches %v, want one of 4 rows", sizes)
+	}
+	// A whole batch leaves at once, the clock still standing.
+	for i := 0; i < batchRows; i++ {
+		r.cheap(1)
+	}
+	r.wait()
+	if sizes := r.acct.batchSizes(); len(sizes) != 2 || sizes[1] != batchRows {
+		t.Errorf("batches %v after %d more rows, want a second of %d", sizes, batchRows, batchRows)
+	}
+	// One more row waits for the tick when nothing else ends.
+	last := r.cheap(1)
+	r.wait()
+	if _, ok := r.acct.row(last); ok {
+		t.Error("a lone row left before it waited batchWait")
+	}
+	r.step(500 * time.Millisecond)
+	if _, ok := r.acct.row(last); !ok {
+		t.Error("the tick did not send the lone row")
 	}
 	if failed, why := r.h.Failed(1); failed {
 		t.Fatal(why)
 	}
 }
+
+// batchRows is the filter's rows per batch (filter/ledgerq.go).
+const batchRows = 256

@@ -4,24 +4,52 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // Ledger rows wait in a per-VM queue until the accountant acknowledges
-// them: at most maxUnacked rows (sent and unacknowledged included); beyond
-// that a row is dropped and counted, never blocking the proxy. Rows are
-// idempotent by request id, so a batch whose answer was lost is simply sent
-// again. A batch leaves as soon as a row is queued when none is in flight
-// (through a call answered on the plugin context, so the stream that
-// queued it may end at once), from the answer to the previous batch while
-// rows wait, and from the tick; at most one batch is in flight, and sends
-// are at least minSendGap apart unless a full batch waits (see
-// RATIONALE.md, "Why does a row leave as its request ends?").
+// them. Rows are idempotent by request id (and kind), so a batch whose
+// answer was lost is simply sent again. Nothing one row does can jam the
+// queue (see RATIONALE.md, "Why can no row jam the ledger queue?"):
+//
+//   - every row is held to ledger.MaxRowBytes (ledger.Row.Bound), and a
+//     batch to batchRows rows and batchBytes bytes;
+//   - a batch the accountant (or anything between) refuses whole as too
+//     large or unreadable (400, 413) is split in halves and sent again at
+//     once; a lone row refused whole twice is quarantined: logged with its
+//     request id, counted, and dropped from the queue, so the rows behind
+//     it go on;
+//   - past maxUnacked rows or maxQueueBytes bytes, rows are folded into
+//     per-group totals (overflow.go) that reach the accountant as summary
+//     rows once there is room, so nothing served goes uncounted; only a
+//     row that names its request to the fleet (holds, reconciles) is
+//     queued past those bounds, up to twice them, and only past that, or
+//     when the totals are full too, is a row dropped;
+//   - a queue whose oldest row has waited stuckAfter makes the host's
+//     LedgerSettled limits uncheckable (tee.go), and says so in their
+//     429's bound.
+//
+// Batches are sized by time and count: a row waits up to batchWait for
+// others to join it (the next row to end after that, an answer, or the
+// tick sends them all), and a full batch leaves at once; at most one batch
+// is in flight (see RATIONALE.md, "Why does a row leave as its request
+// ends?").
 const (
-	maxUnacked   = 4096
-	batchRows    = 256
-	maxBackoff   = 30 * time.Second
-	ingestTimout = 5 * time.Second
+	maxUnacked    = 4096
+	maxQueueBytes = 4 << 20
+	batchRows     = 256
+	batchBytes    = 512 << 10
+	maxBackoff    = 10 * time.Second
+	ingestTimout  = 5 * time.Second
+	// stuckAfter is how long the oldest unacknowledged row may wait
+	// before the host's spend counters are distrusted: the snapshot's own
+	// trust window.
+	stuckAfter = snapshotTrust
+	// quarantineAfter is how many times a lone row may be refused whole
+	// before it is quarantined.
+	quarantineAfter = 2
 )
 
 // rowQueue keeps the encoded rows back to back in one buffer, each a JSON
@@ -29,20 +57,30 @@ const (
 // (a 256-row batch is about 150 KB, and the guest copies memory slowly) and
 // a row is encoded straight into place.
 type rowQueue struct {
-	data     []byte // rows[0:] encoded back to back
-	ends     []int  // ends[i] is where row i ends in data
-	head     int    // rows head and later are unacknowledged
-	inflight int    // rows head to head+inflight are in the batch in flight
-	dropped  uint64 // rows dropped on overflow since start
+	data []byte  // rows[0:] encoded back to back
+	ends []int   // ends[i] is where row i ends in data
+	at   []int64 // at[i] is when row i was queued (unix ns)
+	reqs []int32 // reqs[i] is the requests row i stands for (ledger.Row.Requests)
+	head int     // rows head and later are unacknowledged
+	// inflight: rows head to head+inflight are in the batch in flight.
+	inflight int
+	// pending is the requests the unacknowledged rows stand for.
+	pending int64
+	dropped uint64 // rows dropped since start (both bounds and the totals full)
 	// droppedAt is when the last row was dropped (unix ns), 0 never.
 	droppedAt int64
 	sent      uint64
 	nextSend  time.Time
 	backoff   time.Duration
 	lastSend  time.Time // when the last batch left
+	// limit is the most rows the next batch takes: batchRows, halved
+	// after a batch was refused whole, doubled back after each success.
+	limit int
+	// refusedLone counts the whole refusals of the lone row at head.
+	refusedLone int
 }
 
-// lag is the number of rows not yet acknowledged (tee_lag_rows).
+// lag is the number of rows not yet acknowledged.
 func (q *rowQueue) lag() int { return len(q.ends) - q.head }
 
 // start is where row i begins in data.
@@ -53,32 +91,59 @@ func (q *rowQueue) start(i int) int {
 	return q.ends[i-1]
 }
 
-// room reports whether one more row fits; when it does not, the row is
-// counted as dropped.
-func (q *rowQueue) room() bool {
-	if q.lag() >= maxUnacked {
-		q.dropped++
-		return false
+// bytes is the size of the unacknowledged rows.
+func (q *rowQueue) bytes() int { return len(q.data) - q.start(q.head) }
+
+// room reports whether a row of n more bytes fits under the bounds (soft:
+// maxUnacked rows and maxQueueBytes; hard: twice those).
+func (q *rowQueue) room(n int, hard bool) bool {
+	rows, size := maxUnacked, maxQueueBytes
+	if hard {
+		rows, size = 2*rows, 2*size
 	}
-	return true
+	return q.lag() < rows && q.bytes()+n <= size
 }
 
-// add ends the row just appended to data (the caller appends it after
-// room said yes).
-func (q *rowQueue) add() {
-	q.data = append(q.data, '\n')
+// push appends the row encoded at data[from:] (its newline included),
+// queued at now and standing for reqs requests.
+func (q *rowQueue) push(now time.Time, reqs int64) {
 	q.ends = append(q.ends, len(q.data))
+	q.at = append(q.at, now.UnixNano())
+	q.reqs = append(q.reqs, int32(min(reqs, 1<<31-1)))
+	q.pending += reqs
 }
 
-// push queues an encoded row ending in '\n' (copied), or drops it when the
-// queue is full.
-func (q *rowQueue) push(row []byte) bool {
-	if !q.room() {
-		return false
+// unsent is the number of rows queued and not in the batch in flight.
+func (q *rowQueue) unsent() int { return q.lag() - q.inflight }
+
+// oldestUnsent is when the first row not in flight was queued (unix ns),
+// 0 when there is none.
+func (q *rowQueue) oldestUnsent() int64 {
+	if q.unsent() == 0 {
+		return 0
 	}
-	q.data = append(q.data, row...)
-	q.ends = append(q.ends, len(q.data))
-	return true
+	return q.at[q.head+q.inflight]
+}
+
+// oldest is when the first unacknowledged row was queued (unix ns), 0
+// when there is none.
+func (q *rowQueue) oldest() int64 {
+	if q.lag() == 0 {
+		return 0
+	}
+	return q.at[q.head]
+}
+
+// full reports whether the unsent rows make a whole batch.
+func (q *rowQueue) full() bool {
+	return q.unsent() >= q.batchLimit() || len(q.data)-q.start(q.head+q.inflight) >= batchBytes
+}
+
+func (q *rowQueue) batchLimit() int {
+	if q.limit <= 0 {
+		return batchRows
+	}
+	return q.limit
 }
 
 // batch returns the next batch to send, or nil when nothing should be sent
@@ -88,41 +153,187 @@ func (q *rowQueue) batch(now time.Time, force bool) []byte {
 	if q.inflight > 0 || q.lag() == 0 || (!force && now.Before(q.nextSend)) {
 		return nil
 	}
-	n := min(q.lag(), batchRows)
+	from := q.start(q.head)
+	n := 1 // a row is at most ledger.MaxRowBytes, under batchBytes
+	for n < min(q.lag(), q.batchLimit()) && q.ends[q.head+n]-from <= batchBytes {
+		n++
+	}
 	q.inflight = n
-	return q.data[q.start(q.head):q.ends[q.head+n-1]]
+	return q.data[from:q.ends[q.head+n-1]]
 }
 
-// acked records the answer to the batch in flight.
-func (q *rowQueue) acked(now time.Time, ok bool) {
-	if !ok {
-		q.inflight = 0
-		q.backoff = min(max(2*q.backoff, 500*time.Millisecond), maxBackoff)
-		q.nextSend = now.Add(q.backoff)
-		return
-	}
+// acked records that the batch in flight was taken.
+func (q *rowQueue) acked() {
 	q.sent += uint64(q.inflight)
-	q.head += q.inflight
+	q.drop(q.inflight)
 	q.inflight = 0
 	q.backoff = 0
 	q.nextSend = time.Time{}
+	q.refusedLone = 0
+	q.limit = min(2*q.batchLimit(), batchRows)
+}
+
+// failed records that the batch in flight failed (it is sent again after a
+// backoff).
+func (q *rowQueue) failed(now time.Time) {
+	q.inflight = 0
+	q.backoff = min(max(2*q.backoff, 500*time.Millisecond), maxBackoff)
+	q.nextSend = now.Add(q.backoff)
+}
+
+// refused records that the batch in flight was refused whole; it reports
+// whether its lone row is to be quarantined (refused quarantineAfter
+// times). A batch of several rows is split: the next takes half as many,
+// at once.
+func (q *rowQueue) refused(now time.Time) (quarantine bool) {
+	n := q.inflight
+	q.inflight = 0
+	if n > 1 {
+		q.limit = max(n/2, 1)
+		q.nextSend = time.Time{}
+		return false
+	}
+	q.limit = 1
+	q.refusedLone++
+	if q.refusedLone >= quarantineAfter {
+		q.refusedLone = 0
+		return true
+	}
+	q.backoff = min(max(2*q.backoff, 500*time.Millisecond), maxBackoff)
+	q.nextSend = now.Add(q.backoff)
+	return false
+}
+
+// headRow is the encoded row at head, without its newline.
+func (q *rowQueue) headRow() []byte {
+	return q.data[q.start(q.head) : q.ends[q.head]-1]
+}
+
+// drop forgets the first n unacknowledged rows (taken, or quarantined).
+func (q *rowQueue) drop(n int) {
+	for i := q.head; i < q.head+n; i++ {
+		q.pending -= int64(q.reqs[i])
+	}
+	q.head += n
 	// Compact once half the rows are spent: the unsent tail moves to the
 	// front (usually a few rows), and the buffer keeps its capacity.
 	if q.head > 0 && q.head >= len(q.ends)/2 {
 		off := q.start(q.head)
-		n := copy(q.data, q.data[off:])
-		q.data = q.data[:n]
-		m := copy(q.ends, q.ends[q.head:])
+		m := copy(q.data, q.data[off:])
+		q.data = q.data[:m]
+		m = copy(q.ends, q.ends[q.head:])
 		q.ends = q.ends[:m]
 		for i := range q.ends {
 			q.ends[i] -= off
 		}
+		q.at = q.at[:copy(q.at, q.at[q.head:])]
+		q.reqs = q.reqs[:copy(q.reqs, q.reqs[q.head:])]
 		q.head = 0
 	}
 }
 
+// enqueue queues a finished request's row (or a start row, a summary):
+// bounded, encoded in place, folded into the totals when the queue is
+// full. It reports whether the row was queued as a row of its own.
+func (e *Engine) enqueue(r *ledger.Row, now time.Time) bool {
+	q := &e.rows
+	from := len(q.data)
+	if boundCaller(r) {
+		e.host.Metrics.Add(MetricRowsCut, 1)
+		e.cutRows++
+	}
+	q.data = append(r.AppendJSON(q.data), '\n')
+	if n := len(q.data) - from; n > ledger.MaxRowBytes+1 {
+		// Still too long: lists from a plan of thousands of limits on one
+		// chain. The lists go; the row counts the request all the same.
+		r.Shadow, r.Breached, r.Suspended = nil, nil, nil
+		r.Cut = append(r.Cut, "shadow", "breached", "suspended")
+		q.data = append(r.AppendJSON(q.data[:from]), '\n')
+	}
+	n := len(q.data) - from
+	foldable := r.Kind != ledger.KindStart && len(r.Holds) == 0 && len(r.Reconcile) == 0
+	if q.room(n, false) && (e.totals.len() == 0 || !foldable) {
+		q.push(now, r.Requests())
+		return true
+	}
+	q.data = q.data[:from]
+	if foldable && e.kinds.summary && e.totals.add(r, now, e.totalsCap()) {
+		e.host.Metrics.Add(MetricRowsFolded, 1)
+		e.foldedRows++
+		return false
+	}
+	if !foldable && r.Kind != ledger.KindStart && q.room(n, true) {
+		q.data = append(r.AppendJSON(q.data), '\n')
+		q.push(now, r.Requests())
+		return true
+	}
+	if r.Kind == ledger.KindStart {
+		return false // its end, or the totals, will count the call
+	}
+	q.dropped++
+	q.droppedAt = now.UnixNano()
+	e.host.Metrics.Add(MetricRowsDropped, 1)
+	return false
+}
+
+// boundCaller cuts the members of r that come from the caller or the
+// upstream (the key id, the path, the provider, the models) to
+// ledger.MaxFieldBytes, naming them in Cut, and reports whether it cut
+// any. The accountant bounds every member of every row it takes
+// (ledger.Row.Bound); the filter bounds what can be long here, in less
+// code.
+func boundCaller(r *ledger.Row) bool {
+	cut := false
+	for i, p := range [...]*string{&r.KID, &r.Endpoint, &r.Provider, &r.Model, &r.Served} {
+		if len(*p) > ledger.MaxFieldBytes {
+			*p = ledger.CutField(*p)
+			r.Cut = append(r.Cut, callerMembers[i])
+			cut = true
+		}
+	}
+	return cut
+}
+
+var callerMembers = [...]string{"kid", "endpoint", "provider", "model", "model_served"}
+
+// totalsCap is how many groups the overflow totals may hold.
+func (e *Engine) totalsCap() int { return maxTotals }
+
+// drainTotals moves the overflow totals into the queue as summary rows
+// while there is room (after an answer, and on tick).
+func (e *Engine) drainTotals(now time.Time) {
+	for e.totals.len() > 0 && e.rows.room(ledger.MaxRowBytes+1, false) {
+		e.queueTotal(e.totals.pop(), now)
+	}
+}
+
+// lagRequests is the requests this VM holds that the accountant has not
+// acknowledged: its queued rows (a summary counted as its requests) and
+// its totals (the bound's tee_lag_rows, and tokentriage.ledger.rows_queued).
+func (e *Engine) lagRequests() int64 { return e.rows.pending + e.totals.reqs + e.unauth.reqs }
+
+// oldestUnacked is when the oldest request this VM holds unacknowledged
+// ended (unix ns), 0 when none.
+func (e *Engine) oldestUnacked() int64 {
+	o := e.rows.oldest()
+	for _, t := range [...]int64{e.totals.oldest(), e.unauth.oldest()} {
+		if t != 0 && (o == 0 || t < o) {
+			o = t
+		}
+	}
+	return o
+}
+
+// setQueued publishes the live lag in tokentriage.ledger.rows_queued.
+func (e *Engine) setQueued() {
+	if v := e.lagRequests(); v != e.queuedShown {
+		e.host.Metrics.Set(GaugeRowsQueued, v)
+		e.queuedShown = v
+	}
+}
+
 // flushRows sends the next batch to the accountant when one is due (the
-// tick, and the answer to a full batch).
+// tick, and the answer to a batch).
 func (e *Engine) flushRows(now time.Time, force bool) {
 	if e.host.Caller == nil {
 		return
@@ -130,19 +341,29 @@ func (e *Engine) flushRows(now time.Time, force bool) {
 	e.sendRows(now, force, e.host.Caller.Call)
 }
 
-// minSendGap is the least time between two batches that are not full: a
-// tenth of the flush interval (10 ms in dev, 50 ms by default), so a VM
-// sends at most ten batches a flush interval however its rows trickle in.
-func (e *Engine) minSendGap() time.Duration { return max(e.flushEvery/10, 5*time.Millisecond) }
+// batchWait is the longest a queued row waits for others before its batch
+// may leave: a tenth of the flush interval (10 ms in dev, 50 ms by
+// default), at least 5 ms.
+func (e *Engine) batchWait() time.Duration { return max(e.flushEvery/10, 5*time.Millisecond) }
 
-// sendRowsNow sends the queued rows at once, from the stream that just
-// queued one, when no batch is in flight, the accountant is not being
-// backed off, and the last batch left at least minSendGap ago; otherwise
-// the answer to the batch in flight, or the tick, sends them. The call is
-// answered on the plugin context: the stream ends right after.
+// due reports whether the unsent rows should leave now: a whole batch
+// waits, or the oldest has waited batchWait.
+func (e *Engine) due(now time.Time) bool {
+	if e.rows.unsent() == 0 {
+		return false
+	}
+	return e.rows.full() || now.UnixNano()-e.rows.oldestUnsent() >= int64(e.batchWait())
+}
+
+// sendRowsNow sends the queued rows from the stream that just queued one,
+// when they are due (sendRows says when) and no batch is in flight or being
+// backed off; otherwise the answer to the batch in flight, a later row, or
+// the tick sends them. The call is answered on the plugin context: the
+// stream ends right after.
 func (e *Engine) sendRowsNow(now time.Time) {
 	pc, ok := e.host.Caller.(PluginCaller)
-	if !ok || e.finishing != nil || now.Sub(e.rows.lastSend) < e.minSendGap() {
+	if e.rows.inflight > 0 || now.Before(e.rows.nextSend) || !ok || e.finishing != nil || !e.due(now) {
+		e.setQueued() // nothing leaves now: the gauge says so at once
 		return
 	}
 	e.sendRows(now, false, pc.CallForPlugin)
@@ -150,45 +371,100 @@ func (e *Engine) sendRowsNow(now time.Time) {
 
 type callFunc func(method, path string, headers [][2]string, body []byte, timeout time.Duration, cb func(int, []byte)) error
 
-// sendRows sends the next batch through call when one is due.
+// sendRows sends the next batch through call when one is due. The calls
+// in flight are the open calls' start rows first (startrow.go).
 func (e *Engine) sendRows(now time.Time, force bool, call callFunc) {
+	if e.rows.inflight == 0 {
+		e.queueStarts(now)
+	}
 	body := e.rows.batch(now, force)
 	if body == nil {
+		e.setQueued()
 		return
 	}
 	n := e.rows.inflight
 	e.rows.lastSend = now
+	e.setQueued()
 	err := call("POST", syncwire.IngestPath, e.ingestHeaders, body, ingestTimout, func(status int, resp []byte) {
 		t := e.host.Now()
-		ok := status == 200
-		if ok {
-			if r := gjson.GetBytes(resp, "rejected"); r.Int() > 0 {
-				e.logf(LogWarn, "accountant rejected %d of %d ledger rows: %s", r.Int(), n, gjson.GetBytes(resp, "errors").Raw)
-			}
-			e.host.Metrics.Add(MetricRowsSent, uint64(n))
-		} else {
-			e.logf(LogWarn, "sending %d ledger rows to the accountant failed (status %d); retrying", n, status)
-		}
-		e.rows.acked(t, ok)
+		ok := e.answered(t, n, status, resp)
 		if e.finishing != nil {
 			e.finishStep(t, ok)
 			return
 		}
+		if !ok {
+			return
+		}
 		// Rows that arrived while this batch was out leave now, from this
-		// callback (the plugin context), instead of at the next tick: back
-		// to back after a full batch (a backlog drains within one tick),
-		// else minSendGap apart.
-		if ok && e.rows.lag() > 0 && (n == batchRows || t.Sub(e.rows.lastSend) >= e.minSendGap()) {
+		// callback (the plugin context), when they are due: a whole batch
+		// back to back (a backlog drains within one tick), else once the
+		// oldest has waited batchWait.
+		if e.due(t) {
 			e.flushRows(t, true)
 		}
 	})
 	if err != nil {
 		e.logf(LogWarn, "sending ledger rows to the accountant: %v", err)
-		e.rows.acked(now, false)
+		e.rows.failed(now)
 		if e.finishing != nil {
 			e.finishStep(now, false)
 		}
 	}
+}
+
+// answered handles the accountant's answer to a batch of n rows and
+// reports whether the queue moved on (the batch was taken, or a row of it
+// quarantined).
+func (e *Engine) answered(now time.Time, n, status int, resp []byte) bool {
+	switch {
+	case status == 200:
+		if r := gjson.GetBytes(resp, "rejected"); r.Int() > 0 {
+			e.logf(LogWarn, "the accountant quarantined %d of %d ledger rows it cannot accept (its quarantine.jsonl keeps them): %s", r.Int(), n, gjson.GetBytes(resp, "errors").Raw)
+		}
+		e.kinds.learn(resp)
+		e.host.Metrics.Add(MetricRowsSent, uint64(n))
+		e.rows.acked()
+		e.drainTotals(now)
+		e.setQueued()
+		return true
+	case status == 400 || status == 413:
+		// Refused whole: too large or unreadable for the accountant, or
+		// for a proxy between them. Smaller batches get through; a lone
+		// row that does not is quarantined.
+		if n > 1 {
+			e.logf(LogWarn, "the accountant refused a batch of %d ledger rows whole (status %d: %s); sending them in batches of %d", n, status, excerptBytes(resp), max(n/2, 1))
+		}
+		if !e.rows.refused(now) {
+			if n > 1 && e.finishing == nil {
+				e.flushRows(now, true)
+			}
+			return n > 1
+		}
+		row := e.rows.headRow()
+		id := gjson.GetBytes(row, "request_id").String()
+		e.logf(LogError, "ledger: quarantined row %s: the accountant refused it alone %d times (status %d: %s); it is dropped from the queue so the rows behind it go on. The row: %s",
+			id, quarantineAfter, status, excerptBytes(resp), excerptBytes(row))
+		e.host.Metrics.Add(MetricRowsQuarantined, 1)
+		e.rows.drop(1)
+		e.rows.limit = batchRows
+		e.setQueued()
+		if e.finishing == nil {
+			e.flushRows(now, true)
+		}
+		return true
+	default:
+		e.logf(LogWarn, "sending %d ledger rows to the accountant failed (status %d); retrying", n, status)
+		e.rows.failed(now)
+		return false
+	}
+}
+
+// excerptBytes quotes at most 512 bytes of b for a log line.
+func excerptBytes(b []byte) string {
+	if len(b) > 512 {
+		return string(wire.AppendJSONString(nil, string(b[:512]))) + "… (" + itoa(int64(len(b))) + " bytes)"
+	}
+	return string(wire.AppendJSONString(nil, string(b)))
 }
 
 // finishAttempts bounds the sends Finish makes in a row that fail.
@@ -201,13 +477,16 @@ const finishAttempts = 3
 // acknowledged or the accountant failed finishAttempts sends in a row (the
 // rows left are logged as lost).
 func (e *Engine) Finish(done func()) bool {
+	now := e.host.Now()
+	e.queueUnauth(now, true)
+	e.drainTotals(now)
 	if e.host.Caller == nil || e.rows.lag() == 0 || e.finishing != nil {
 		return e.finishing == nil
 	}
 	e.finishing = done
 	e.finishFailures = 0
 	if e.rows.inflight == 0 {
-		e.flushRows(e.host.Now(), true)
+		e.flushRows(now, true)
 	}
 	return e.finishing == nil
 }
@@ -219,11 +498,12 @@ func (e *Engine) finishStep(now time.Time, ok bool) {
 	} else {
 		e.finishFailures++
 	}
+	e.drainTotals(now)
 	if e.rows.lag() > 0 && e.finishFailures < finishAttempts {
 		e.flushRows(now, true)
 		return
 	}
-	if n := e.rows.lag(); n > 0 {
+	if n := e.lagRequests(); n > 0 {
 		e.logf(LogError, "the VM is ending with %d ledger rows the accountant did not take; they are lost", n)
 		e.host.Metrics.Add(MetricRowsDropped, uint64(n))
 	}

@@ -76,21 +76,18 @@ func (e *Engine) Done(s *Stream) {
 	e.queueRow(s, now)
 }
 
-// queueRow queues the request's ledger row for the accountant, and sends
-// the queue at once when it may (sendRowsNow), so a crash loses as few
-// rows as it can.
+// queueRow queues the request's ledger row for the accountant (ledgerq.go),
+// and sends the queue when it is due (sendRowsNow), so a crash loses as
+// few rows as it can.
 func (e *Engine) queueRow(s *Stream, now time.Time) {
 	if e.host.Caller == nil {
 		return // no accountant: nothing folds rows
 	}
-	if !e.rows.room() {
-		e.rows.droppedAt = now.UnixNano()
-		e.host.Metrics.Add(MetricRowsDropped, 1)
+	e.fillRow(&e.row, s, now)
+	if e.unauthSummed(s, &e.row, now) {
 		return
 	}
-	e.fillRow(&e.row, s, now)
-	e.rows.data = e.row.AppendJSON(e.rows.data)
-	e.rows.add()
+	e.enqueue(&e.row, now)
 	e.sendRowsNow(now)
 }
 
@@ -248,11 +245,18 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 		r.RefusedBy = s.refusal.by
 	case s.passthrough:
 		r.Decision = ledger.Passthrough
-	case len(s.breached) > 0:
-		r.Decision = ledger.SoftBreach
-	case len(s.shadow) > 0:
-		r.Decision = ledger.ShadowRefused
 	default:
-		r.Decision = ledger.Admitted
+		r.Decision = forwardedAs(s)
 	}
+}
+
+// forwardedAs is the decision of a request the gates let through.
+func forwardedAs(s *Stream) ledger.Decision {
+	switch {
+	case len(s.breached) > 0:
+		return ledger.SoftBreach
+	case len(s.shadow) > 0:
+		return ledger.ShadowRefused
+	}
+	return ledger.Admitted
 }

@@ -96,6 +96,10 @@ type Core struct {
 	// admitted holds the rows admitted under each tag until their commit
 	// is durable (Commit) or failed (Abort).
 	admitted map[uint64]*pendingBatch
+	// open are the calls in flight whose start was recorded, by request
+	// (open.go); estimated the estimates closes counted, for a late end.
+	open      map[requestKey]*openCall
+	estimated map[requestKey]estimate
 	// prunedHour is the Unix hour of the last dedup prune
 	prunedHour int64
 	fired      map[alertKey]struct{}
@@ -130,10 +134,14 @@ type Stats struct {
 	// the free ones skipped before the fold).
 	Passthrough int64
 	// Redated counts live rows re-dated to the accountant's clock.
-	Redated  int64
-	Unpriced int64 // recorded rows whose model has no price
-	Folded   int64 // rows folded into at least the aggregates
-	Alerts   int64
+	Redated int64
+	// Starts counts recorded start rows of calls in flight, Closes the
+	// calls closed at their estimate, OpenDropped the starts not held open
+	// because maxOpen were.
+	Starts, Closes, OpenDropped int64
+	Unpriced                    int64 // recorded rows whose model has no price
+	Folded                      int64 // rows folded into at least the aggregates
+	Alerts                      int64
 	// DedupIDs is the number of request ids held; DedupHorizon the
 	// earliest row end time that can still be deduplicated.
 	DedupIDs     int
@@ -169,6 +177,8 @@ func New(opts Options) *Core {
 		replicaIDs: map[string]string{},
 		dedup:      newDedup(opts.DedupMaxIDs),
 		admitted:   map[uint64]*pendingBatch{},
+		open:       map[requestKey]*openCall{},
+		estimated:  map[requestKey]estimate{},
 		fired:      map[alertKey]struct{}{},
 		dirty:      true,
 	}

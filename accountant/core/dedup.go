@@ -5,12 +5,37 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
-// requestKey is a request id packed into 17 bytes: the 26 base32 characters
-// after "tt_", 5 bits each. The packing is exact, so two ids never share a
-// key.
-type requestKey [17]byte
+// requestKey is a request id packed into 17 bytes (the 26 base32
+// characters after "tt_", 5 bits each: the packing is exact, so two ids
+// never share a key) and, in the last byte, the class of row it keys
+// (keyEnd, keyStart, keyClose): a request is recorded once as each of its
+// start, its close and its end.
+type requestKey [18]byte
+
+// The classes of row a request id is deduplicated in.
+const (
+	keyEnd   byte = iota // a finished request, or a summary (its own id)
+	keyStart             // an admitted call's start
+	keyClose             // the accountant's estimated close
+)
+
+// classOf is the dedup class of a row kind.
+func classOf(k ledger.Kind) byte {
+	switch k {
+	case ledger.KindStart:
+		return keyStart
+	case ledger.KindClose:
+		return keyClose
+	}
+	return keyEnd
+}
+
+// as returns k keying the class c of the same request.
+func (k requestKey) as(c byte) requestKey { k[17] = c; return k }
 
 // errRequestID marks a malformed request id.
 var errRequestID = errors.New("request_id")

@@ -126,9 +126,9 @@ func amountOf(t govern.Type, a agg) int64 {
 	return 0
 }
 
-// rowAgg is one forwarded row as an aggregate.
+// rowAgg is one forwarded row as an aggregate (a summary is its requests).
 func rowAgg(r *ledger.Row) agg {
-	a := agg{rows: 1, tokens: addSat(max(r.Usage.Input, 0), max(r.Usage.Output, 0))}
+	a := agg{rows: r.Requests(), tokens: addSat(max(r.Usage.Input, 0), max(r.Usage.Output, 0))}
 	if r.Cost != nil && !r.Cost.Unpriced {
 		a.nanos = r.Cost.Nanos
 	}
@@ -170,11 +170,27 @@ func (c *Core) resolve(d dims) []target {
 // deltas (and their targets) to the scratch slices.
 func (c *Core) fold(r *ledger.Row) {
 	c.stats.Folded++
+	c.foldAgg(r, rowAgg(r))
+}
+
+// unfold takes out of the aggregates and counters the estimate a late end
+// replaces (r.Replaced, with the end's dims): the close that counted it.
+func (c *Core) unfold(r *ledger.Row) {
+	e := *r
+	e.End, e.Usage, e.Cost, e.Kind = r.Replaced.End, r.Replaced.Usage, r.Replaced.Cost, ledger.KindClose
+	e.Estimated = ledger.Estimated{Input: true, Output: true}
+	a := rowAgg(&e)
+	a.rows, a.tokens, a.nanos, a.unpriced, a.estimated = -a.rows, -a.tokens, -a.nanos, -a.unpriced, -a.estimated
+	c.foldAgg(&e, a)
+}
+
+// foldAgg adds a, the aggregate of r (negative to take one out), to the
+// aggregates and appends its counter deltas.
+func (c *Core) foldAgg(r *ledger.Row, a agg) {
 	d := rowDims(r)
 	if r.Decision == ledger.Passthrough {
 		d.endpoint = c.passthroughEndpoint(d.endpoint)
 	}
-	a := rowAgg(r)
 	if day := dayOf(r.End); day >= c.aggFrom {
 		k := aggKey{d: d, day: day}
 		p := c.aggs[k]
@@ -187,18 +203,18 @@ func (c *Core) fold(r *ledger.Row) {
 		p.nanos = addSat(p.nanos, a.nanos)
 		p.unpriced = addSat(p.unpriced, a.unpriced)
 		p.estimated = addSat(p.estimated, a.estimated)
-		if a.nanos > 0 && r.Replica != "" {
+		if a.nanos != 0 && r.Replica != "" {
 			p.addReplica(c.intern(r.Replica), a.nanos)
 		}
 	}
 	for _, t := range c.resolve(d) {
 		start := calendar.Start(t.unit, r.End).Unix()
-		if a.unpriced > 0 && t.limit.Type == govern.BudgetUSD {
+		if a.unpriced != 0 && t.limit.Type == govern.BudgetUSD {
 			u := t.unpricedTarget()
 			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: u.id, Unit: u.unit, Start: start}, N: a.unpriced})
 			c.targets = append(c.targets, u)
 		}
-		if a.estimated > 0 && t.limit.Type == govern.BudgetUSD {
+		if a.estimated != 0 && t.limit.Type == govern.BudgetUSD {
 			u := t.estimatedTarget()
 			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: u.id, Unit: u.unit, Start: start}, N: a.estimated})
 			c.targets = append(c.targets, u)

@@ -46,6 +46,10 @@ type Result struct {
 	Redated     int
 	Skew        time.Duration
 	SkewReplica string
+	// Replaced lists the rows (by index) whose Replaced Admit set: ends
+	// that came after the accountant closed their call at its estimate.
+	// The caller encodes their lines again before writing them.
+	Replaced []int
 }
 
 // Ingest records a batch at instant now whose rows are durable already
@@ -88,7 +92,7 @@ func (c *Core) Prepare(rows []ledger.Row, out []Prepared) []Prepared {
 	for i := range rows {
 		r := &rows[i]
 		k, err := validate(r)
-		if err == nil && r.Cost == nil && r.Decision.Folded() {
+		if err == nil && r.Cost == nil && r.Decision.Folded() && r.Kind != ledger.KindStart {
 			p := c.opts.Pricing.PriceRow(r)
 			r.Cost = &ledger.Cost{Nanos: p.Nanos, Unpriced: p.Unpriced, Estimated: r.Estimated.Input || r.Estimated.Output}
 		}
@@ -172,6 +176,9 @@ func (c *Core) admit(now time.Time, rows []ledger.Row, prep []Prepared, tag uint
 			res.Outcomes[i] = Duplicate
 			res.Duplicates++
 			res.WaitTag = max(res.WaitTag, t)
+			if r.Kind == ledger.KindStart && live {
+				c.renew(now, r, k) // sent again: the call is alive
+			}
 			continue
 		}
 		if live {
@@ -186,6 +193,9 @@ func (c *Core) admit(now time.Time, rows []ledger.Row, prep []Prepared, tag uint
 		c.dedup.insert(k, r.End, tag)
 		res.Outcomes[i] = Accepted
 		res.Accepted++
+		if r.Kind != ledger.KindStart && c.noteEnd(r, k) {
+			res.Replaced = append(res.Replaced, i)
+		}
 		if p == nil {
 			if p = c.admitted[tag]; p == nil {
 				p = &pendingBatch{}
@@ -209,8 +219,21 @@ func (c *Core) commit(now time.Time, tag uint64, live bool) Result {
 	}
 	delete(c.admitted, tag)
 	c.deltas, c.targets, c.values = c.deltas[:0], c.targets[:0], c.values[:0]
-	for _, r := range p.rows {
+	for i, r := range p.rows {
 		res.Accepted++
+		switch r.Kind {
+		case ledger.KindStart:
+			c.stats.Starts++
+			c.openStart(now, r, p.keys[i])
+			continue // counted by its end, or its close
+		case ledger.KindClose:
+			c.stats.Closes++
+			c.noteClose(r, p.keys[i])
+		case ledger.KindEnd:
+			if r.Replaced != nil {
+				delete(c.estimated, p.keys[i])
+			}
+		}
 		if r.Cost != nil && r.Cost.Unpriced {
 			res.Unpriced++
 		}
@@ -225,6 +248,9 @@ func (c *Core) commit(now time.Time, tag uint64, live bool) Result {
 			if r.Free {
 				continue
 			}
+		}
+		if r.Replaced != nil && r.Kind == ledger.KindEnd {
+			c.unfold(r)
 		}
 		c.fold(r)
 		if r.End.After(res.MaxEnd) {
@@ -261,7 +287,14 @@ func validate(r *ledger.Row) (requestKey, error) {
 		return k, fmt.Errorf("start %s is after end %s", r.Start.UTC().Format(time.RFC3339Nano), r.End.UTC().Format(time.RFC3339Nano))
 	case r.Usage.Input < 0 || r.Usage.Output < 0 || r.Usage.CachedInput < 0 || r.Usage.Reasoning < 0 || r.Usage.Total < 0:
 		return k, fmt.Errorf("usage has a negative token count")
+	case !r.Kind.Known():
+		return k, fmt.Errorf("kind %q is not one of start, summary, close", truncate(string(r.Kind)))
+	case r.Count < 0 || r.Count > 0 && r.Kind != ledger.KindSummary:
+		return k, fmt.Errorf("count %d on a row that is not a summary; only a summary stands for several requests", r.Count)
+	case r.Replaced != nil && (r.Kind != ledger.KindEnd || r.Replaced.End.IsZero()):
+		return k, fmt.Errorf("replaced is set on a %s row, or without its end; only a finished request's row replaces an estimate", kindName(r.Kind))
 	}
+	k = k.as(classOf(r.Kind))
 	if !r.Decision.Known() {
 		return k, fmt.Errorf("decision %q is not one of admitted, refused, shadow_refused, soft_breach, passthrough", truncate(string(r.Decision)))
 	}
@@ -269,6 +302,13 @@ func validate(r *ledger.Row) (requestKey, error) {
 		return k, fmt.Errorf("cost.nanos %d is negative", r.Cost.Nanos)
 	}
 	return k, nil
+}
+
+func kindName(k ledger.Kind) string {
+	if k == ledger.KindEnd {
+		return "finished request's"
+	}
+	return string(k)
 }
 
 // Err is the reason Prepare found the row unreadable, or nil.

@@ -81,6 +81,24 @@ func (h *harness) do(t *testing.T, cmd string, args map[string]string, input []s
 			t.Fatalf("bounds: %v (before any other command)", err)
 		}
 		return "ok"
+	case "expire":
+		// The server's part: record the closes the core says are due, as
+		// an ingest of their own.
+		at := parseTime(t, mustArg(t, args, "at"))
+		rows := h.core().Expired(at)
+		if len(rows) == 0 {
+			return "nothing to close"
+		}
+		h.tag++
+		res := h.core().Ingest(at, rows, h.tag)
+		var names []string
+		for i, o := range res.Outcomes {
+			if o == Accepted {
+				h.ledger = append(h.ledger, rows[i])
+				names = append(names, fmt.Sprintf("%s at in=%d out=%d", h.rename(rows[i].RequestID), rows[i].Usage.Input, rows[i].Usage.Output))
+			}
+		}
+		return "closed " + strings.Join(names, ", ") + "\n" + fmtAlerts(res.Alerts, "")
 	case "restart":
 		at := parseTime(t, mustArg(t, args, "at"))
 		h.c = nil
@@ -100,8 +118,12 @@ func (h *harness) do(t *testing.T, cmd string, args map[string]string, input []s
 		return fmt.Sprintf("replayed %d rows from %s (accepted %d, skipped %d)", len(rows), from.Format(time.RFC3339), res.Accepted, res.Rejected)
 	case "stats":
 		s := h.core().Stats()
-		return fmt.Sprintf("accepted %d, duplicates %d, rejected %d, refused %d, unpriced %d, folded %d, alerts %d, dedup-ids %d, dedup-horizon %s",
+		out := fmt.Sprintf("accepted %d, duplicates %d, rejected %d, refused %d, unpriced %d, folded %d, alerts %d, dedup-ids %d, dedup-horizon %s",
 			s.Accepted, s.Duplicates, s.Rejected, s.Refused, s.Unpriced, s.Folded, s.Alerts, s.DedupIDs, s.DedupHorizon.Format(time.RFC3339))
+		if s.Starts+s.Closes > 0 || h.core().Open() > 0 {
+			out += fmt.Sprintf(", starts %d, closes %d, open %d", s.Starts, s.Closes, h.core().Open())
+		}
+		return out
 	}
 	t.Fatalf("unknown command %q", cmd)
 	return ""
@@ -154,6 +176,7 @@ func (h *harness) arm(t *testing.T, args map[string]string, input []string) stri
 //	NAME end=TIME [start=TIME] [node=N] [kid=K] [model=M] [served=M]
 //	     [provider=P] [endpoint=E] [in=N] [out=N] [cached=N] [reasoning=N]
 //	     [decision=D] [cost=NANOS|unpriced] [replica=ID] [estimated=in|out|both]
+//	     [kind=start|summary|close] [count=N] [ttl=DURATION]
 //
 // NAME is turned into a valid request id (or used as is when it starts with
 // tt_ or is "bad:...").
@@ -172,6 +195,10 @@ func (h *harness) ingest(t *testing.T, args map[string]string, input []string) s
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "accepted %d, duplicates %d, rejected %d, unpriced %d", res.Accepted, res.Duplicates, res.Rejected, res.Unpriced)
+	for _, i := range res.Replaced {
+		p := rows[i].Replaced
+		fmt.Fprintf(&b, ", row %d replaces the estimate in=%d out=%d", i+1, p.Usage.Input, p.Usage.Output)
+	}
 	if res.WaitTag != 0 {
 		fmt.Fprintf(&b, ", wait for tag %d", res.WaitTag)
 	}
@@ -250,6 +277,16 @@ func (h *harness) parseRow(t *testing.T, line string) ledger.Row {
 			r.Free = v == "true"
 		case "estimated":
 			r.Estimated = ledger.Estimated{Input: v == "in" || v == "both", Output: v == "out" || v == "both"}
+		case "kind":
+			r.Kind = ledger.Kind(v)
+		case "count":
+			r.Count = num(v)
+		case "ttl":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				t.Fatalf("row %q: %v", line, err)
+			}
+			r.LeaseTTLMS = d.Milliseconds()
 		case "cost":
 			if v == "unpriced" {
 				r.Cost = &ledger.Cost{Unpriced: true}

@@ -24,6 +24,7 @@ func (c *Core) Tick(now time.Time) ([]Alert, error) {
 	c.generatedAt = now
 	from := c.ReplayFrom(now)
 	c.dedup.prune(hourOf(from), hourOf(now)-1)
+	c.pruneEstimates()
 	if day := dayOf(earliestPeriodStart(now)); day > c.aggFrom {
 		c.aggFrom = day
 		for k := range c.aggs {

@@ -109,10 +109,27 @@ func New(armed *govern.Armed, at time.Time, catalog *pricing.Catalog) *Replay {
 // Unreadable counts a line that is not a ledger row.
 func (r *Replay) Unreadable() { r.stats.Unreadable++ }
 
-// Add replays one row.
+// Add replays one row: a summary as its requests, a start not at all (its
+// end or its close counts the call), and a late end as its own figures in
+// place of the estimate it replaces.
 func (r *Replay) Add(row *ledger.Row) {
+	if row.Kind == ledger.KindStart {
+		return
+	}
+	if p := row.Replaced; p != nil && row.Kind == ledger.KindEnd {
+		e := *row
+		e.End, e.Usage, e.Cost, e.Kind, e.Replaced = p.End, p.Usage, p.Cost, ledger.KindClose, nil
+		r.add(&e, -1)
+	}
+	r.add(row, 1)
+}
+
+// add replays a row's requests, counted sign times (-1 takes a replaced
+// estimate out).
+func (r *Replay) add(row *ledger.Row, sign int64) {
+	n := int(row.Requests() * sign)
 	st := &r.stats
-	st.Rows++
+	st.Rows += n
 	if !row.Start.IsZero() && (st.First.IsZero() || row.Start.Before(st.First)) {
 		st.First = row.Start
 	}
@@ -123,7 +140,7 @@ func (r *Replay) Add(row *ledger.Row) {
 	if passthrough {
 		// Forwarded ungoverned: gate 1 and quota_requests count it, as in
 		// the filter, unless it was a free call.
-		st.Passthrough++
+		st.Passthrough += n
 		if row.Free {
 			return
 		}
@@ -132,9 +149,9 @@ func (r *Replay) Add(row *ledger.Row) {
 	switch {
 	case passthrough:
 	case forwarded:
-		st.Forwarded++
+		st.Forwarded += n
 	default:
-		st.Refused++
+		st.Refused += n
 	}
 	cost := row.Cost
 	if passthrough {
@@ -148,7 +165,7 @@ func (r *Replay) Add(row *ledger.Row) {
 		cost = &ledger.Cost{} // refused: never forwarded, costs nothing
 	}
 	if cost.Unpriced {
-		st.Unpriced++
+		st.Unpriced += n
 	}
 	if r.armed == nil {
 		return
@@ -164,12 +181,15 @@ func (r *Replay) Add(row *ledger.Row) {
 	d1 := govern.Dims{Endpoint: row.Endpoint}
 	r.buf = r.armed.Resolve(r.chain, d1, govern.Gate1, r.buf[:0])
 	for _, in := range r.buf {
+		if sign < 0 {
+			continue // the close's arrival is the end's own
+		}
 		switch in.Limit.Type {
 		case govern.RPM:
 			x := r.rate(in, d1)
-			x.arrivals = append(x.arrivals, arrival{at: start.UnixNano(), cost: 1})
+			x.arrivals = append(x.arrivals, arrival{at: start.UnixNano(), cost: int64(n)})
 		case govern.Concurrency:
-			if forwarded {
+			if forwarded && row.Kind != ledger.KindSummary {
 				x := r.flight(in, d1)
 				x.flights = append(x.flights, flight{start: start.UnixNano(), end: row.End.UnixNano()})
 			}
@@ -187,6 +207,7 @@ func (r *Replay) Add(row *ledger.Row) {
 		switch {
 		case passthrough && l.Type != govern.QuotaRequests:
 			// The filter checks only quota_requests on a passthrough call.
+		case l.Type == govern.TPM && sign < 0:
 		case l.Type == govern.TPM:
 			total := row.Usage.Total
 			if total <= 0 {
@@ -203,16 +224,16 @@ func (r *Replay) Add(row *ledger.Row) {
 				x = &settled{instance: newInstance(in, d2)}
 				r.settled[in.ID] = x
 			}
-			x.rows++
+			x.rows += n
 			switch l.Type {
 			case govern.BudgetUSD:
 				if !cost.Unpriced {
-					x.value = addSat(x.value, cost.Nanos)
+					x.value = addSat(x.value, sign*cost.Nanos)
 				}
 			case govern.QuotaTokens:
-				x.value = addSat(x.value, addSat(max(row.Usage.Input, 0), max(row.Usage.Output, 0)))
+				x.value = addSat(x.value, sign*addSat(max(row.Usage.Input, 0), max(row.Usage.Output, 0)))
 			case govern.QuotaRequests:
-				x.value++
+				x.value += int64(n)
 			}
 		}
 	}

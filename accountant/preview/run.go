@@ -13,7 +13,6 @@ import (
 	"github.com/tokentriage/tokentriage/internal/configfile"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
-	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // Options are the inputs of a preview run.
@@ -77,7 +76,7 @@ func Run(w io.Writer, o Options) error {
 		return err
 	}
 	fleet := len(ledgers) > 1
-	seen := map[[16]byte]struct{}{} // request ids replayed, when several ledgers are
+	seen := map[[17]byte]struct{}{} // rows replayed (ledger.Row.Key), when several ledgers are
 	var repeated int64
 	r := New(armed, o.At, o.Pricing)
 	total := ledgerlog.Size(files)
@@ -98,7 +97,7 @@ func Run(w io.Writer, o Options) error {
 				return nil
 			}
 			if fleet {
-				if id, ok := wire.ParseRequestID(row.RequestID); ok {
+				if id, ok := row.Key(); ok {
 					if _, dup := seen[id]; dup {
 						repeated++
 						return nil

@@ -7,7 +7,6 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/accountant/pricing"
 	"github.com/tokentriage/tokentriage/shared/ledger"
-	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // BuildOptions are the inputs of Build.
@@ -54,9 +53,9 @@ func Build(o BuildOptions) (*Rollup, BuildStats, error) {
 	}
 	r := New(o.Rollup)
 	st := BuildStats{Ledgers: len(o.Ledgers)}
-	var seen map[[16]byte]struct{}
+	var seen map[[17]byte]struct{}
 	if len(o.Ledgers) > 1 {
-		seen = map[[16]byte]struct{}{}
+		seen = map[[17]byte]struct{}{}
 	}
 	read := map[string]bool{}
 	var all []string
@@ -96,7 +95,7 @@ func Build(o BuildOptions) (*Rollup, BuildStats, error) {
 					return nil
 				}
 				if seen != nil {
-					id, ok := wire.ParseRequestID(row.RequestID)
+					id, ok := row.Key()
 					if !ok {
 						return fmt.Errorf("%s line %d: request_id %q is not a request id", f, n, row.RequestID)
 					}
@@ -108,7 +107,7 @@ func Build(o BuildOptions) (*Rollup, BuildStats, error) {
 						seen[id] = struct{}{}
 					}
 				}
-				if row.Cost == nil && row.Decision.Folded() {
+				if row.Cost == nil && row.Decision.Folded() && row.Kind != ledger.KindStart {
 					p := cat.PriceRow(&row)
 					row.Cost = &ledger.Cost{Nanos: p.Nanos, Unpriced: p.Unpriced, Estimated: row.Estimated.Input || row.Estimated.Output}
 				}

@@ -375,3 +375,39 @@ func TestTopKeepsTheBiggestAndSumsTheRest(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildReadsEveryRowKind: over two ledgers, a summary counts as its
+// requests, a start as nothing, and a late end replaces the estimate its
+// close counted; the end's copy in the other ledger (a retried batch that
+// reached another accountant) is counted once, and the call's start and
+// close are not taken for copies of its end.
+func TestBuildReadsEveryRowKind(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	base := ledger.Row{Start: t0, End: t0, Node: "org:acme", Model: "gpt-4o-mini", Provider: "openai", Endpoint: "/v1/chat/completions",
+		Status: 200, Decision: ledger.Admitted, Cost: &ledger.Cost{Nanos: 1000}}
+	summary := base
+	summary.RequestID, summary.Kind, summary.Count, summary.Usage = "tt_aaaaaaaaaaaaaaaaaaaaaaaaaa", ledger.KindSummary, 40, ledger.Usage{Input: 400}
+	start := base
+	start.RequestID, start.Kind, start.Usage, start.Cost = "tt_e6gbpncee32dbu7y5jpsfr4ax4", ledger.KindStart, ledger.Usage{Input: 5, Output: 500}, nil
+	closed := start
+	closed.Kind, closed.End, closed.Cost = ledger.KindClose, t0.Add(time.Hour), &ledger.Cost{Nanos: 90000, Estimated: true}
+	late := base
+	late.RequestID, late.End, late.Usage = start.RequestID, t0.Add(2*time.Hour), ledger.Usage{Input: 5, Output: 7}
+	late.Replaced = &ledger.Replaced{End: closed.End, Usage: closed.Usage, Cost: closed.Cost}
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	os.WriteFile(a, ledger.AppendJSONL(nil, []ledger.Row{summary, start, closed, late}), 0o644)
+	os.WriteFile(b, ledger.AppendJSONL(nil, []ledger.Row{late}), 0o644)
+	got, st, err := Build(BuildOptions{Ledgers: [][]string{{a}, {b}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Duplicates != 1 {
+		t.Errorf("stats %+v; want the end's copy as the one duplicate", st)
+	}
+	q, _ := ParseQuery(url.Values{"from": {"2026-03-01"}, "to": {"2026-04-01"}, "bucket": {"month"}}, t0)
+	rep, _ := got.Run(q, "", t0)
+	if v := rep.Total; v.Requests != 41 || v.InputTokens != 405 || v.OutputTokens != 7 || v.EstimatedRequests != 0 {
+		t.Errorf("total %+v; want 41 requests, 405/7 tokens, none estimated", v)
+	}
+}

@@ -95,8 +95,9 @@ func (s *Sums) add(o *Sums) {
 	s.Nanos = addSat(s.Nanos, o.Nanos)
 }
 
+// sumsOf is what a row adds to its cell: a summary counts as its requests.
 func sumsOf(r *ledger.Row) Sums {
-	s := Sums{Requests: 1, Input: max(r.Usage.Input, 0), Output: max(r.Usage.Output, 0),
+	s := Sums{Requests: r.Requests(), Input: max(r.Usage.Input, 0), Output: max(r.Usage.Output, 0),
 		CachedInput: max(r.Usage.CachedInput, 0), Reasoning: max(r.Usage.Reasoning, 0)}
 	if r.Cost != nil && !r.Cost.Unpriced {
 		s.Nanos = max(r.Cost.Nanos, 0)
@@ -260,10 +261,14 @@ func (r *Rollup) addLocked(rows []ledger.Row, keep func(int) bool) {
 			continue
 		}
 		row := &rows[i]
-		if row.End.IsZero() || row.Free {
+		if row.End.IsZero() || row.Free || row.Kind == ledger.KindStart {
 			// A free call (the model list, a token count) bills nothing
 			// and is no request to report: its row is in the ledger only.
+			// A start counts nothing: its end or its close does.
 			continue
+		}
+		if p := row.Replaced; p != nil && row.Kind == ledger.KindEnd {
+			r.takeOut(row, p)
 		}
 		d := dimsOf(row)
 		var id uint32
@@ -298,6 +303,28 @@ func (r *Rollup) addLocked(rows []ledger.Row, keep func(int) bool) {
 		if row.End.After(r.last) {
 			r.last = row.End
 		}
+	}
+}
+
+// takeOut subtracts from its cell the estimate a late end replaces: the
+// close that counted the call, with the end's dims.
+func (r *Rollup) takeOut(row *ledger.Row, p *ledger.Replaced) {
+	e := *row
+	e.End, e.Usage, e.Cost, e.Kind, e.Replaced = p.End, p.Usage, p.Cost, ledger.KindClose, nil
+	d := dimsOf(&e)
+	id, ok := r.index[d]
+	if !ok {
+		return // the close is not in this rollup: nothing to take out
+	}
+	s := sumsOf(&e)
+	s = Sums{Requests: -s.Requests, Input: -s.Input, Output: -s.Output, CachedInput: -s.CachedInput, Reasoning: -s.Reasoning, Nanos: -s.Nanos}
+	h := floorDiv(e.End.Unix(), 3600)
+	day := floorDiv(h, 24)
+	if sl := r.days[day]; sl != nil {
+		sl.cell(id).add(&s)
+	}
+	if sl := r.hours[h]; sl != nil && day >= r.hourlyFrom {
+		sl.cell(id).add(&s)
 	}
 }
 

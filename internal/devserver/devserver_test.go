@@ -224,7 +224,8 @@ func TestLedgerLag(t *testing.T) {
 		b = binary.LittleEndian.AppendUint32(b, lag)
 		b = binary.LittleEndian.AppendUint64(b, 7)
 		b = binary.LittleEndian.AppendUint64(b, uint64(expires.UnixNano()))
-		return binary.LittleEndian.AppendUint64(b, 0)
+		b = binary.LittleEndian.AppendUint64(b, 0)    // last drop
+		return binary.LittleEndian.AppendUint64(b, 0) // oldest unacknowledged
 	}
 	cell := func(entries ...[]byte) []byte {
 		b := []byte{byte(len(entries))}

@@ -11,14 +11,14 @@ import (
 // cell the filter's 429 bounds are read from (filter/tee.go):
 //
 //	tt/tee: n u8 | n × (vm u32, lag u32, dropped u64, expires i64 unix ns,
-//	                    last drop i64 unix ns)
+//	                    last drop i64 unix ns, oldest unacked i64 unix ns)
 //
 // After the gateway has stopped, every VM ticks at least once more (so a
 // row queued by the last request is counted), and the drain waits until
 // every VM reports none left.
 const (
 	teeKey       = "tt/tee"
-	teeEntrySize = 32
+	teeEntrySize = 40
 )
 
 // ledgerLag sums the rows the VMs still hold, from the tee cell; ok is

@@ -37,17 +37,9 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	dst = wire.AppendJSONString(dst, r.Served)
 	dst = append(dst, `,"stream":`...)
 	dst = strconv.AppendBool(dst, r.Stream)
-	dst = append(dst, `,"usage":{"input":`...)
-	dst = wire.AppendInt(dst, r.Usage.Input)
-	dst = append(dst, `,"output":`...)
-	dst = wire.AppendInt(dst, r.Usage.Output)
-	dst = append(dst, `,"cached_input":`...)
-	dst = wire.AppendInt(dst, r.Usage.CachedInput)
-	dst = append(dst, `,"reasoning":`...)
-	dst = wire.AppendInt(dst, r.Usage.Reasoning)
-	dst = append(dst, `,"total":`...)
-	dst = wire.AppendInt(dst, r.Usage.Total)
-	dst = append(dst, `},"status":`...)
+	dst = append(dst, `,"usage":`...)
+	dst = r.Usage.appendJSON(dst)
+	dst = append(dst, `,"status":`...)
 	dst = wire.AppendInt(dst, int64(r.Status))
 	dst = append(dst, `,"decision":`...)
 	dst = wire.AppendJSONString(dst, string(r.Decision))
@@ -63,14 +55,9 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	dst = appendRefs(dst, r.Shadow)
 	dst = append(dst, `,"breached":`...)
 	dst = appendRefs(dst, r.Breached)
-	dst = append(dst, `,"suspended":[`...)
-	for i, s := range r.Suspended {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = wire.AppendJSONString(dst, s)
-	}
-	dst = append(dst, `],"estimated":{"input":`...)
+	dst = append(dst, `,"suspended":`...)
+	dst = appendStrings(dst, r.Suspended)
+	dst = append(dst, `,"estimated":{"input":`...)
 	dst = strconv.AppendBool(dst, r.Estimated.Input)
 	dst = append(dst, `,"output":`...)
 	dst = strconv.AppendBool(dst, r.Estimated.Output)
@@ -90,38 +77,81 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 		dst = appendTime(dst, r.GatewayEnd)
 	}
 	if len(r.Reconcile) > 0 {
-		dst = append(dst, `,"reconcile":[`...)
-		for i, s := range r.Reconcile {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = wire.AppendJSONString(dst, s)
-		}
-		dst = append(dst, ']')
+		dst = append(dst, `,"reconcile":`...)
+		dst = appendStrings(dst, r.Reconcile)
 	}
 	if len(r.Holds) > 0 {
-		dst = append(dst, `,"holds":[`...)
-		for i, s := range r.Holds {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = wire.AppendJSONString(dst, s)
-		}
-		dst = append(dst, ']')
+		dst = append(dst, `,"holds":`...)
+		dst = appendStrings(dst, r.Holds)
 	}
-	dst = append(dst, `,"cost":`...)
-	if r.Cost == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, `{"nanos":`...)
-		dst = wire.AppendInt(dst, r.Cost.Nanos)
-		dst = append(dst, `,"unpriced":`...)
-		dst = strconv.AppendBool(dst, r.Cost.Unpriced)
-		dst = append(dst, `,"estimated":`...)
-		dst = strconv.AppendBool(dst, r.Cost.Estimated)
+	if r.Kind != KindEnd {
+		dst = append(dst, `,"kind":`...)
+		dst = wire.AppendJSONString(dst, string(r.Kind))
+	}
+	if r.Count != 0 {
+		dst = append(dst, `,"count":`...)
+		dst = wire.AppendInt(dst, r.Count)
+	}
+	if r.LeaseTTLMS != 0 {
+		dst = append(dst, `,"lease_ttl_ms":`...)
+		dst = wire.AppendInt(dst, r.LeaseTTLMS)
+	}
+	if len(r.Cut) > 0 {
+		dst = append(dst, `,"cut":`...)
+		dst = appendStrings(dst, r.Cut)
+	}
+	if p := r.Replaced; p != nil {
+		dst = append(dst, `,"replaced":{"end":`...)
+		dst = appendTime(dst, p.End)
+		dst = append(dst, `,"usage":`...)
+		dst = p.Usage.appendJSON(dst)
+		dst = append(dst, `,"cost":`...)
+		dst = p.Cost.appendJSON(dst)
 		dst = append(dst, '}')
 	}
+	dst = append(dst, `,"cost":`...)
+	dst = r.Cost.appendJSON(dst)
 	return append(dst, '}')
+}
+
+// appendJSON appends the cost, or null.
+func (c *Cost) appendJSON(dst []byte) []byte {
+	if c == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, `{"nanos":`...)
+	dst = wire.AppendInt(dst, c.Nanos)
+	dst = append(dst, `,"unpriced":`...)
+	dst = strconv.AppendBool(dst, c.Unpriced)
+	dst = append(dst, `,"estimated":`...)
+	dst = strconv.AppendBool(dst, c.Estimated)
+	return append(dst, '}')
+}
+
+func (u *Usage) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"input":`...)
+	dst = wire.AppendInt(dst, u.Input)
+	dst = append(dst, `,"output":`...)
+	dst = wire.AppendInt(dst, u.Output)
+	dst = append(dst, `,"cached_input":`...)
+	dst = wire.AppendInt(dst, u.CachedInput)
+	dst = append(dst, `,"reasoning":`...)
+	dst = wire.AppendInt(dst, u.Reasoning)
+	dst = append(dst, `,"total":`...)
+	dst = wire.AppendInt(dst, u.Total)
+	return append(dst, '}')
+}
+
+// appendStrings appends a JSON list of strings ([] when empty).
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = wire.AppendJSONString(dst, s)
+	}
+	return append(dst, ']')
 }
 
 func (f *Ref) appendJSON(dst []byte) []byte {

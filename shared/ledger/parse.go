@@ -26,7 +26,8 @@ func (e *FieldError) Error() string {
 // be one valid JSON object in UTF-8; every known member must have its type
 // (a string, an integer without fraction or exponent, true or false, an
 // RFC 3339 time, null where the row allows it); counts must not be
-// negative; the decision must be one of the four; a member may not appear
+// negative; the decision must be one of the five, a kind one of the four
+// (ledger.Kind), a summary's count at least 1; a member may not appear
 // twice. request_id (a well-formed request id), start, end, status and
 // decision are required; every other member defaults to its zero value.
 //
@@ -100,7 +101,7 @@ func (s *scanner) row(r *Row) error {
 	}
 	s.i++
 	const (
-		fRequestID = 1 << iota
+		fRequestID = uint64(1) << iota
 		fStart
 		fEnd
 		fStatus
@@ -127,14 +128,19 @@ func (s *scanner) row(r *Row) error {
 		fHolds
 		fFree
 		fGatewayEnd
+		fKind
+		fCount
+		fLeaseTTL
+		fCut
+		fReplaced
 	)
-	var seen uint32
+	var seen uint64
 	for first := true; s.next(first, '}'); first = false {
 		k, ok := s.key()
 		if !ok {
 			return nil
 		}
-		var bit uint32
+		var bit uint64
 		var err error
 		at := top(k)
 		switch k {
@@ -229,6 +235,30 @@ func (s *scanner) row(r *Row) error {
 		case "holds":
 			bit = fHolds
 			r.Holds, err = s.strings(at)
+		case "kind":
+			bit = fKind
+			var k string
+			if k, err = s.string(at); err == nil && !Kind(k).Known() {
+				err = &FieldError{"kind", strconv.Quote(excerpt(k)) + " is not one of start, summary, close (or absent, a finished request)"}
+			}
+			r.Kind = Kind(k)
+		case "count":
+			bit = fCount
+			if r.Count, err = s.count(at); err == nil && r.Count == 0 {
+				err = &FieldError{k, "0; a summary stands for at least one request"}
+			}
+		case "lease_ttl_ms":
+			bit = fLeaseTTL
+			r.LeaseTTLMS, err = s.count(at)
+		case "cut":
+			bit = fCut
+			r.Cut, err = s.strings(at)
+		case "replaced":
+			bit = fReplaced
+			if !s.literal("null") {
+				r.Replaced = new(Replaced)
+				err = s.replaced(at, r.Replaced)
+			}
 		case "cost":
 			bit = fCost
 			if !s.literal("null") {
@@ -254,7 +284,7 @@ func (s *scanner) row(r *Row) error {
 		return nil
 	}
 	for _, req := range []struct {
-		bit  uint32
+		bit  uint64
 		name string
 	}{{fRequestID, "request_id"}, {fStart, "start"}, {fEnd, "end"}, {fStatus, "status"}, {fDecision, "decision"}} {
 		if seen&req.bit == 0 {
@@ -427,6 +457,26 @@ func (s *scanner) cost(at loc, c *Cost) error {
 		}
 		return true, err
 	})
+}
+
+func (s *scanner) replaced(at loc, p *Replaced) error {
+	return s.object(at, func(k string, at loc) (bool, error) {
+		var err error
+		switch k {
+		case "end":
+			p.End, err = s.time(at)
+		case "usage":
+			err = s.usage(at, &p.Usage)
+		case "cost":
+			if !s.literal("null") {
+				p.Cost = new(Cost)
+				err = s.cost(at, p.Cost)
+			}
+		default:
+			return false, nil
+		}
+		return true, err
+	}, "end")
 }
 
 func (s *scanner) ref(at loc, f *Ref) error {

@@ -1,11 +1,18 @@
-// Package ledger owns the ledger row: the record of one finished request that
-// the filter sends to the accountant and the accountant appends to
-// decisions.jsonl. Its JSON form is a wire contract, golden-tested:
-// (*Row).AppendJSON writes it without reflection, ParseRow reads it strictly,
-// and AppendJSONL, ParseJSONL and Decoder handle batches of JSON lines.
+// Package ledger owns the ledger row: the record of one finished request
+// (or of a call's start, a summary of several requests, the accountant's
+// estimated close of a call whose end never came: Kind) that the filter
+// sends to the accountant and the accountant appends to decisions.jsonl.
+// Its JSON form is a wire contract, golden-tested: (*Row).AppendJSON writes
+// it without reflection, ParseRow reads it strictly, AppendJSONL,
+// ParseJSONL and Decoder handle batches of JSON lines, and Bound holds a
+// row to its size bounds.
 package ledger
 
-import "time"
+import (
+	"time"
+
+	"github.com/tokentriage/tokentriage/shared/wire"
+)
 
 // Decision says what the gates did with a request.
 type Decision string
@@ -105,9 +112,99 @@ type Row struct {
 	// "<calendar unit> <period start, unix s> <counter identity>". Written
 	// only when there are some.
 	Holds []string `json:"holds,omitempty"`
+	// Kind says what the row records: a finished request (KindEnd, written
+	// as nothing, as every row was before kinds), an admitted call's start
+	// (KindStart), the totals of several requests (KindSummary) or the
+	// accountant's estimated close of a call whose end never came
+	// (KindClose). See Kind.
+	Kind Kind `json:"kind,omitempty"`
+	// Count is the number of requests a summary row stands for (at least
+	// 1); its usage is their sum. Written only on summary rows.
+	Count int64 `json:"count,omitempty"`
+	// LeaseTTLMS is, on a start row, the filter's lease_ttl in
+	// milliseconds: the accountant closes the call at its estimate once
+	// that long has passed since it last heard of it. Written only on
+	// start rows.
+	LeaseTTLMS int64 `json:"lease_ttl_ms,omitempty"`
+	// Cut lists the members Bound shortened (a string cut to
+	// MaxFieldBytes, a list to MaxListItems), in row order. Written only
+	// when some were.
+	Cut []string `json:"cut,omitempty"`
+	// Replaced is, on a request's end that arrived after the accountant
+	// had closed the call at its estimate, that estimate: the end's
+	// figures replace it (a reader subtracts it and adds the end), never
+	// add to it. Set by the accountant; written only when set.
+	Replaced *Replaced `json:"replaced,omitempty"`
 	// Cost is set by the accountant when it prices the row; the filter
 	// leaves it nil.
 	Cost *Cost `json:"cost"`
+}
+
+// Kind says what a row records.
+type Kind string
+
+const (
+	// KindEnd is a finished request: one request, counted once its row
+	// is recorded. Every row written before kinds existed is one.
+	KindEnd Kind = ""
+	// KindStart is an admitted call's start, sent while the call is in
+	// flight: it counts nothing itself. If the call's end never arrives
+	// (its proxy died), the accountant closes it with a KindClose row.
+	KindStart Kind = "start"
+	// KindSummary stands for Count requests of the same key, node, model,
+	// provider, endpoint, decision and status that ended within one
+	// quarter of an hour: what a filter folds its rows into when its queue
+	// to the accountant is full, and the unauthenticated refusals past its
+	// sampling rate. Its usage and cost are the requests' sums.
+	KindSummary Kind = "summary"
+	// KindClose is written by the accountant for a call whose start it
+	// recorded and whose end never came within the start's lease_ttl: the
+	// call counted at its reserved estimate, marked estimated. A later
+	// end of the same request replaces it (Replaced).
+	KindClose Kind = "close"
+)
+
+// Known reports whether k is one of the kinds a row may carry.
+func (k Kind) Known() bool {
+	return k == KindEnd || k == KindStart || k == KindSummary || k == KindClose
+}
+
+// Requests is the number of requests the row counts as: a summary's
+// Count, none for a start (its end or close counts the call), one for
+// every other row.
+func (r *Row) Requests() int64 {
+	switch r.Kind {
+	case KindStart:
+		return 0
+	case KindSummary:
+		return max(r.Count, 1)
+	}
+	return 1
+}
+
+// Key is the row's identity for deduplication: its request id packed, and
+// the class of its kind (a finished request and a summary share one, a
+// start and a close have one each), so a reader of several ledgers counts
+// each request once, and a request's start, close and end are each
+// recorded once. ok is false when the request id is malformed.
+func (r *Row) Key() (key [17]byte, ok bool) {
+	id, ok := wire.ParseRequestID(r.RequestID)
+	copy(key[:], id[:])
+	switch r.Kind {
+	case KindStart:
+		key[16] = 1
+	case KindClose:
+		key[16] = 2
+	}
+	return key, ok
+}
+
+// Replaced is the estimate a late end replaces: the close row's end, usage
+// and cost.
+type Replaced struct {
+	End   time.Time `json:"end"`
+	Usage Usage     `json:"usage"`
+	Cost  *Cost     `json:"cost"`
 }
 
 // Usage is what the provider reported (or the filter estimated).

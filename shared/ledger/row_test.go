@@ -113,7 +113,14 @@ func TestRowRoundTrip(t *testing.T) {
 // back into the same row through the struct tags, and ParseRow reads what
 // encoding/json writes.
 func TestAgreesWithEncodingJSON(t *testing.T) {
-	for _, r := range []Row{fullRow(), minimalRow()} {
+	rows := []Row{fullRow(), minimalRow()}
+	for _, r := range kindRows() {
+		if r.Replaced != nil {
+			r.Replaced.End = r.Replaced.End.UTC()
+		}
+		rows = append(rows, r)
+	}
+	for _, r := range rows {
 		var back Row
 		if err := json.Unmarshal(r.AppendJSON(nil), &back); err != nil {
 			t.Fatal(err)
@@ -190,6 +197,17 @@ func (randRow) Generate(r *rand.Rand, _ int) reflect.Value {
 	}
 	if r.Intn(2) == 0 {
 		row.Cost = &Cost{Nanos: r.Int63(), Unpriced: r.Intn(2) == 0, Estimated: r.Intn(2) == 0}
+	}
+	if r.Intn(3) == 0 {
+		row.Kind = []Kind{KindStart, KindSummary, KindClose}[r.Intn(3)]
+		row.Count = r.Int63n(5) // 0: not written
+		row.LeaseTTLMS = r.Int63n(3) * 1000
+		for i := r.Intn(3); i > 0; i-- {
+			row.Cut = append(row.Cut, randString(r))
+		}
+		if r.Intn(2) == 0 {
+			row.Replaced = &Replaced{End: randTime(r).UTC().Round(0), Usage: Usage{Input: r.Int63n(9)}}
+		}
 	}
 	return reflect.ValueOf(randRow{row})
 }

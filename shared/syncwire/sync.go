@@ -176,4 +176,12 @@ type IngestAck struct {
 	Duplicates int      `json:"duplicates"` // rows already recorded (by request id)
 	Rejected   int      `json:"rejected"`   // unreadable rows, with reasons in Errors
 	Errors     []string `json:"errors,omitempty"`
+	// Kinds are the row kinds the accountant reads (RowKinds): a filter
+	// sends start rows and summaries only to an accountant that names
+	// them, so one from before them never counts a start as a request.
+	Kinds []string `json:"kinds,omitempty"`
 }
+
+// RowKinds are the ledger row kinds this accountant reads besides a
+// finished request's row (ledger.Kind).
+var RowKinds = []string{"start", "summary", "close"}

@@ -99,6 +99,11 @@ type Refusal struct {
 type Bound struct {
 	TeeLagRows  int64
 	DroppedRows int64
+	// UnackedFor, when positive, is how long the oldest row not yet
+	// acknowledged has waited: the gateway's queue to the accountant is
+	// stuck and the number misses what it holds (unacked_for_s, written
+	// only then).
+	UnackedFor time.Duration
 }
 
 // Posture label of every 429: only a limit that is on and hard refuses.
@@ -221,6 +226,10 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 		dst = strconv.AppendInt(dst, r.Bound.TeeLagRows, 10)
 		dst = append(dst, `,"dropped_rows":`...)
 		dst = strconv.AppendInt(dst, r.Bound.DroppedRows, 10)
+		if r.Bound.UnackedFor > 0 {
+			dst = append(dst, `,"unacked_for_s":`...)
+			dst = strconv.AppendInt(dst, int64(max(r.Bound.UnackedFor/time.Second, 1)), 10)
+		}
 		dst = append(dst, `},"note":`...)
 		if r.LimitType == BudgetUSD {
 			dst = appendString(dst, NoteSpend)
