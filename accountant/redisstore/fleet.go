@@ -290,7 +290,7 @@ func (f *Fleet) staleLocked(now time.Time) string {
 		if f.readErr != nil {
 			why = f.readErr.Error()
 		}
-		return fmt.Sprintf("the other replicas' spend is %s old: the shared Redis is %s", age.Round(time.Second), why)
+		return fmt.Sprintf("the other replicas' spend is %s old: the shared Redis could not be read (%s)", age.Round(time.Second), why)
 	}
 	return ""
 }
