@@ -41,6 +41,10 @@ With --pricing, the price file dev and accountant take with --pricing is
 checked too, by the loader they use; its problems are printed one per line
 after the file name.
 
+What loads and runs but does not do what it seems to say (a burst on a
+limit that reads none, an override ceiling below the limit's own amount)
+is printed as "path: warning: message" and leaves the exit status 0.
+
 Exit status: 0 valid, 1 problems found, 2 unreadable file or usage error.
 On success one line summarises the plan:
 
@@ -115,6 +119,9 @@ func validate(e *env, file string, printPlan bool) int {
 	}
 	if _, probs := plan.Arm(govern.Runtime{}); len(probs) > 0 {
 		return report(e, file, probs)
+	}
+	for _, w := range plan.Warnings() {
+		fmt.Fprintf(e.stdout, "%s: warning: %s\n", w.Path, w.Message)
 	}
 	if printPlan {
 		fmt.Fprint(e.stdout, plan.Describe())
