@@ -8,14 +8,19 @@ import (
 )
 
 // Warnings are what a plan holds that loads and runs, as seed 002 has it,
-// but does not do what it seems to say: an override ceiling below the
-// limit's own amount. validate prints
+// but does not do what it seems to say: a burst on a limit that reads
+// none, an override ceiling below the limit's own amount. validate prints
 // them with their config paths; the gateway runs the plan as written.
 func (p *Plan) Warnings() []Problem {
 	var out []Problem
 	limits := slices.Clone(p.Limits)
 	slices.SortFunc(limits, func(a, b *Limit) int { return a.Index - b.Index })
 	for _, l := range limits {
+		if p.Source != nil && l.Index < len(p.Source.Limits) {
+			if src := p.Source.Limits[l.Index]; src.Burst != nil && l.Type != RPM && l.Type != TPM {
+				out = append(out, Problem{Path: l.Path + ".burst", Limit: l.ID, Message: burstUnread(l.Type)})
+			}
+		}
 		if l.OverrideAllow && l.OverrideMax > 0 && l.OverrideMax < l.Amount {
 			field, ceiling, amount := ".override.max_amount", strconv.FormatInt(l.OverrideMax, 10), "amount "+strconv.FormatInt(l.Amount, 10)
 			if l.Type == BudgetUSD {
@@ -27,4 +32,14 @@ func (p *Plan) Warnings() []Problem {
 		}
 	}
 	return out
+}
+
+// burstUnread says why burst changes nothing on a limit of type t.
+func burstUnread(t Type) string {
+	switch t {
+	case Concurrency:
+		return "burst is read by rpm and tpm only (how many units a drained window absorbs at once); a concurrency limit holds at most amount calls at once whatever burst says: remove burst"
+	}
+	return "burst is read by rpm and tpm only (how many units a drained window absorbs at once); a " + t.String() +
+		" limit is settled per calendar period and loads with burst, as seed 002 has it, but reads none: remove burst"
 }
