@@ -200,7 +200,9 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	} else if sc := s.scopes; sc != nil {
 		switch {
 		case !s.governs && !sc.AllowPassthrough:
-			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeAllowPassthrough, s.path, nil))
+			r := wire.ScopeDenied(s.id, s.kid, wire.ScopeAllowPassthrough, s.path, nil)
+			r.Message += shortOfV1(h.Method, s.path)
+			return e.reject(s, v, r)
 		case s.governs && sc.Endpoints != nil && !contains(sc.Endpoints, s.dims.Endpoint):
 			// The endpoints scope names provider endpoints; a passthrough
 			// path is allow_passthrough's to permit.
@@ -721,6 +723,19 @@ func variantOf(method, override, rawPath string) (ep llm.Endpoint, methodOnly bo
 // one method that generates; GET /v1/chat/completions (OpenAI's list of
 // stored completions), HEAD and OPTIONS are passthrough calls with no body
 // to read.
+// shortOfV1 is what a refusal of path adds when the path is a provider
+// endpoint one /v1 short (a client whose base URL lacks it: @ai-sdk/anthropic
+// given the gateway's bare address calls /messages), else "".
+func shortOfV1(method, path string) string {
+	v1 := "/v1" + path
+	if endpointOf(method, v1) == llm.Unknown {
+		if k, _ := freeKindOf(method, v1); k == freeNone {
+			return ""
+		}
+	}
+	return "; " + strconv.Quote(v1) + " is a provider endpoint: the client's base URL is one /v1 short (end it with /v1 for OpenAI's SDKs and the Vercel AI SDK's providers; Anthropic's SDKs add /v1 themselves)"
+}
+
 func endpointOf(method, path string) llm.Endpoint {
 	if method != "POST" {
 		return llm.Unknown
