@@ -72,6 +72,7 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 		fs.DurationVar(&o.idleTimeout, "stream-idle-timeout", wasmtest.DefaultStreamIdleTimeout, "end a request with no bytes from the client or the upstream for this long: 408 before the response starts, a reset after (Envoy's stream_idle_timeout); 0 turns it off")
 		fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "answer 408 to a request whose body has not all arrived this long after its headers (Envoy's request_timeout); 0, the default, turns it off")
 		fs.IntVar(&o.maxHeadersKB, "max-request-headers-kb", devserver.DefaultMaxRequestHeadersKB, "most KiB of request headers (names, values, method and path); more are answered 431 (Envoy's max_request_headers_kb, at most 8192)")
+		fs.IntVar(&o.maxConns, "max-connections", devserver.DefaultMaxConnections(), "most client connections the gateway holds; past it a new one closes the connection idle longest, or is refused when every one is busy (Envoy's global_downstream_max_connections with its overload actions; the default is nine tenths of the file descriptor limit, at most 50,000)")
 		fs.StringVar(&o.control, "control", "", "mirror the runtime plane (keys, nodes, overrides, admins, audit) of the accountant at this URL, which owns it; writes sent here are forwarded there")
 		fs.StringVar(&o.advertise, "advertise", "", "this accountant's base URL as the fleet's other accountants reach it, announced to the owner so a spend report from any of them covers every ledger (default: http:// and --accountant-listen when it names a host)")
 		fs.BoolVar(&o.promote, "promote", false, "own the runtime plane this data directory mirrored so far (without --control)")
@@ -84,7 +85,7 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 type devFlags struct {
 	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis, control, advertise string
 	promote, acceptRollback                                                                                             bool
-	workers, maxHeaders, maxHeadersKB                                                                                   int
+	workers, maxHeaders, maxHeadersKB, maxConns                                                                         int
 	idleTimeout, requestTimeout                                                                                         time.Duration
 }
 
@@ -123,6 +124,8 @@ func runDev(e *env, o devFlags) int {
 		return e.failf(2, "--stream-idle-timeout and --request-timeout take a duration of 0 (off) or more, got %v and %v", o.idleTimeout, o.requestTimeout)
 	case o.maxHeaders <= 0:
 		return e.failf(2, "--max-request-headers-count must be at least 1, got %d", o.maxHeaders)
+	case o.maxConns <= 0:
+		return e.failf(2, "--max-connections must be at least 1, got %d", o.maxConns)
 	case o.maxHeadersKB <= 0 || o.maxHeadersKB > devserver.MaxRequestHeadersKB:
 		return e.failf(2, "--max-request-headers-kb must be between 1 and %d, got %d", devserver.MaxRequestHeadersKB, o.maxHeadersKB)
 	}
@@ -205,6 +208,7 @@ func runDev(e *env, o devFlags) int {
 		MaxRequestHeadersKB:    o.maxHeadersKB,
 		StreamIdleTimeout:      idle,
 		RequestTimeout:         o.requestTimeout,
+		MaxConnections:         o.maxConns,
 	})
 	if err != nil {
 		if e.ctx.Err() != nil {

@@ -145,6 +145,10 @@ type Options struct {
 	// RequestTimeout answers 408 to a request not received whole this
 	// long after its headers (Envoy's request_timeout); 0 turns it off.
 	RequestTimeout time.Duration
+	// MaxConnections caps the gateway's client connections (conns.go):
+	// past it a new connection closes the one idle longest, or is refused
+	// when none is idle. 0 means DefaultMaxConnections().
+	MaxConnections int
 }
 
 // The defaults and the ceiling of the request header limits (Envoy's).
@@ -170,6 +174,7 @@ type Server struct {
 	tick      time.Duration
 	client    *http.Client
 	gwDone    chan struct{}
+	conns     *connCap
 	acctStop  context.CancelFunc
 	acctDone  chan struct{}
 	acctErr   error
@@ -264,6 +269,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.MaxRequestHeadersKB <= 0 {
 		o.MaxRequestHeadersKB = DefaultMaxRequestHeadersKB
 	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections()
+	}
 	if o.MaxRequestHeadersKB > MaxRequestHeadersKB {
 		return nil, fmt.Errorf("devserver: the request header limit %d KiB is over the most Envoy takes, %d KiB", o.MaxRequestHeadersKB, MaxRequestHeadersKB)
 	}
@@ -283,6 +291,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		upstream: desc,
 		tick:     min(pc.FlushEvery(), pc.SyncEvery()),
 		client:   &http.Client{Timeout: 10 * time.Second},
+		conns:    newConnCap(o.MaxConnections, o.Logger),
 	}
 	defer func() {
 		if err != nil {
@@ -321,7 +330,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		Advertise:           o.Advertise,
 		Promote:             o.Promote,
 		AcceptPlaneRollback: o.AcceptRollback,
-		Collectors:          []prometheus.Collector{&s.gwStats},
+		Collectors:          []prometheus.Collector{&s.gwStats, s.conns.collector()},
 		Debug:               map[string]http.Handler{"guest": serveGuestProfile(s.gwStats.host.Load)},
 	})
 	if err != nil {
@@ -379,11 +388,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		// which names the setting, is the one that applies.
 		MaxHeaderBytes: o.MaxRequestHeadersKB<<10 + 64<<10,
 		ErrorLog:       slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		ConnState:      s.conns.state,
 	}
 	s.gwDone = make(chan struct{})
+	go s.conns.run(s.gwDone)
 	go func() {
 		defer close(s.gwDone)
-		if err := s.gw.Serve(gwLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.gw.Serve(s.conns.listener(gwLn)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("gateway stopped", "err", err)
 		}
 	}()
@@ -392,7 +403,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.armed.Store(true)
-	s.log.Info("gateway listening", "addr", gwLn.Addr().String(), "workers", o.Workers, "upstream", desc)
+	s.log.Info("gateway listening", "addr", gwLn.Addr().String(), "workers", o.Workers, "upstream", desc, "max_connections", o.MaxConnections)
 	return s, nil
 }
 

@@ -22,7 +22,7 @@ import (
 
 // closedRows stops s (every queued row reaches the ledger) and returns the
 // rows its ledger holds.
-func closedRows(t *testing.T, s *Server) []ledger.Row {
+func closedRows(t testing.TB, s *Server) []ledger.Row {
 	t.Helper()
 	if err := s.Close(); err != nil {
 		t.Fatalf("close: %v", err)
