@@ -1,6 +1,7 @@
 # tokentriage: governance for LLM API traffic, enforced inside the proxy.
 #
 #   make run     build everything and run the whole system on 127.0.0.1
+#   make reload  re-read the config of the system make run started (SIGHUP)
 #   make fleet   a redis-server and three dev replicas sharing it and one runtime plane
 #   make test    build the filter and run every test
 #   make check   formatting, vet, the wasip1 builds, tests, and a tidy go.mod
@@ -26,7 +27,7 @@ TEST_ENV  := TT_FILTER_WASM=$(abspath $(WASM)) TT_NOOP_WASM=$(abspath $(NOOP_WAS
 # url names.
 OCI_TAG   ?= v0.1.0
 
-.PHONY: all build wasm cli run fleet test check bench bench-guest profile-guest clean oci
+.PHONY: all build wasm cli run reload fleet test check bench bench-guest profile-guest clean oci
 
 all: build
 
@@ -52,9 +53,16 @@ oci: wasm
 LISTEN            ?= 127.0.0.1:8790
 ACCOUNTANT_LISTEN ?= 127.0.0.1:8791
 CONFIG            ?= examples/tokentriage.yaml
+DATA              ?= .tt-data
 
 run: build
-	$(CLI) dev -c $(CONFIG) --wasm $(WASM) --listen $(LISTEN) --accountant-listen $(ACCOUNTANT_LISTEN)
+	exec $(CLI) dev -c $(CONFIG) --wasm $(WASM) --listen $(LISTEN) --accountant-listen $(ACCOUNTANT_LISTEN) --data $(DATA)
+
+# make run's dev is a child of make, and make passes no SIGHUP on: this
+# sends it to dev itself, by the pid it keeps in its data directory.
+reload:
+	@test -f $(DATA)/dev.pid || { echo "no $(DATA)/dev.pid: is make run (or tokentriage dev --data $(DATA)) running?"; exit 1; }
+	kill -HUP $$(cat $(DATA)/dev.pid)
 
 fleet: build
 	CLI=$(CLI) WASM=$(WASM) scripts/fleet.sh

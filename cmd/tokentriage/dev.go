@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -18,6 +20,10 @@ import (
 	"github.com/tokentriage/tokentriage/shared/vkey"
 	"github.com/tokentriage/tokentriage/wasmtest"
 )
+
+// PIDFile is the file under the data directory that holds the pid of the
+// running tokentriage dev, for make reload.
+const PIDFile = "dev.pid"
 
 // demoOwner is the node the demo key is minted for: seed 004's dev1, the
 // user examples/tokentriage.yaml sizes its demo limit for.
@@ -220,7 +226,17 @@ func runDev(e *env, o devFlags) int {
 		return e.failf(1, "%v", err)
 	}
 
+	// SIGHUP reloads the config, sent to this process: under make run, a
+	// signal to make is not passed on, so the pid is where make reload
+	// (and anyone else) finds it.
+	pidFile := filepath.Join(o.data, PIDFile)
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		log.Warn("could not write the pid file; send SIGHUP to the pid the banner prints", "err", err)
+	} else {
+		defer os.Remove(pidFile)
+	}
 	b := banner{
+		pid:     os.Getpid(),
 		gateway: s.URL(), accountant: s.AccountantURL(), upstream: s.Upstream(),
 		wasm: o.wasm, workers: s.Workers(), data: o.data, config: o.config,
 		token: token, generated: generated, defaultAcct: o.acctListen == devserver.DefaultAccountantListen,

@@ -13,6 +13,7 @@ import (
 // are, the admin token when it was generated, the demo key, and three curl
 // lines that show a served request, a limit being met, and /tt/v1/me.
 type banner struct {
+	pid                           int
 	gateway, accountant, upstream string
 	wasm, data, config            string
 	workers                       int
@@ -85,6 +86,7 @@ func (b *banner) print(w io.Writer) {
 	if !b.defaultAcct {
 		p("`tokentriage keys ...` reach this accountant with --accountant %s", b.accountant)
 	}
+	p("Reload the config: kill -HUP %d (this process; make reload sends it when make run started it), or POST %s/tt/api/v1/reload with the admin token.", b.pid, b.accountant)
 	if b.key == "" {
 		p("")
 		p("No demo key was minted (see the error above); mint one with tokentriage keys mint --owner NODE.")

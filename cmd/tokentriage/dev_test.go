@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,6 +83,15 @@ func TestDevCurlLinesDoWhatTheySay(t *testing.T) {
 	kid := regexp.MustCompile(`Demo key (vk_[0-9A-Za-z]{12}) for org:acme/team:ml/user:dev1`).FindStringSubmatch(out)
 	if kid == nil {
 		t.Fatalf("no demo key line:\n%s", out)
+	}
+	// SIGHUP reaches dev, not make: the banner says where, and make
+	// reload reads the pid from the data directory.
+	pid := strconv.Itoa(os.Getpid())
+	if !strings.Contains(out, "Reload the config: kill -HUP "+pid+" (this process; make reload sends it") {
+		t.Errorf("the banner does not say how to reload:\n%s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(data, PIDFile)); err != nil || strings.TrimSpace(string(b)) != pid {
+		t.Errorf("%s holds %q (%v); want %s", PIDFile, b, err, pid)
 	}
 	key := regexp.MustCompile(`(?m)^  export TT_KEY=(tt-vk_\S+)$`).FindStringSubmatch(out)
 	if key == nil || strings.Count(out+stderr.String(), key[1]) != 1 {
@@ -205,6 +215,9 @@ func TestDevCurlLinesDoWhatTheySay(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "tokentriage dev: stopped; ledger flushed") {
 		t.Errorf("stderr: %s", stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(data, PIDFile)); !os.IsNotExist(err) {
+		t.Errorf("%s is left behind after the stop: %v", PIDFile, err)
 	}
 	ledger, err := os.ReadFile(filepath.Join(data, "decisions.jsonl"))
 	if err != nil {
