@@ -84,7 +84,7 @@ func (b *banner) print(w io.Writer) {
 		p("Admin token: TT_ADMIN_TOKEN, as set.")
 	}
 	if !b.defaultAcct {
-		p("`tokentriage keys ...` reach this accountant with --accountant %s", b.accountant)
+		p("The accountant is not at its default address: `tokentriage keys`, `tokentriage spend` and `tokentriage govern preview` reach it with --accountant %s", b.accountant)
 	}
 	p("Reload the config: kill -HUP %d (this process; make reload sends it when make run started it), or POST %s/tt/api/v1/reload with the admin token.", b.pid, b.accountant)
 	if b.key == "" {

@@ -84,6 +84,11 @@ func TestDevCurlLinesDoWhatTheySay(t *testing.T) {
 	if kid == nil {
 		t.Fatalf("no demo key line:\n%s", out)
 	}
+	// The ports moved: every command that asks the accountant is told where.
+	acctURL := regexp.MustCompile(`(?m)^  accountant  (http://\S+)`).FindStringSubmatch(out)
+	if acctURL == nil || !strings.Contains(out, "`tokentriage keys`, `tokentriage spend` and `tokentriage govern preview` reach it with --accountant "+acctURL[1]) {
+		t.Errorf("the banner does not name --accountant for keys, spend and govern preview:\n%s", out)
+	}
 	// SIGHUP reaches dev, not make: the banner says where, and make
 	// reload reads the pid from the data directory.
 	pid := strconv.Itoa(os.Getpid())
