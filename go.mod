@@ -17,6 +17,7 @@ require (
 	github.com/tidwall/gjson v1.20.2
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.49.0
+	golang.org/x/time v0.15.0
 	google.golang.org/protobuf v1.36.12
 	istio.io/api v1.32.0
 	k8s.io/api v0.37.2

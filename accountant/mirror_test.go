@@ -44,11 +44,15 @@ func startNode(t testing.TB, config, data, addr, control string) *node {
 		t.Fatal(err)
 	}
 	n.addr = ln.Addr().String()
-	n.s, err = New(Options{
+	o := Options{
 		ConfigPath: config, DataDir: data, Listen: n.addr, Control: control,
 		AdminToken: "admin-secret", InternalToken: testInternalToken,
 		Logger: slog.New(slog.NewTextHandler(n.logs, nil)),
-	})
+	}
+	if _, bench := t.(*testing.B); bench {
+		o.APIWriteRate = -1 // a benchmark writes as fast as it can
+	}
+	n.s, err = New(o)
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

@@ -104,6 +104,11 @@ type Options struct {
 	// shared_state.redis.addr of the config, or adds it. Empty: the
 	// config's, or none.
 	Redis string
+	// APIWriteRate and APIWriteBurst limit each admin's writes to the
+	// management API (api.Deps.WriteRate): 0 is the default (20 a second
+	// after 200 at once), a negative rate turns the limit off.
+	APIWriteRate  float64
+	APIWriteBurst int
 	// Collectors are registered on /metrics beside the accountant's own
 	// (tokentriage dev adds the embedded gateway's filter stats).
 	Collectors []prometheus.Collector
@@ -426,6 +431,8 @@ func (s *Server) routes() http.Handler {
 		Now:         s.now,
 		Logger:      s.log,
 		Refused:     s.metrics.apiRefused,
+		WriteRate:   s.opts.APIWriteRate,
+		WriteBurst:  s.opts.APIWriteBurst,
 	})))
 	return mux
 }

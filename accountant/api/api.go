@@ -65,6 +65,11 @@ type Deps struct {
 	// Refused, when set, is told the status (401 or 403) of every call
 	// the API refuses (refusal.go).
 	Refused func(status int)
+	// WriteRate and WriteBurst limit each admin's writes (writelimit.go):
+	// 0 is DefaultWriteRate and DefaultWriteBurst, a negative WriteRate
+	// turns the limit off.
+	WriteRate  float64
+	WriteBurst int
 }
 
 // handler serves the management API.
@@ -73,6 +78,7 @@ type handler struct {
 	mux      *http.ServeMux
 	admin    [32]byte // SHA-256 of Deps.AdminToken
 	refusals refusals
+	writes   *writeLimiter
 }
 
 // New returns the handler of the management API. Mount it at Prefix:
@@ -97,13 +103,16 @@ func New(d Deps) http.Handler {
 	if d.Armed == nil {
 		d.Armed = func() *govern.Armed { return nil }
 	}
-	h := &handler{Deps: d, mux: http.NewServeMux(), admin: digest(d.AdminToken)}
+	h := &handler{Deps: d, mux: http.NewServeMux(), admin: digest(d.AdminToken), writes: newWriteLimiter(d.WriteRate, d.WriteBurst)}
 	h.routes()
 	return h
 }
 
 func (h *handler) routes() {
 	route := func(pattern string, need access, fn func(w http.ResponseWriter, r *http.Request, p principal)) {
+		if !strings.HasPrefix(pattern, "GET ") {
+			fn = h.writeLimited(fn) // every write, per admin
+		}
 		h.mux.HandleFunc(pattern, h.authed(need, fn))
 	}
 	route("GET "+Prefix+"governance/limits", delegated, h.getLimits)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tokentriage/tokentriage/accountant"
+	"github.com/tokentriage/tokentriage/accountant/api"
 )
 
 var accountantCmd = &command{
@@ -61,6 +62,8 @@ plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 		fs.BoolVar(&o.promote, "promote", false, "own the runtime plane this data directory mirrored so far (without --control)")
 		fs.BoolVar(&o.acceptRollback, "accept-plane-rollback", false, "start although governance.db is behind its checkpoint (its governance.db-wal lost or damaged), accepting the writes lost")
 		fs.StringVar(&o.redis, "redis", "", "the fleet's shared Redis, HOST:PORT (overrides governance.shared_state.redis.addr)")
+		fs.Float64Var(&o.writeRate, "api-write-rate", api.DefaultWriteRate, "management API writes a second per admin, after a burst of --api-write-burst; past it 429 with Retry-After (a negative rate turns the limit off)")
+		fs.IntVar(&o.writeBurst, "api-write-burst", api.DefaultWriteBurst, "management API writes an admin may make at once")
 		return func(e *env) int { return runAccountant(e, o) }
 	},
 }
@@ -69,6 +72,8 @@ type sidecarFlags struct {
 	config, listen, data, pricing, webhook, tokenFile, internalFile, redis, control, advertise string
 	promote, acceptRollback                                                                    bool
 	insecure                                                                                   bool
+	writeRate                                                                                  float64
+	writeBurst                                                                                 int
 }
 
 func runAccountant(e *env, o sidecarFlags) int {
@@ -79,6 +84,8 @@ func runAccountant(e *env, o sidecarFlags) int {
 		return e.failf(2, "--data DIR is required (decisions.jsonl and governance.db live there)")
 	case len(e.args) > 0:
 		return e.failf(2, "unexpected argument %q", e.args[0])
+	case o.writeRate == 0 || o.writeBurst <= 0:
+		return e.failf(2, "--api-write-rate must not be 0 (negative turns the limit off) and --api-write-burst must be at least 1, got %v and %d", o.writeRate, o.writeBurst)
 	}
 	token := os.Getenv("TT_ADMIN_TOKEN")
 	if o.tokenFile != "" {
@@ -119,6 +126,7 @@ func runAccountant(e *env, o sidecarFlags) int {
 		ConfigPath: o.config, DataDir: o.data, Listen: o.listen, AdminToken: token, InternalToken: internal,
 		PricingFile: o.pricing, AlertWebhook: o.webhook, Logger: log, Redis: o.redis,
 		Control: o.control, Promote: o.promote, Advertise: o.advertise, AcceptPlaneRollback: o.acceptRollback,
+		APIWriteRate: o.writeRate, APIWriteBurst: o.writeBurst,
 	})
 	if code, ok := e.bootFailure(err); ok {
 		return code
