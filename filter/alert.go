@@ -2,12 +2,12 @@ package filter
 
 import (
 	"encoding/binary"
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"strconv"
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
-	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // Threshold alerts for the limits counted at the gate (rpm, tpm,
@@ -73,13 +73,13 @@ func (e *Engine) queueAlert(in *govern.Instance, th float64, value, amount int64
 	}
 	l := in.Limit
 	b := append(e.alerts, `{"limit_id":`...)
-	b = wire.AppendJSONString(b, l.ID)
+	b = jsontok.AppendString(b, l.ID)
 	b = append(b, `,"limit_type":`...)
-	b = wire.AppendJSONString(b, l.Type.String())
+	b = jsontok.AppendString(b, l.Type.String())
 	b = append(b, `,"node":`...)
-	b = wire.AppendJSONString(b, in.Node)
+	b = jsontok.AppendString(b, in.Node)
 	b = append(b, `,"counter":`...)
-	b = wire.AppendJSONString(b, in.ID)
+	b = jsontok.AppendString(b, in.ID)
 	b = append(b, `,"threshold":`...)
 	b = strconv.AppendFloat(b, th, 'g', -1, 64)
 	b = append(b, `,"window":`...)
@@ -87,7 +87,7 @@ func (e *Engine) queueAlert(in *govern.Instance, th float64, value, amount int64
 	if l.Period.Window > 0 {
 		window = l.Period.Window.String()
 	}
-	b = wire.AppendJSONString(b, window)
+	b = jsontok.AppendString(b, window)
 	b = append(b, `,"observed":`...)
 	b = strconv.AppendInt(b, value, 10)
 	b = append(b, `,"limit":`...)

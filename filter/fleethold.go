@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"strconv"
 	"strings"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/pricing"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
-	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // Gate 2 and the fleet's Redis. Two kinds of gate-2 instance are decided
@@ -134,7 +134,7 @@ func (e *Engine) askGate2(s *Stream, insts []govern.Instance, asked []int, body 
 	f.asked = append(f.asked, asked...)
 	f.at = e.host.Now()
 	b := append(e.buf[:0], `{"request_id":`...)
-	b = wire.AppendJSONString(b, s.id)
+	b = jsontok.AppendString(b, s.id)
 	b = append(b, `,"rate":[`...)
 	for k, i := range asked {
 		if k > 0 {
@@ -188,7 +188,7 @@ func (e *Engine) appendHoldStep(dst []byte, s *Stream, in *govern.Instance, at t
 	}
 	unit := in.Limit.Period.Calendar
 	dst = append(dst, `{"id":`...)
-	dst = wire.AppendJSONString(dst, in.ID)
+	dst = jsontok.AppendString(dst, in.ID)
 	dst = append(dst, `,"alg":"hold","amount":`...)
 	dst = strconv.AppendInt(dst, in.Amount, 10)
 	dst = append(dst, `,"period_ns":0,"burst":0,"n":`...)
@@ -330,7 +330,7 @@ func (e *Engine) releaseFleetHolds(s *Stream) {
 		return
 	}
 	b := append(make([]byte, 0, 128), `{"request_id":`...)
-	b = wire.AppendJSONString(b, s.id)
+	b = jsontok.AppendString(b, s.id)
 	b = append(b, `,"release":[`...)
 	for k, h := range s.holds {
 		unit, rest, _ := strings.Cut(h, " ")
@@ -339,7 +339,7 @@ func (e *Engine) releaseFleetHolds(s *Stream) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"id":`...)
-		b = wire.AppendJSONString(b, id)
+		b = jsontok.AppendString(b, id)
 		b = append(b, `,"unit":"`...)
 		b = append(b, unit...)
 		b = append(b, `","start":`...)

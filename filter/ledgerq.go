@@ -4,9 +4,9 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
-	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // Ledger rows wait in a per-VM queue until the accountant acknowledges
@@ -462,9 +462,9 @@ func (e *Engine) answered(now time.Time, n, status int, resp []byte) bool {
 // excerptBytes quotes at most 512 bytes of b for a log line.
 func excerptBytes(b []byte) string {
 	if len(b) > 512 {
-		return string(wire.AppendJSONString(nil, string(b[:512]))) + "… (" + itoa(int64(len(b))) + " bytes)"
+		return string(jsontok.AppendString(nil, string(b[:512]))) + "… (" + itoa(int64(len(b))) + " bytes)"
 	}
-	return string(wire.AppendJSONString(nil, string(b)))
+	return string(jsontok.AppendString(nil, string(b)))
 }
 
 // finishAttempts bounds the sends Finish makes in a row that fail.

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tokentriage/tokentriage/shared/wire"
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
 
 // TimeLayout is how a row writes its times: RFC 3339 in UTC with all nine
@@ -18,33 +18,33 @@ const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // has room. Times must lie in years 0 to 9999, as RFC 3339 requires.
 func (r *Row) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"request_id":`...)
-	dst = wire.AppendJSONString(dst, r.RequestID)
+	dst = jsontok.AppendString(dst, r.RequestID)
 	dst = append(dst, `,"start":`...)
 	dst = appendTime(dst, r.Start)
 	dst = append(dst, `,"end":`...)
 	dst = appendTime(dst, r.End)
 	dst = append(dst, `,"kid":`...)
-	dst = wire.AppendJSONString(dst, r.KID)
+	dst = jsontok.AppendString(dst, r.KID)
 	dst = append(dst, `,"node":`...)
-	dst = wire.AppendJSONString(dst, r.Node)
+	dst = jsontok.AppendString(dst, r.Node)
 	dst = append(dst, `,"endpoint":`...)
-	dst = wire.AppendJSONString(dst, r.Endpoint)
+	dst = jsontok.AppendString(dst, r.Endpoint)
 	dst = append(dst, `,"provider":`...)
-	dst = wire.AppendJSONString(dst, r.Provider)
+	dst = jsontok.AppendString(dst, r.Provider)
 	dst = append(dst, `,"model":`...)
-	dst = wire.AppendJSONString(dst, r.Model)
+	dst = jsontok.AppendString(dst, r.Model)
 	dst = append(dst, `,"model_served":`...)
-	dst = wire.AppendJSONString(dst, r.Served)
+	dst = jsontok.AppendString(dst, r.Served)
 	dst = append(dst, `,"stream":`...)
 	dst = strconv.AppendBool(dst, r.Stream)
 	dst = append(dst, `,"usage":`...)
 	dst = r.Usage.appendJSON(dst)
 	dst = append(dst, `,"status":`...)
-	dst = wire.AppendInt(dst, int64(r.Status))
+	dst = jsontok.AppendInt(dst, int64(r.Status))
 	dst = append(dst, `,"decision":`...)
-	dst = wire.AppendJSONString(dst, string(r.Decision))
+	dst = jsontok.AppendString(dst, string(r.Decision))
 	dst = append(dst, `,"error_type":`...)
-	dst = wire.AppendJSONString(dst, r.ErrorType)
+	dst = jsontok.AppendString(dst, r.ErrorType)
 	dst = append(dst, `,"refused_by":`...)
 	if r.RefusedBy == nil {
 		dst = append(dst, "null"...)
@@ -62,7 +62,7 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `,"output":`...)
 	dst = strconv.AppendBool(dst, r.Estimated.Output)
 	dst = append(dst, `},"replica":`...)
-	dst = wire.AppendJSONString(dst, r.Replica)
+	dst = jsontok.AppendString(dst, r.Replica)
 	if r.ServedOutOfScope {
 		dst = append(dst, `,"served_out_of_scope":true`...)
 	}
@@ -86,15 +86,15 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	}
 	if r.Kind != KindEnd {
 		dst = append(dst, `,"kind":`...)
-		dst = wire.AppendJSONString(dst, string(r.Kind))
+		dst = jsontok.AppendString(dst, string(r.Kind))
 	}
 	if r.Count != 0 {
 		dst = append(dst, `,"count":`...)
-		dst = wire.AppendInt(dst, r.Count)
+		dst = jsontok.AppendInt(dst, r.Count)
 	}
 	if r.LeaseTTLMS != 0 {
 		dst = append(dst, `,"lease_ttl_ms":`...)
-		dst = wire.AppendInt(dst, r.LeaseTTLMS)
+		dst = jsontok.AppendInt(dst, r.LeaseTTLMS)
 	}
 	if len(r.Cut) > 0 {
 		dst = append(dst, `,"cut":`...)
@@ -120,7 +120,7 @@ func (c *Cost) appendJSON(dst []byte) []byte {
 		return append(dst, "null"...)
 	}
 	dst = append(dst, `{"nanos":`...)
-	dst = wire.AppendInt(dst, c.Nanos)
+	dst = jsontok.AppendInt(dst, c.Nanos)
 	dst = append(dst, `,"unpriced":`...)
 	dst = strconv.AppendBool(dst, c.Unpriced)
 	dst = append(dst, `,"estimated":`...)
@@ -130,15 +130,15 @@ func (c *Cost) appendJSON(dst []byte) []byte {
 
 func (u *Usage) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"input":`...)
-	dst = wire.AppendInt(dst, u.Input)
+	dst = jsontok.AppendInt(dst, u.Input)
 	dst = append(dst, `,"output":`...)
-	dst = wire.AppendInt(dst, u.Output)
+	dst = jsontok.AppendInt(dst, u.Output)
 	dst = append(dst, `,"cached_input":`...)
-	dst = wire.AppendInt(dst, u.CachedInput)
+	dst = jsontok.AppendInt(dst, u.CachedInput)
 	dst = append(dst, `,"reasoning":`...)
-	dst = wire.AppendInt(dst, u.Reasoning)
+	dst = jsontok.AppendInt(dst, u.Reasoning)
 	dst = append(dst, `,"total":`...)
-	dst = wire.AppendInt(dst, u.Total)
+	dst = jsontok.AppendInt(dst, u.Total)
 	return append(dst, '}')
 }
 
@@ -149,18 +149,18 @@ func appendStrings(dst []byte, ss []string) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = wire.AppendJSONString(dst, s)
+		dst = jsontok.AppendString(dst, s)
 	}
 	return append(dst, ']')
 }
 
 func (f *Ref) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"limit_id":`...)
-	dst = wire.AppendJSONString(dst, f.LimitID)
+	dst = jsontok.AppendString(dst, f.LimitID)
 	dst = append(dst, `,"limit_type":`...)
-	dst = wire.AppendJSONString(dst, f.LimitType)
+	dst = jsontok.AppendString(dst, f.LimitType)
 	dst = append(dst, `,"node":`...)
-	dst = wire.AppendJSONString(dst, f.Node)
+	dst = jsontok.AppendString(dst, f.Node)
 	return append(dst, '}')
 }
 

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"time"
 )
 
@@ -56,16 +57,16 @@ func (d *Disclosure) AppendHeaders(dst [][2]string) [][2]string {
 	var cut [5]int
 	cut[0] = len(b)
 	if req {
-		b = AppendInt(b, d.Requests.Quota)
+		b = jsontok.AppendInt(b, d.Requests.Quota)
 		cut[1] = len(b)
-		b = AppendInt(b, d.Requests.Remaining)
+		b = jsontok.AppendInt(b, d.Requests.Remaining)
 		cut[2] = len(b)
 	}
 	if tok {
 		cut[2] = len(b)
-		b = AppendInt(b, d.Tokens.Quota)
+		b = jsontok.AppendInt(b, d.Tokens.Quota)
 		cut[3] = len(b)
-		b = AppendInt(b, d.Tokens.Remaining)
+		b = jsontok.AppendInt(b, d.Tokens.Remaining)
 		cut[4] = len(b)
 	}
 	v := string(b)

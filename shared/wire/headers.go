@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"time"
 )
 
@@ -51,7 +52,7 @@ func ratelimitItem(dst []byte, id string, k1 byte, v1 int64, k2 byte, v2 int64) 
 	dst = append(dst, '"')
 	dst = append(dst, id...)
 	dst = append(dst, '"', ';', k1, '=')
-	dst = AppendInt(dst, v1)
+	dst = jsontok.AppendInt(dst, v1)
 	dst = append(dst, ';', k2, '=')
-	return AppendInt(dst, v2)
+	return jsontok.AppendInt(dst, v2)
 }

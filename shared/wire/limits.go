@@ -1,6 +1,10 @@
 package wire
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/tokentriage/tokentriage/shared/jsontok"
+)
 
 // Limits is the GET /tt/api/v1/governance/limits document (seed 002): the
 // armed limit definitions, the stored per-node overrides, and a note saying
@@ -54,31 +58,31 @@ func (d *Limits) AppendJSON(dst []byte) []byte {
 	dst = append(dst, ",\n  \"overrides\": "...)
 	dst = appendLines(dst, len(d.Overrides), func(dst []byte, i int) []byte { return d.Overrides[i].appendJSON(dst) })
 	dst = append(dst, ",\n  \"note\": "...)
-	dst = appendString(dst, d.Note)
+	dst = jsontok.AppendString(dst, d.Note)
 	return append(dst, "\n}\n"...)
 }
 
 func (d *Definition) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"limit_id":`...)
-	dst = appendString(dst, d.LimitID)
+	dst = jsontok.AppendString(dst, d.LimitID)
 	dst = append(dst, `,"limit_type":`...)
-	dst = appendString(dst, string(d.Type))
+	dst = jsontok.AppendString(dst, string(d.Type))
 	dst = append(dst, `,"class":`...)
-	dst = appendString(dst, d.Type.Class())
+	dst = jsontok.AppendString(dst, d.Type.Class())
 	dst = append(dst, `,"unit":`...)
-	dst = appendString(dst, d.Type.Unit())
+	dst = jsontok.AppendString(dst, d.Type.Unit())
 	if d.Period != "" {
 		dst = append(dst, `,"period":`...)
-		dst = appendString(dst, d.Period)
+		dst = jsontok.AppendString(dst, d.Period)
 	}
 	dst = append(dst, `,"posture":`...)
-	dst = appendString(dst, d.Posture.Label())
+	dst = jsontok.AppendString(dst, d.Posture.Label())
 	if d.Node != "" {
 		dst = append(dst, `,"attach":"pinned","node":`...)
-		dst = appendString(dst, d.Node)
+		dst = jsontok.AppendString(dst, d.Node)
 	} else {
 		dst = append(dst, `,"attach":"template","level":`...)
-		dst = appendString(dst, d.Level)
+		dst = jsontok.AppendString(dst, d.Level)
 	}
 	dst = appendAmount(dst, "amount", d.Type, d.Amount)
 	dst = append(dst, `,"override_allowed":`...)
@@ -92,11 +96,11 @@ func (d *Definition) appendJSON(dst []byte) []byte {
 
 func (o *OverrideEntry) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"limit_id":`...)
-	dst = appendString(dst, o.LimitID)
+	dst = jsontok.AppendString(dst, o.LimitID)
 	dst = append(dst, `,"limit_type":`...)
-	dst = appendString(dst, string(o.Type))
+	dst = jsontok.AppendString(dst, string(o.Type))
 	dst = append(dst, `,"node":`...)
-	dst = appendString(dst, o.Node)
+	dst = jsontok.AppendString(dst, o.Node)
 	dst = appendAmount(dst, "amount", o.Type, o.Amount)
 	return append(dst, '}')
 }

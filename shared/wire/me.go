@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"strconv"
 	"time"
 )
@@ -87,15 +88,15 @@ type LimitExtra struct {
 func (x *LimitExtra) appendJSON(dst []byte, counter bool) []byte {
 	if x.Evaluated != "" {
 		dst = append(dst, `,"evaluated_at":`...)
-		dst = appendString(dst, x.Evaluated)
+		dst = jsontok.AppendString(dst, x.Evaluated)
 	}
 	if x.Metric != "" {
 		dst = append(dst, `,"metric":`...)
-		dst = appendString(dst, x.Metric)
+		dst = jsontok.AppendString(dst, x.Metric)
 	}
 	if x.Timezone != "" {
 		dst = append(dst, `,"timezone":`...)
-		dst = appendString(dst, x.Timezone)
+		dst = jsontok.AppendString(dst, x.Timezone)
 	}
 	if x.Fit {
 		dst = append(dst, `,"fit":true,"min_output":`...)
@@ -103,15 +104,15 @@ func (x *LimitExtra) appendJSON(dst []byte, counter bool) []byte {
 	}
 	if x.Fallback != "" {
 		dst = append(dst, `,"fallback":`...)
-		dst = appendString(dst, x.Fallback)
+		dst = jsontok.AppendString(dst, x.Fallback)
 	}
 	if x.Customer != nil {
 		dst = append(dst, `,"customer":`...)
-		dst = appendString(dst, *x.Customer)
+		dst = jsontok.AppendString(dst, *x.Customer)
 	}
 	if x.Tag != "" {
 		dst = append(dst, `,"tag":`...)
-		dst = appendString(dst, x.Tag)
+		dst = jsontok.AppendString(dst, x.Tag)
 	}
 	if x.Overflow {
 		dst = append(dst, `,"overflow":true`...)
@@ -148,9 +149,9 @@ func (u USD) appendJSON(dst []byte) []byte {
 // AppendJSON appends the document.
 func (m *Me) AppendJSON(dst []byte) []byte {
 	dst = append(dst, "{\n  \"kid\": "...)
-	dst = appendString(dst, m.KID)
+	dst = jsontok.AppendString(dst, m.KID)
 	dst = append(dst, ",\n  \"node\": "...)
-	dst = appendString(dst, m.Node)
+	dst = jsontok.AppendString(dst, m.Node)
 	dst = append(dst, ",\n  \"chain\": "...)
 	dst = appendStrings(dst, nonNil(m.Chain))
 	dst = append(dst, ",\n  \"scopes\": "...)
@@ -174,17 +175,17 @@ func (s Scopes) appendJSON(dst []byte) []byte {
 
 func (l *MeLimit) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"limit_id":`...)
-	dst = appendString(dst, l.LimitID)
+	dst = jsontok.AppendString(dst, l.LimitID)
 	dst = append(dst, `,"type":`...)
-	dst = appendString(dst, string(l.Type))
+	dst = jsontok.AppendString(dst, string(l.Type))
 	dst = append(dst, `,"class":`...)
-	dst = appendString(dst, l.Type.Class())
+	dst = jsontok.AppendString(dst, l.Type.Class())
 	dst = append(dst, `,"unit":`...)
-	dst = appendString(dst, l.Type.Unit())
+	dst = jsontok.AppendString(dst, l.Type.Unit())
 	dst = append(dst, `,"node":`...)
-	dst = appendString(dst, l.Node)
+	dst = jsontok.AppendString(dst, l.Node)
 	dst = append(dst, `,"period":`...)
-	dst = appendString(dst, l.Period)
+	dst = jsontok.AppendString(dst, l.Period)
 	rate := l.Type == RPM || l.Type == TPM
 	if l.Type.Settled() || rate {
 		dst = append(dst, `,"resets_at":`...)

@@ -1,5 +1,7 @@
 package wire
 
+import "github.com/tokentriage/tokentriage/shared/jsontok"
+
 // Posture is a limit's posture as /tt/v1/me shows it: mode on|shadow|off,
 // enforce hard|soft, fail open|closed.
 type Posture struct {
@@ -26,10 +28,10 @@ func (p Posture) Label() string {
 
 func (p Posture) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"mode":`...)
-	dst = appendString(dst, p.Mode)
+	dst = jsontok.AppendString(dst, p.Mode)
 	dst = append(dst, `,"enforce":`...)
-	dst = appendString(dst, p.Enforce)
+	dst = jsontok.AppendString(dst, p.Enforce)
 	dst = append(dst, `,"fail":`...)
-	dst = appendString(dst, p.Fail)
+	dst = jsontok.AppendString(dst, p.Fail)
 	return append(dst, '}')
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 )
 
 func TestSeedRequestIDs(t *testing.T) {
@@ -95,40 +94,6 @@ func TestSeconds(t *testing.T) {
 			t.Errorf("Seconds(%v) = %d; want %d", d, got, want)
 		}
 	}
-}
-
-func TestAppendStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", `quote " and \ backslash`, "tab\tnew\nline\rcr", "\x00\x01\x1f\x7f",
-		"é ü 日本", "\u2028\u2029", "bad \xff utf8 \xc3", "<&>"} {
-		checkString(t, s)
-	}
-}
-
-func checkString(t *testing.T, s string) {
-	t.Helper()
-	got := appendString(nil, s)
-	var back string
-	if err := json.Unmarshal(got, &back); err != nil {
-		t.Fatalf("appendString(%q) = %s: not JSON: %v", s, got, err)
-	}
-	var want strings.Builder // every invalid byte becomes U+FFFD, as in encoding/json
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		want.WriteRune(r)
-		i += n
-	}
-	if back != want.String() {
-		t.Fatalf("appendString(%q) = %s reads back as %q", s, got, back)
-	}
-	if !utf8.Valid(got) {
-		t.Fatalf("appendString(%q) = %q: invalid UTF-8", s, got)
-	}
-}
-
-func FuzzAppendString(f *testing.F) {
-	f.Add("request refused by limit team_rpm")
-	f.Add("\"\\\x00\u2028\xff")
-	f.Fuzz(func(t *testing.T, s string) { checkString(t, s) })
 }
 
 func FuzzUSD(f *testing.F) {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"strconv"
 	"time"
 )
@@ -164,13 +165,13 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 	dst = r.appendMessage(dst)
 	dst = appendTail(dst, r.Shape, r.ErrorType(), "")
 	dst = append(dst, `,"refused_by":{"limit_id":`...)
-	dst = appendString(dst, r.LimitID)
+	dst = jsontok.AppendString(dst, r.LimitID)
 	dst = append(dst, `,"limit_type":`...)
-	dst = appendString(dst, string(r.LimitType))
+	dst = jsontok.AppendString(dst, string(r.LimitType))
 	dst = append(dst, `,"unit":`...)
-	dst = appendString(dst, r.LimitType.Unit())
+	dst = jsontok.AppendString(dst, r.LimitType.Unit())
 	dst = append(dst, `,"node":`...)
-	dst = appendString(dst, r.Node)
+	dst = jsontok.AppendString(dst, r.Node)
 	switch {
 	case r.Unfittable:
 		dst = r.appendPeriod(dst)
@@ -216,9 +217,9 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 			note = NoteReserveFleet
 		}
 		if r.inFlight() {
-			dst = appendString(dst, note+"; "+NoteInFlight)
+			dst = jsontok.AppendString(dst, note+"; "+NoteInFlight)
 		} else {
-			dst = appendString(dst, note)
+			dst = jsontok.AppendString(dst, note)
 		}
 	case r.LimitType.Settled() && !r.Unfittable:
 		dst = appendBool(dst, true)
@@ -232,9 +233,9 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 		}
 		dst = append(dst, `},"note":`...)
 		if r.LimitType == BudgetUSD {
-			dst = appendString(dst, NoteSpend)
+			dst = jsontok.AppendString(dst, NoteSpend)
 		} else {
-			dst = appendString(dst, NoteUsage)
+			dst = jsontok.AppendString(dst, NoteUsage)
 		}
 	default:
 		dst = appendBool(dst, r.LimitType.Approximate())
@@ -246,7 +247,7 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 func (r *Refusal) appendMessage(dst []byte) []byte {
 	if !r.Unfittable {
 		dst = append(dst, `"request refused by limit `...)
-		dst = appendEscaped(dst, r.LimitID)
+		dst = jsontok.AppendEscaped(dst, r.LimitID)
 		return append(dst, '"')
 	}
 	unit := r.LimitType.Unit()
@@ -255,12 +256,12 @@ func (r *Refusal) appendMessage(dst []byte) []byte {
 	if r.LimitType == TPM {
 		msg += "; lower max_tokens or shorten the prompt (the reserve is prompt bytes/4 plus max_tokens, at most 16384)"
 	}
-	return appendString(dst, msg)
+	return jsontok.AppendString(dst, msg)
 }
 
 func (r *Refusal) appendPeriod(dst []byte) []byte {
 	dst = append(dst, `,"period":`...)
-	return appendString(dst, r.Period)
+	return jsontok.AppendString(dst, r.Period)
 }
 
 func (r *Refusal) appendRetry(dst []byte) []byte {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +55,7 @@ func (r *Rejection) ShouldRetry() bool { return r.Status == 503 }
 // AppendBody appends the JSON body in r.Shape.
 func (r *Rejection) AppendBody(dst []byte) []byte {
 	dst = appendHead(dst, r.Shape, r.Status, r.Type)
-	dst = appendString(dst, r.Message)
+	dst = jsontok.AppendString(dst, r.Message)
 	dst = appendTail(dst, r.Shape, r.Type, r.Param)
 	return appendClose(dst, r.Shape, r.RequestID)
 }
@@ -159,11 +160,11 @@ func ScopeDenied(requestID, kid string, scope Scope, value string, allowed []str
 		b.WriteString(" may not call endpoint ")
 	default:
 		b.WriteString(" may not call ")
-		b.Write(appendString(nil, value))
+		b.Write(jsontok.AppendString(nil, value))
 		b.WriteString(": it is not a governed provider endpoint and the key's allow_passthrough scope is false; call a governed endpoint or use a key that allows passthrough")
 		return Rejection{Status: 403, Type: TypeScopeDenied, RequestID: requestID, Message: b.String()}
 	}
-	b.Write(appendString(nil, value))
+	b.Write(jsontok.AppendString(nil, value))
 	b.WriteString(": outside the key's ")
 	b.WriteString(string(scope))
 	b.WriteString(" scope ")
@@ -185,13 +186,13 @@ func ScopeDenied(requestID, kid string, scope Scope, value string, allowed []str
 func ModelNotFound(requestID, kid, model string, scope Scope, value string, allowed []string) Rejection {
 	var b strings.Builder
 	b.WriteString("model ")
-	b.Write(appendString(nil, model))
+	b.Write(jsontok.AppendString(nil, model))
 	b.WriteString(" is not available to key ")
 	b.WriteString(kid)
 	b.WriteString(": ")
 	if scope == ScopeProviders {
 		b.WriteString("its provider ")
-		b.Write(appendString(nil, value))
+		b.Write(jsontok.AppendString(nil, value))
 		b.WriteString(" is outside the key's providers scope ")
 	} else {
 		b.WriteString("it is outside the key's models scope ")

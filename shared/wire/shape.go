@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"strconv"
 	"time"
 )
@@ -117,10 +118,10 @@ func openAICode(errorType string) string {
 func appendHead(dst []byte, shape Shape, status int, errorType string) []byte {
 	if shape == ShapeAnthropic {
 		dst = append(dst, `{"type":"error","error":{"type":`...)
-		dst = appendString(dst, anthropicType(status))
+		dst = jsontok.AppendString(dst, anthropicType(status))
 	} else {
 		dst = append(dst, `{"error":{"type":`...)
-		dst = appendString(dst, errorType)
+		dst = jsontok.AppendString(dst, errorType)
 	}
 	return append(dst, `,"message":`...)
 }
@@ -131,17 +132,17 @@ func appendTail(dst []byte, shape Shape, errorType, param string) []byte {
 	switch shape {
 	case ShapeAnthropic:
 		dst = append(dst, `,"details":{"error_code":`...)
-		dst = appendString(dst, errorType)
+		dst = jsontok.AppendString(dst, errorType)
 		dst = append(dst, '}')
 	case ShapeOpenAI:
 		dst = append(dst, `,"param":`...)
 		if param == "" {
 			dst = append(dst, "null"...)
 		} else {
-			dst = appendString(dst, param)
+			dst = jsontok.AppendString(dst, param)
 		}
 		dst = append(dst, `,"code":`...)
-		dst = appendString(dst, openAICode(errorType))
+		dst = jsontok.AppendString(dst, openAICode(errorType))
 	}
 	return dst
 }
@@ -156,7 +157,7 @@ func appendClose(dst []byte, shape Shape, requestID string) []byte {
 	if requestID == "" {
 		dst = append(dst, "null"...)
 	} else {
-		dst = appendString(dst, requestID)
+		dst = jsontok.AppendString(dst, requestID)
 	}
 	return append(dst, '}')
 }
