@@ -106,6 +106,8 @@ type rigOptions struct {
 	// routes and clusters are the host's route table and extra clusters.
 	routes   []wasmtest.Route
 	clusters map[string]wasmtest.Cluster
+	// poll is the host's poll_oneoff answer (wasmtest.Config.PollOneoff).
+	poll wasmtest.PollMode
 }
 
 // rig is one host running the real filter.wasm, with a manual clock, the
@@ -157,6 +159,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		Log:          o.log,
 
 		AllowOnHeadersStopIteration: !o.headersGo && !o.noStopIteration,
+		PollOneoff:                  o.poll,
 	}
 	if o.upstream != nil {
 		cfg.Upstream = wasmtest.Cluster{Handler: o.upstream}

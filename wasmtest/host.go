@@ -48,6 +48,9 @@ type Config struct {
 	ReloadOnFailure bool
 	// Clock is the time the filter sees; nil is RealClock().
 	Clock Clock
+	// PollOneoff is how WASI poll_oneoff answers: ENOSYS (the zero value)
+	// or success with no event, as current proxy-wasm-cpp-host does.
+	PollOneoff PollMode
 	// Clusters are the names proxy_http_call may target.
 	Clusters map[string]Cluster
 	// Upstream is where requests go. Unset, every request the filter lets

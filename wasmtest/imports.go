@@ -117,7 +117,7 @@ var hostFuncs = func() []hostFunc {
 		{name: "random_get", params: ints(2), results: one, allow: initOK, fn: wasiRandomGet},
 		{name: "proc_exit", params: ints(1), fn: wasiProcExit},
 		{name: "sched_yield", params: nil, results: one, fn: wasiErrno(errnoSuccess)},
-		{name: "poll_oneoff", params: ints(4), results: one, fn: wasiErrno(errnoNosys)},
+		{name: "poll_oneoff", params: ints(4), results: one, fn: wasiPollOneoff},
 	}
 	for _, m := range []string{wasiModule, wasiOld} {
 		for _, f := range wasi {
