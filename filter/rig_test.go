@@ -106,8 +106,10 @@ type rigOptions struct {
 	// routes and clusters are the host's route table and extra clusters.
 	routes   []wasmtest.Route
 	clusters map[string]wasmtest.Cluster
-	// poll is the host's poll_oneoff answer (wasmtest.Config.PollOneoff).
-	poll wasmtest.PollMode
+	// poll and phases are the host's poll_oneoff answer and restricted
+	// phase lists (wasmtest.Config.PollOneoff, PhaseCalls).
+	poll   wasmtest.PollMode
+	phases *wasmtest.PhaseCalls
 }
 
 // rig is one host running the real filter.wasm, with a manual clock, the
@@ -160,6 +162,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 
 		AllowOnHeadersStopIteration: !o.headersGo && !o.noStopIteration,
 		PollOneoff:                  o.poll,
+		PhaseCalls:                  o.phases,
 	}
 	if o.upstream != nil {
 		cfg.Upstream = wasmtest.Cluster{Handler: o.upstream}

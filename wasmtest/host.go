@@ -51,6 +51,9 @@ type Config struct {
 	// PollOneoff is how WASI poll_oneoff answers: ENOSYS (the zero value)
 	// or success with no event, as current proxy-wasm-cpp-host does.
 	PollOneoff PollMode
+	// PhaseCalls, when set, is what the guest may call while _initialize
+	// and its allocator run; nil allows what cpp-host allows.
+	PhaseCalls *PhaseCalls
 	// Clusters are the names proxy_http_call may target.
 	Clusters map[string]Cluster
 	// Upstream is where requests go. Unset, every request the filter lets
@@ -156,6 +159,12 @@ type Host struct {
 	props          map[string][]byte
 	routes         []*route
 	statTags       []statTag
+
+	// phaseInit and phaseAlloc count the imports called while
+	// _initialize and the guest allocator ran (PhaseCallCounts).
+	phaseMu               sync.Mutex
+	phaseInit, phaseAlloc map[string]int
+	allocations           atomic.Int64
 }
 
 var _ http.Handler = (*Host)(nil)

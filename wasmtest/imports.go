@@ -166,9 +166,12 @@ func wrapHostFunc(hf *hostFunc) api.GoModuleFunction {
 	fn := hf.fn
 	return api.GoModuleFunc(func(ctx context.Context, _ api.Module, stack []uint64) {
 		v := vmOf(ctx)
-		if v.restrict != 0 && v.restrict&allow == 0 {
-			v.fail(restrictedWhere(v.restrict), &restrictedError{call: name})
-			panic(&trapError{msg: v.failure})
+		if v.restrict != 0 {
+			if !v.phaseAllowed(name, allow) {
+				v.fail(restrictedWhere(v.restrict), &restrictedError{call: name})
+				panic(&trapError{msg: v.failure})
+			}
+			v.notePhaseCall(name)
 		}
 		v.total.HostCalls++
 		v.counts.HostCalls++

@@ -26,6 +26,7 @@ func (v *vm) alloc(n int) (uint32, bool) {
 	}
 	prev := v.restrict
 	v.restrict = restrictAlloc
+	v.h.allocations.Add(1)
 	v.allocStack[0] = uint64(n)
 	v.total.GuestCalls++
 	v.counts.GuestCalls++
