@@ -283,7 +283,7 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 		req := base
 		req.Phase = PhaseRanks
 		ranked, err := round(req, func(p *Partial) error { return checkRanks(p, len(q.GroupBy)) }, func(p *Partial) error {
-			return errors.Join(pc.period(p), pc.keys(p), pc.ranks(p))
+			return errors.Join(pc.period(p), pc.keys(p))
 		})
 		if err != nil {
 			return nil, err

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
 // afterRows is a clock past every row randomRows makes from t0 and every
@@ -190,8 +192,10 @@ func containsAll(s string, subs ...string) bool {
 // TestFleetRunLeavesOutImplausibleShares: a share holding what its
 // accountant cannot have recorded (dollars past its tokens at the dearest
 // rate, rows in a bucket that has not begun or outside its own ledger's
-// span, a node outside the tree or the caller's scope, more requests than
-// rows) is left out and named, and the report is the honest shares'.
+// span, a node outside the tree or the caller's scope) is left out and
+// named, and the report is the honest shares'. A share counting more
+// requests than its ledger has rows is honest: a summary row stands for
+// many.
 func TestFleetRunLeavesOutImplausibleShares(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	t0 := time.Date(2026, 1, 20, 0, 0, 0, 0, time.UTC)
@@ -233,7 +237,6 @@ func TestFleetRunLeavesOutImplausibleShares(t *testing.T) {
 		{forged("http://dollars", [][]string{{"org:a"}}, [][][]int64{{cell(0, 1, 10, 5_000_000_000_000)}}, 1), "its answer holds $5000 for 10 tokens, more than any model of the catalog costs"},
 		{forged("http://future", [][]string{{"org:a"}}, [][][]int64{{cell(4, 1, 10, 1)}}, 1), "its answer has rows in the bucket of 2026-05-01T00:00:00Z, after its last row (2026-01-21T00:00:00Z)"},
 		{forged("http://node", [][]string{{"org:evil"}}, [][][]int64{{cell(0, 1, 10, 1)}}, 1), `its answer holds rows of node "org:evil", which is no node of the fleet's tenancy tree`},
-		{forged("http://rows", [][]string{{"org:a"}}, [][][]int64{{cell(0, 9, 10, 1)}}, 1), "its answer counts 9 requests, more than the 1 rows its ledger holds"},
 	} {
 		refused = nil
 		self := Peer{Accountant: "http://self", Self: true, Ask: jsonPeer("http://self", self).Ask}
@@ -248,5 +251,31 @@ func TestFleetRunLeavesOutImplausibleShares(t *testing.T) {
 		if got.Total != want.Total || !reflect.DeepEqual(got.Groups, want.Groups) {
 			t.Errorf("case %d: the forged share was added", i)
 		}
+	}
+}
+
+// TestFleetRunAddsSummaryRows: an honest share whose ledger holds summary
+// rows (each standing for many requests) counts more requests than it
+// has rows, and is added, not left out.
+func TestFleetRunAddsSummaryRows(t *testing.T) {
+	t0 := time.Date(2026, 1, 20, 0, 0, 0, 0, time.UTC)
+	now := afterRows(t0)
+	peer := New(Options{HourlyDays: -1})
+	peer.Add([]ledger.Row{{RequestID: "tt_summary", Kind: ledger.KindSummary, Count: 40, Start: t0, End: t0,
+		Decision: ledger.Refused, ErrorType: "invalid_api_key"}})
+	q, err := ParseQuery(map[string][]string{"from": {"2026-01-01"}, "to": {"2026-06-01"}, "bucket": {"month"}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := Peer{Accountant: "http://self", Self: true, Ask: jsonPeer("http://self", New(Options{HourlyDays: -1})).Ask}
+	var refused []string
+	pl := Plausibility{MaxNanosPerToken: 600_000, OnRefused: func(a string, err error) { refused = append(refused, a+": "+err.Error()) }}
+	rep, err := FleetRun(context.Background(), q, "", now, []Peer{self, jsonPeer("http://peer", peer)}, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refused) > 0 || !rep.Source.Replicas[1].Answered || rep.Total.Requests != 40 {
+		t.Fatalf("a share of one summary row of 40 refusals: refused %v, answered %v, %d requests in the report; want it added, 40 requests",
+			refused, rep.Source.Replicas[1].Answered, rep.Total.Requests)
 	}
 }

@@ -86,11 +86,11 @@ func (c *shareCheck) period(p *Partial) error {
 }
 
 // cells checks a share's table: no row in a bucket that begins after now
-// or after the share's last row, or that ends before its first row; no
-// more requests than its ledger's rows; splits within their requests;
-// dollars within the tokens at the dearest rate.
+// or after the share's last row, or that ends before its first row;
+// splits within their requests; dollars within the tokens at the dearest
+// rate. Its requests are not held to its ledger's rows: a summary row
+// stands for many requests (ledger.KindSummary).
 func (c *shareCheck) cells(p *Partial) error {
-	var requests int64
 	for _, cells := range p.Table {
 		for _, cell := range cells {
 			b := int(cell[0])
@@ -112,11 +112,7 @@ func (c *shareCheck) cells(p *Partial) error {
 			if err := c.acc(&a); err != nil {
 				return err
 			}
-			requests = addSat(requests, a[fRequests])
 		}
-	}
-	if p.Rows > 0 && requests > p.Rows {
-		return fmt.Errorf("its answer counts %d requests, more than the %d rows its ledger holds", requests, p.Rows)
 	}
 	return nil
 }
@@ -151,16 +147,4 @@ func (c *shareCheck) ownNodes(p *Partial) {
 			}
 		}
 	}
-}
-
-// ranks checks a share's ranks phase: no more requests than its rows.
-func (c *shareCheck) ranks(p *Partial) error {
-	var requests int64
-	for _, r := range p.Ranks {
-		requests = addSat(requests, r[2])
-	}
-	if p.Rows > 0 && requests > p.Rows {
-		return fmt.Errorf("its answer counts %d requests, more than the %d rows its ledger holds", requests, p.Rows)
-	}
-	return nil
 }
