@@ -78,6 +78,7 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 		fs.DurationVar(&o.idleTimeout, "stream-idle-timeout", wasmtest.DefaultStreamIdleTimeout, "end a request with no bytes from the client or the upstream for this long: 408 before the response starts, a reset after (Envoy's stream_idle_timeout); 0 turns it off")
 		fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "answer 408 to a request whose body has not all arrived this long after its headers (Envoy's request_timeout); 0, the default, turns it off")
 		fs.IntVar(&o.maxHeadersKB, "max-request-headers-kb", devserver.DefaultMaxRequestHeadersKB, "most KiB of request headers (names, values, method and path); more are answered 431 (Envoy's max_request_headers_kb, at most 8192)")
+		fs.DurationVar(&o.leaseTTL, "lease-ttl", 0, "the filter's lease_ttl: how long a concurrency lease or reserve outlives a worker that stopped refreshing it, and how long after the last word of a call in flight whose proxy died the accountant closes it at its reserved estimate (0: the plugin's default, 15m)")
 		fs.IntVar(&o.maxConns, "max-connections", devserver.DefaultMaxConnections(), "most client connections the gateway holds; past it a new one closes the connection idle longest, or is refused when every one is busy (Envoy's global_downstream_max_connections with its overload actions; the default is nine tenths of the file descriptor limit, at most 50,000)")
 		fs.StringVar(&o.control, "control", "", "mirror the runtime plane (keys, nodes, overrides, admins, audit) of the accountant at this URL, which owns it; writes sent here are forwarded there")
 		fs.StringVar(&o.advertise, "advertise", "", "this accountant's base URL as the fleet's other accountants reach it, announced to the owner so a spend report from any of them covers every ledger (default: http:// and --accountant-listen when it names a host)")
@@ -92,7 +93,7 @@ type devFlags struct {
 	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis, control, advertise string
 	promote, acceptRollback                                                                                             bool
 	workers, maxHeaders, maxHeadersKB, maxConns                                                                         int
-	idleTimeout, requestTimeout                                                                                         time.Duration
+	idleTimeout, requestTimeout, leaseTTL                                                                               time.Duration
 }
 
 // maxDevWorkers bounds --workers: a mistyped count would otherwise start
@@ -130,6 +131,8 @@ func runDev(e *env, o devFlags) int {
 		return e.failf(2, "--stream-idle-timeout and --request-timeout take a duration of 0 (off) or more, got %v and %v", o.idleTimeout, o.requestTimeout)
 	case o.maxHeaders <= 0:
 		return e.failf(2, "--max-request-headers-count must be at least 1, got %d", o.maxHeaders)
+	case o.leaseTTL < 0:
+		return e.failf(2, "--lease-ttl takes a duration of 0 (the default, 15m) or more, got %v", o.leaseTTL)
 	case o.maxConns <= 0:
 		return e.failf(2, "--max-connections must be at least 1, got %d", o.maxConns)
 	case o.maxHeadersKB <= 0 || o.maxHeadersKB > devserver.MaxRequestHeadersKB:
@@ -215,6 +218,7 @@ func runDev(e *env, o devFlags) int {
 		StreamIdleTimeout:      idle,
 		RequestTimeout:         o.requestTimeout,
 		MaxConnections:         o.maxConns,
+		LeaseTTL:               o.leaseTTL,
 	})
 	if err != nil {
 		if e.ctx.Err() != nil {

@@ -145,6 +145,11 @@ type Options struct {
 	// RequestTimeout answers 408 to a request not received whole this
 	// long after its headers (Envoy's request_timeout); 0 turns it off.
 	RequestTimeout time.Duration
+	// LeaseTTL is the filter's lease_ttl: how long a concurrency lease or
+	// a reserve outlives a VM that stopped refreshing it, and how long after
+	// the last word of a call in flight the accountant closes it at its
+	// estimate. 0 is the plugin's default (15 minutes).
+	LeaseTTL time.Duration
 	// MaxConnections caps the gateway's client connections (conns.go):
 	// past it a new connection closes the one idle longest, or is refused
 	// when none is idle. 0 means DefaultMaxConnections().
@@ -196,13 +201,18 @@ const BufferHeadroom = 1 << 20
 // Rows leave every FlushInterval (the plugin's default is 500 ms): the
 // rows a kill -9 of dev can lose are those of the requests that finished
 // within about one interval and one ingest round trip of it
-// (RELIABILITY.md).
-func PluginConfig(token string) []byte {
-	b, err := json.Marshal(map[string]any{
+// (RELIABILITY.md). A leaseTTL of 0 leaves lease_ttl at the plugin's
+// default (15 minutes).
+func PluginConfig(token string, leaseTTL time.Duration) []byte {
+	conf := map[string]any{
 		"accountant":     map[string]string{"cluster": AccountantCluster, "token": token},
 		"flush_interval": FlushInterval,
 		"hold_headers":   true,
-	})
+	}
+	if leaseTTL > 0 {
+		conf["lease_ttl"] = leaseTTL.String()
+	}
+	b, err := json.Marshal(conf)
 	if err != nil {
 		panic("devserver: marshalling the plugin configuration: " + err.Error())
 	}
@@ -279,7 +289,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	pluginConfig := PluginConfig(o.InternalToken)
+	pluginConfig := PluginConfig(o.InternalToken, o.LeaseTTL)
 	pc, err := pluginconf.Decode(pluginConfig)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: the plugin configuration: %w", err)
