@@ -125,7 +125,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		s.ep = endpointOf(h.Method, s.path)
 		s.governs = s.ep != llm.Unknown && e.host.Caller != nil && !h.EndOfStream
 		s.passthrough = s.ep == llm.Unknown
-		if a, ent, kid := e.keys.authenticate(c.key); a == authOK {
+		if a, ent, kid := e.keys.authenticate(c.key, e.host.Now()); a == authOK {
 			s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
 		}
 		if s.governs {
@@ -139,12 +139,14 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		return v // governance is off: the filter is transparent
 	}
 
-	auth, ent, kid := e.keys.authenticate(c.key)
+	auth, ent, kid := e.keys.authenticate(c.key, e.host.Now())
 	switch auth {
 	case authUnknown:
 		return e.reject(s, v, wire.UnknownKey(s.id, kid))
 	case authRevoked:
 		return e.reject(s, v, wire.RevokedKey(s.id, kid))
+	case authExpired:
+		return e.reject(s, v, wire.ExpiredKey(s.id, kid, ent.expiresAt))
 	case authMalformed:
 		// A key that starts as a virtual key but is not one was meant as
 		// one: never billed to nobody, whatever require_key says.

@@ -26,12 +26,14 @@ func (e *Engine) answerLocal(s *Stream, c credential, query string) Verdict {
 		return e.reject(s, v, wire.Rejection{Status: 503, Type: wire.TypeLimitUnavailable, RequestID: s.id,
 			Message: "no governance plan is in force yet: the filter is waiting for its first sync with the accountant; try again in a few seconds"})
 	}
-	auth, ent, kid := e.keys.authenticate(c.key)
+	auth, ent, kid := e.keys.authenticate(c.key, e.host.Now())
 	switch auth {
 	case authUnknown:
 		return e.reject(s, v, wire.UnknownKey(s.id, kid))
 	case authRevoked:
 		return e.reject(s, v, wire.RevokedKey(s.id, kid))
+	case authExpired:
+		return e.reject(s, v, wire.ExpiredKey(s.id, kid, ent.expiresAt))
 	case authMalformed:
 		return e.reject(s, v, wire.MalformedKey(s.id, c.header))
 	case authAnonymous:
@@ -48,8 +50,10 @@ func (e *Engine) answerLocal(s *Stream, c credential, query string) Verdict {
 	if ent != nil {
 		s.kid, s.owner = kid, ent.owner
 		me = wire.Me{
-			KID:  kid,
-			Node: ent.owner,
+			KID:       kid,
+			Name:      ent.name,
+			ExpiresAt: ent.expiresAt,
+			Node:      ent.owner,
 			Scopes: wire.Scopes{
 				Models:           ent.scopes.Models,
 				Providers:        ent.scopes.Providers,

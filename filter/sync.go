@@ -300,10 +300,14 @@ func decodeKeySlow(v gjson.Result, i int) (syncwire.Key, error) {
 		return syncwire.Key{}, err
 	}
 	return syncwire.Key{
-		KID:     v.Get("kid").Str,
-		SHA256:  v.Get("sha256").Str,
-		Owner:   v.Get("owner").Str,
-		Revoked: v.Get("revoked").Type == gjson.True,
+		KID:        v.Get("kid").Str,
+		SHA256:     v.Get("sha256").Str,
+		Owner:      v.Get("owner").Str,
+		Revoked:    v.Get("revoked").Type == gjson.True,
+		Name:       v.Get("name").Str,
+		ExpiresAt:  v.Get("expires_at").Int(),
+		PrevSHA256: v.Get("prev_sha256").Str,
+		PrevUntil:  v.Get("prev_until").Int(),
 		Scopes: vkey.Scopes{
 			Models:           stringList(v.Get("scopes.models")),
 			Providers:        stringList(v.Get("scopes.providers")),
@@ -322,8 +326,8 @@ func decodeKey(v gjson.Result) (k syncwire.Key, ok bool) {
 		return k, false
 	}
 	ok = true
-	var seen uint8
-	once := func(key gjson.Result, bit uint8) bool {
+	var seen uint16
+	once := func(key gjson.Result, bit uint16) bool {
 		if seen&bit != 0 || len(key.Raw) != len(key.Str)+2 {
 			ok = false // repeated, or spelt with escapes
 			return false
@@ -333,26 +337,46 @@ func decodeKey(v gjson.Result) (k syncwire.Key, ok bool) {
 	}
 	v.ForEach(func(key, f gjson.Result) bool {
 		switch key.Str {
-		case "kid", "sha256", "owner":
-			bit := uint8(1)
-			if key.Str == "sha256" {
-				bit = 2
-			} else if key.Str == "owner" {
-				bit = 4
+		case "kid", "sha256", "owner", "name", "prev_sha256":
+			var bit uint16
+			var dst *string
+			switch key.Str {
+			case "kid":
+				bit, dst = 1, &k.KID
+			case "sha256":
+				bit, dst = 2, &k.SHA256
+			case "owner":
+				bit, dst = 4, &k.Owner
+			case "name":
+				bit, dst = 32, &k.Name
+			default:
+				bit, dst = 64, &k.PrevSHA256
 			}
 			if !once(key, bit) {
 				return false
 			}
 			switch f.Type {
 			case gjson.String:
-				switch bit {
-				case 1:
-					k.KID = f.Str
-				case 2:
-					k.SHA256 = f.Str
-				default:
-					k.Owner = f.Str
+				*dst = f.Str
+			case gjson.Null:
+			default:
+				ok = false
+			}
+		case "expires_at", "prev_until":
+			bit, dst := uint16(128), &k.ExpiresAt
+			if key.Str == "prev_until" {
+				bit, dst = 256, &k.PrevUntil
+			}
+			if !once(key, bit) {
+				return false
+			}
+			switch f.Type {
+			case gjson.Number:
+				n, err := strconv.ParseInt(f.Raw, 10, 64)
+				if err != nil {
+					ok = false
 				}
+				*dst = n
 			case gjson.Null:
 			default:
 				ok = false
@@ -474,7 +498,7 @@ type syncField struct {
 }
 
 var (
-	keyShape      = []syncField{{"kid", 's'}, {"sha256", 's'}, {"owner", 's'}, {"revoked", 'b'}, {"scopes", 'o'}, {"scopes.models", 'l'}, {"scopes.providers", 'l'}, {"scopes.endpoints", 'l'}, {"scopes.allow_passthrough", 'b'}}
+	keyShape      = []syncField{{"kid", 's'}, {"sha256", 's'}, {"owner", 's'}, {"revoked", 'b'}, {"name", 's'}, {"expires_at", 'i'}, {"prev_sha256", 's'}, {"prev_until", 'i'}, {"scopes", 'o'}, {"scopes.models", 'l'}, {"scopes.providers", 'l'}, {"scopes.endpoints", 'l'}, {"scopes.allow_passthrough", 'b'}}
 	runtimeShape  = []syncField{{"version", 's'}, {"nodes", 'l'}, {"overrides", 'a'}}
 	overrideShape = []syncField{{"limit_id", 's'}, {"node", 's'}, {"amount", 'i'}}
 	kindNames     = map[byte]string{'s': "a string", 'b': "true or false", 'i': "an integer", 'o': "an object", 'l': "a list of strings", 'a': "a list"}

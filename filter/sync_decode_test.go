@@ -91,8 +91,9 @@ func TestDecodeSyncPartsMalformed(t *testing.T) {
 // member in every type, repeated, spelt with escapes or missing.
 func TestDecodeKeyMatchesPathLookups(t *testing.T) {
 	rng := rand.New(rand.NewSource(6))
-	values := []string{`"vk_abc"`, `null`, `7`, `true`, `false`, `[]`, `["gpt-*","o3"]`, `["x",1]`, `{}`, `{"models":["a"]}`, `"caf\u00e9"`}
-	names := []string{"kid", "sha256", "owner", "revoked", "scopes", "extra", `k\u0069d`}
+	values := []string{`"vk_abc"`, `null`, `7`, `true`, `false`, `[]`, `["gpt-*","o3"]`, `["x",1]`, `{}`, `{"models":["a"]}`, `"caf\u00e9"`,
+		`1767225600`, `1.5`, `-3`, `99999999999999999999`}
+	names := []string{"kid", "sha256", "owner", "revoked", "scopes", "name", "expires_at", "prev_sha256", "prev_until", "extra", `k\u0069d`, `prev_unti\u006c`}
 	scopeNames := []string{"models", "providers", "endpoints", "allow_passthrough", "other", `m\u006fdels`}
 	took := 0
 	for i := 0; i < 20000; i++ {

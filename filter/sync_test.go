@@ -320,3 +320,64 @@ func TestPlanProviderNotGiven(t *testing.T) {
 		t.Errorf("logged again at a sync with the same plan: %d, then %d", said, again)
 	}
 }
+
+// TestSyncKeyExpiryAndRotation: a synced key past its expires_at is a 401
+// naming the expiry and what to do, on every VM and at /tt/v1/me; a
+// rotated key authenticates with its new secret, and with its previous
+// one only until prev_until; /tt/v1/me shows the key's name and expiry.
+func TestSyncKeyExpiryAndRotation(t *testing.T) {
+	k := newTestKey("vk_rotaterotate", "org:acme/team:ml/user:dev1")
+	lim := `{"id":"team_rpm","attach":{"level":"team"},"type":"rpm","amount":1000,"period":"1m"}`
+	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), accountant: true})
+	now := r.clock.Now()
+	expires := now.Add(90 * time.Second).Truncate(time.Second)
+	sk := syncKey(k, false)
+	sk.Name, sk.ExpiresAt = "ci-bot", expires.Unix()
+	r.acct.setKeys("k1", sk)
+	r.sync()
+	q := req{path: "/v1/chat/completions", key: k, body: chatGermany}
+	r.onEveryVM(q, 200)
+	me := r.me(k)
+	if !strings.Contains(string(me.Body), `"name": "ci-bot"`) || !strings.Contains(string(me.Body), `"expires_at": "`+expires.UTC().Format(time.RFC3339)+`"`) {
+		t.Errorf("/tt/v1/me of a named key with an expiry:\n%s", me.Body)
+	}
+
+	// Rotation: a new secret under the same kid; the old one is accepted
+	// for 30 s more.
+	rotated := k
+	rotated.key = "tt-" + k.kid + "-" + "NEWsecretNEWsecretNEWsecretNEW12"
+	sk2 := sk
+	sk2.SHA256, sk2.PrevSHA256, sk2.PrevUntil = vkey.Hash(rotated.key), sk.SHA256, r.clock.Now().Add(30*time.Second).Unix()
+	r.acct.setKeys("k2", sk2)
+	r.sync()
+	r.onEveryVM(req{path: "/v1/chat/completions", key: rotated, body: chatGermany}, 200)
+	r.onEveryVM(q, 200) // the previous secret, within its grace period
+	for r.clock.Now().Unix() < sk2.PrevUntil {
+		r.step(5 * time.Second)
+	}
+	r.onEveryVM(q, 401)
+	if resp := r.do(q); !strings.Contains(string(resp.Body), "unknown virtual key "+k.kid) {
+		t.Errorf("the previous secret after its grace period: %s", resp.Body)
+	}
+	r.onEveryVM(req{path: "/v1/chat/completions", key: rotated, body: chatGermany}, 200)
+
+	// Expiry: refused with both secrets, the message naming when.
+	for !r.clock.Now().After(expires) {
+		r.step(5 * time.Second)
+	}
+	rq := req{path: "/v1/chat/completions", key: rotated, body: chatGermany}
+	r.onEveryVM(rq, 401)
+	want := "virtual key " + k.kid + " expired at " + expires.UTC().Format(time.RFC3339) + "; rotate it"
+	if resp := r.do(rq); !strings.Contains(string(resp.Body), want) {
+		t.Errorf("expired key: %s\nwant it to contain %q", resp.Body, want)
+	}
+	if resp := r.me(rotated); resp.Status != 401 || !strings.Contains(string(resp.Body), want) {
+		t.Errorf("/tt/v1/me of an expired key: %d %s", resp.Status, resp.Body)
+	}
+	// A wrong secret learns nothing of the expiry.
+	wrong := k
+	wrong.key = "tt-" + k.kid + "-" + "WRONGsecretWRONGsecretWRONGsecre"
+	if resp := r.do(req{path: "/v1/chat/completions", key: wrong, body: chatGermany}); !strings.Contains(string(resp.Body), "unknown virtual key") {
+		t.Errorf("a wrong secret of an expired key: %s", resp.Body)
+	}
+}

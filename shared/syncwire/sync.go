@@ -79,6 +79,18 @@ type Key struct {
 	Owner   string      `json:"owner"`
 	Scopes  vkey.Scopes `json:"scopes"`
 	Revoked bool        `json:"revoked"`
+	// Name is the key's name, unique among its owner's live keys; "" when
+	// it has none.
+	Name string `json:"name,omitempty"`
+	// ExpiresAt is when the key stops authenticating, in Unix seconds; 0
+	// never. An expired key is refused 401 with a message naming the
+	// expiry.
+	ExpiresAt int64 `json:"expires_at,omitempty"`
+	// PrevSHA256 is the hash of the secret the key had before its last
+	// rotation, accepted beside SHA256 until PrevUntil (Unix seconds); ""
+	// when the key was never rotated or that grace period is over.
+	PrevSHA256 string `json:"prev_sha256,omitempty"`
+	PrevUntil  int64  `json:"prev_until,omitempty"`
 }
 
 // Runtime carries the runtime plane: API-created nodes and overrides.

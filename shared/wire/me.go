@@ -13,9 +13,13 @@ import (
 // member per line, two-space indent, each limit on its own line and compact
 // inside, chain and scopes compact, a newline after the closing brace.
 type Me struct {
-	KID   string
-	Node  string
-	Chain []string
+	KID string
+	// Name is the key's name and ExpiresAt its expiry (Unix seconds):
+	// shown after kid only when the key has one.
+	Name      string
+	ExpiresAt int64
+	Node      string
+	Chain     []string
 	// Scopes are the key's scopes; a nil list (unrestricted) is null.
 	Scopes Scopes
 	Limits []MeLimit
@@ -150,6 +154,14 @@ func (u USD) appendJSON(dst []byte) []byte {
 func (m *Me) AppendJSON(dst []byte) []byte {
 	dst = append(dst, "{\n  \"kid\": "...)
 	dst = jsontok.AppendString(dst, m.KID)
+	if m.Name != "" {
+		dst = append(dst, ",\n  \"name\": "...)
+		dst = jsontok.AppendString(dst, m.Name)
+	}
+	if m.ExpiresAt != 0 {
+		dst = append(dst, ",\n  \"expires_at\": "...)
+		dst = appendSecondTime(dst, time.Unix(m.ExpiresAt, 0))
+	}
 	dst = append(dst, ",\n  \"node\": "...)
 	dst = jsontok.AppendString(dst, m.Node)
 	dst = append(dst, ",\n  \"chain\": "...)

@@ -133,6 +133,15 @@ func RevokedKey(requestID, kid string) Rejection {
 		Message: "virtual key " + kid + " has been revoked; ask for a new key (tokentriage keys mint)"}
 }
 
+// ExpiredKey is the 401 for a virtual key past its expiry (expiresAt,
+// Unix seconds): the message names the expiry and the two ways on.
+func ExpiredKey(requestID, kid string, expiresAt int64) Rejection {
+	at := time.Unix(expiresAt, 0).UTC().Format(time.RFC3339)
+	return Rejection{Status: 401, Type: TypeUnauthorized, RequestID: requestID,
+		Message: "virtual key " + kid + " expired at " + at + "; rotate it for a new secret with a new expiry (tokentriage keys rotate " + kid +
+			" --expires 30d) or mint a new key (tokentriage keys mint)"}
+}
+
 // Scope names one of a key's scopes.
 type Scope string
 
