@@ -12,7 +12,6 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
-	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/internal/fleettest"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -135,7 +134,7 @@ func TestFleetSharesOneRuntimePlane(t *testing.T) {
 	})
 }
 
-func hasKey(keys []runtime.Key, kid string) bool {
+func hasKey(keys []api.KeyView, kid string) bool {
 	for _, k := range keys {
 		if k.KID == kid {
 			return true

@@ -133,6 +133,7 @@ func (h *handler) routes() {
 	route("GET "+Prefix+"keys", delegated, h.listKeys)
 	route("GET "+Prefix+"keys/{kid}", delegated, h.getKey)
 	route("POST "+Prefix+"keys/{kid}/revoke", delegated, h.revokeKey)
+	route("POST "+Prefix+"keys/{kid}/rotate", delegated, h.rotateKey)
 
 	route("POST "+Prefix+"admins", adminOnly, h.createAdmin)
 	route("GET "+Prefix+"admins", adminOnly, h.listAdmins)
@@ -150,7 +151,7 @@ var _ http.Handler = (*handler)(nil)
 
 // routeList is what a request for an unknown route is told.
 const routeList = "GET governance/limits; GET governance/counters; GET spend; GET spend/limits; GET, POST, DELETE nodes; GET, PUT, DELETE overrides; " +
-	"POST, GET keys; GET keys/{kid}; POST keys/{kid}/revoke; POST, GET admins; POST admins/{id}/revoke; GET audit; POST reload"
+	"POST, GET keys; GET keys/{kid}; POST keys/{kid}/revoke; POST keys/{kid}/rotate; POST, GET admins; POST admins/{id}/revoke; GET audit; POST reload"
 
 func (h *handler) noRoute(w http.ResponseWriter, r *http.Request) {
 	// A path some route serves, called with another method: 405 naming

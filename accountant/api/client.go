@@ -87,7 +87,7 @@ func (c *Client) Limits(ctx context.Context) ([]LimitDefinition, error) {
 
 // ListKeys lists the keys owned by owner or below it; every key the token
 // may see when owner is empty.
-func (c *Client) ListKeys(ctx context.Context, owner string) ([]runtime.Key, error) {
+func (c *Client) ListKeys(ctx context.Context, owner string) ([]KeyView, error) {
 	q := url.Values{}
 	if owner != "" {
 		q.Set("owner", owner)
@@ -102,7 +102,7 @@ func (c *Client) ListKeys(ctx context.Context, owner string) ([]runtime.Key, err
 	if out.Keys == nil {
 		return nil, c.notAnAnswer(http.MethodGet, "keys", "it has no keys member")
 	}
-	var keys []runtime.Key
+	var keys []KeyView
 	if string(*out.Keys) == "null" {
 		return nil, nil
 	}
@@ -119,6 +119,19 @@ func (c *Client) RevokeKey(ctx context.Context, kid string) (runtime.Key, error)
 	err := c.do(ctx, http.MethodPost, route, nil, nil, &out)
 	if err == nil && (out.KID == "" || out.RevokedAt == nil) {
 		err = c.notAnAnswer(http.MethodPost, route, "it names no kid or revocation time")
+	}
+	return out, err
+}
+
+// RotateKey gives the key kid a new secret under the same kid; the
+// previous one keeps working for req.Grace (the accountant's default when
+// empty).
+func (c *Client) RotateKey(ctx context.Context, kid string, req RotateRequest) (RotatedKey, error) {
+	var out RotatedKey
+	route := "keys/" + url.PathEscape(kid) + "/rotate"
+	err := c.do(ctx, http.MethodPost, route, nil, req, &out)
+	if err == nil && (out.Key == "" || out.KID != kid) {
+		err = c.notAnAnswer(http.MethodPost, route, "it names no key or another kid")
 	}
 	return out, err
 }

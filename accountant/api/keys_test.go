@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
@@ -111,5 +112,81 @@ func TestPassthroughIsTheAdminsToGrant(t *testing.T) {
 	f.must(http.StatusCreated, "POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme/team:ml/user:dev1", Scopes: pass}, &k)
 	if !k.Scopes.AllowPassthrough {
 		t.Fatalf("the admin's key lost allow_passthrough: %+v", k.Scopes)
+	}
+}
+
+// TestKeyNameExpiryRotate: a key minted with a name and a lifetime shows
+// both in its answers; a second live key of the owner cannot take the
+// name; rotation answers a new key under the same kid, with when the old
+// secret stops; the key's state follows the clock.
+func TestKeyNameExpiryRotate(t *testing.T) {
+	f := newFixture(t, seed002)
+	var k MintedKey
+	f.must(http.StatusCreated, "POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme", Name: "batch jobs", ExpiresIn: "30d"}, &k)
+	if k.Name != "batch jobs" || k.ExpiresAt == nil || !k.ExpiresAt.Equal(t0.AddDate(0, 0, 30)) {
+		t.Fatalf("mint answer %+v", k)
+	}
+	f.wantError("POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme", Name: "batch jobs"}, http.StatusConflict, "conflict",
+		`owner "org:acme" already has a live key named "batch jobs" (`+k.KID+`); pick another name, or revoke `+k.KID+` first`)
+	f.wantError("POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme", ExpiresIn: "soon"}, http.StatusBadRequest, "invalid_request",
+		`expires_in: "soon" is not a duration: write 30d, 2w, 12h or 90m`)
+	past := t0.Add(-time.Hour)
+	f.wantError("POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme", ExpiresAt: &past, ExpiresIn: "1d"}, http.StatusBadRequest, "invalid_request",
+		"send expires_at or expires_in, not both")
+	var got KeyView
+	f.must(http.StatusOK, "GET", Prefix+"keys/"+k.KID, adminToken, nil, &got)
+	if got.Name != "batch jobs" || got.State != "live" {
+		t.Fatalf("GET key %+v", got)
+	}
+
+	f.now = t0.Add(time.Hour)
+	var rot RotatedKey
+	f.must(http.StatusOK, "POST", Prefix+"keys/"+k.KID+"/rotate", adminToken, `{"grace":"2h"}`, &rot)
+	if kid, _ := vkey.KID(rot.Key); kid != k.KID || rot.Key == k.Key || rot.PreviousUntil == nil || !rot.PreviousUntil.Equal(t0.Add(3*time.Hour)) ||
+		rot.Note != RotateNote || rot.Name != "batch jobs" || rot.State != "live" {
+		t.Fatalf("rotate answer %+v", rot)
+	}
+	_, keys, _ := f.db.Keys()
+	if keys[0].SHA256 != vkey.Hash(rot.Key) || keys[0].PrevSHA256 != vkey.Hash(k.Key) || keys[0].PrevUntil != t0.Add(3*time.Hour).Unix() ||
+		keys[0].ExpiresAt != t0.AddDate(0, 0, 30).Unix() || keys[0].Name != "batch jobs" {
+		t.Fatalf("sync table after the rotation %+v", keys[0])
+	}
+	// An empty body rotates with the default grace.
+	f.must(http.StatusOK, "POST", Prefix+"keys/"+k.KID+"/rotate", adminToken, nil, &rot)
+	if !rot.PreviousUntil.Equal(f.now.Add(24 * time.Hour)) {
+		t.Fatalf("default grace: previous secret until %v", rot.PreviousUntil)
+	}
+	f.wantError("POST", Prefix+"keys/"+k.KID+"/rotate", adminToken, `{"grace":"-1h"}`, http.StatusBadRequest, "invalid_request", `grace: "-1h" is negative`)
+
+	f.now = t0.AddDate(0, 0, 31)
+	var list KeyList
+	f.must(http.StatusOK, "GET", Prefix+"keys", adminToken, nil, &list)
+	if len(list.Keys) != 1 || list.Keys[0].State != "expired" {
+		t.Fatalf("list after the expiry: %+v", list)
+	}
+	f.must(http.StatusOK, "POST", Prefix+"keys/"+k.KID+"/rotate", adminToken, `{"expires_in":"never"}`, &rot)
+	if rot.ExpiresAt != nil || rot.State != "live" {
+		t.Fatalf("rotated with no expiry: %+v", rot)
+	}
+	entries, _ := f.db.Audit(0, 0, "")
+	var actions []string
+	for _, e := range entries {
+		actions = append(actions, e.Who+" "+e.Action)
+	}
+	if strings.Join(actions, ",") != "admin key.mint,admin key.rotate,admin key.rotate,admin key.rotate" {
+		t.Fatalf("audit %v", actions)
+	}
+}
+
+func TestParseLifetime(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "90m": 90 * time.Minute, "0s": 0, "1h30m": 90 * time.Minute} {
+		if got, err := ParseLifetime(in); err != nil || got != want {
+			t.Errorf("ParseLifetime(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "d", "30", "-2d", "1dw", "99999d", "3y"} {
+		if _, err := ParseLifetime(in); err == nil {
+			t.Errorf("ParseLifetime(%q) took it", in)
+		}
 	}
 }

@@ -97,6 +97,21 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// decodeOptionalBody is decodeBody for a route whose body may be left
+// out: an empty body leaves v as it is.
+func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "reading the request body: %v", err)
+		return false
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return true
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return decodeBody(w, r, v)
+}
+
 // armed returns the plan armed now, or answers 503 when there is none.
 func (h *handler) armed(w http.ResponseWriter) (runtime.Plan, bool) {
 	a := h.Armed()

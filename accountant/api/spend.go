@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +68,10 @@ func (h *handler) getSpend(w http.ResponseWriter, r *http.Request, p principal) 
 	rep, err := h.Spend(q, p.scope)
 	if err != nil {
 		h.spendError(w, r, p, err)
+		return
+	}
+	if err := h.nameKeys(rep); err != nil {
+		h.internal(w, r, err)
 		return
 	}
 	if rep.Partial {
@@ -174,4 +179,23 @@ func (c *Client) Spend(ctx context.Context, q url.Values) (*spend.Report, error)
 		return nil, err
 	}
 	return &out, nil
+}
+
+// nameKeys fills a report grouped by key with the names of its keys.
+func (h *handler) nameKeys(rep *spend.Report) error {
+	if !slices.Contains(rep.GroupBy, "key") {
+		return nil
+	}
+	var kids []string
+	for _, g := range rep.Groups {
+		if k := g.Key["key"]; k != "" && !g.Other {
+			kids = append(kids, k)
+		}
+	}
+	names, err := h.DB.KeyNames(kids)
+	if err != nil {
+		return err
+	}
+	rep.KeyNames = names
+	return nil
 }

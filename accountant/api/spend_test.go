@@ -33,3 +33,46 @@ func TestSpendWhileTheHistoryIsRead(t *testing.T) {
 		}
 	}
 }
+
+// TestSpendNamesKeys: a report grouped by key names the keys that have a
+// name, in JSON and in CSV (key_name after key).
+func TestSpendNamesKeys(t *testing.T) {
+	f := newFixture(t, seed002)
+	var named, plain MintedKey
+	f.must(http.StatusCreated, "POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme", Name: "=evil, \"quoted\""}, &named)
+	f.must(http.StatusCreated, "POST", Prefix+"keys", adminToken, MintRequest{Owner: "org:acme"}, &plain)
+	h := New(Deps{DB: f.db, AdminToken: adminToken, Spend: func(q spend.Query, _ string) (*spend.Report, error) {
+		rep := &spend.Report{}
+		for _, d := range q.GroupBy {
+			rep.GroupBy = append(rep.GroupBy, d.String())
+		}
+		for _, k := range []string{named.KID, plain.KID, ""} {
+			rep.Groups = append(rep.Groups, spend.Group{Key: map[string]string{"key": k}, Series: []spend.Point{{Start: t0}}})
+		}
+		rep.Groups = append(rep.Groups, spend.Group{Other: true, Groups: 3, Series: []spend.Point{{Start: t0}}})
+		return rep, nil
+	}})
+	get := func(q string) string {
+		req := httptest.NewRequest(http.MethodGet, Prefix+"spend?"+q, nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 200 {
+			t.Fatalf("%s: %d %s", q, w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	if body := get("group_by=key"); !strings.Contains(body, `"key_names":{"`+named.KID+`":"=evil, \"quoted\""}`) {
+		t.Errorf("JSON: %s", body)
+	}
+	csv := get("group_by=key&format=csv")
+	lines := strings.Split(csv, "\n")
+	if !strings.HasPrefix(lines[0], `"bucket_start","key","key_name","requests",`) ||
+		!strings.HasPrefix(lines[1], `"2026-08-14T09:00:00Z","`+named.KID+`","'=evil, ""quoted""",0,`) ||
+		!strings.HasPrefix(lines[2], `"2026-08-14T09:00:00Z","`+plain.KID+`","",0,`) || !strings.HasPrefix(lines[4], `"2026-08-14T09:00:00Z","(other)","",0`) {
+		t.Errorf("CSV:\n%s", csv)
+	}
+	if body := get("group_by=model"); strings.Contains(body, "key_names") {
+		t.Errorf("a report not grouped by key names keys: %s", body)
+	}
+}

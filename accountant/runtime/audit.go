@@ -31,6 +31,7 @@ const (
 	ActionNodeDelete     = "node.delete"
 	ActionKeyMint        = "key.mint"
 	ActionKeyRevoke      = "key.revoke"
+	ActionKeyRotate      = "key.rotate"
 	ActionOverridePut    = "override.put"
 	ActionOverrideDelete = "override.delete"
 	ActionAdminCreate    = "admin.create"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -85,7 +86,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 	db.Close()
 	_, err := Open(path)
-	want := "runtime: open " + path + ": schema version 99 is newer than this build's 1; run a tokentriage at least as new as the one that wrote it"
+	want := "runtime: open " + path + ": schema version 99 is newer than this build's " + strconv.Itoa(SchemaVersion()) + "; run a tokentriage at least as new as the one that wrote it"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}
@@ -194,7 +195,7 @@ func TestEveryWriteAudited(t *testing.T) {
 	type row struct{ who, action, target, before, after string }
 	want := []row{
 		{"admin", ActionNodeCreate, "org:acme/team:infra", "null", `{"id":"org:acme/team:infra","created_at":"2026-08-14T09:00:00Z","created_by":"admin"}`},
-		{"adm_000000000001", ActionKeyMint, k.KID, "null", `{"kid":"` + k.KID + `","owner":"org:acme/team:infra","scopes":{"models":null,"providers":null,"endpoints":null,"allow_passthrough":false},"created_at":"2026-08-14T09:01:00Z","created_by":"adm_000000000001","revoked_at":null}`},
+		{"adm_000000000001", ActionKeyMint, k.KID, "null", `{"kid":"` + k.KID + `","name":"","owner":"org:acme/team:infra","scopes":{"models":null,"providers":null,"endpoints":null,"allow_passthrough":false},"created_at":"2026-08-14T09:01:00Z","created_by":"adm_000000000001","expires_at":null,"revoked_at":null}`},
 		{"admin", ActionOverridePut, "team_daily_requests@org:acme/team:infra", "null", `{"limit_id":"team_daily_requests","node":"org:acme/team:infra","amount":30000,"set_by":"admin","set_at":"2026-08-14T09:00:00Z"}`},
 		{"adm_000000000001", ActionOverridePut, "team_daily_requests@org:acme/team:infra",
 			`{"limit_id":"team_daily_requests","node":"org:acme/team:infra","amount":30000,"set_by":"admin","set_at":"2026-08-14T09:00:00Z"}`,
@@ -202,8 +203,8 @@ func TestEveryWriteAudited(t *testing.T) {
 		{"admin", ActionOverrideDelete, "team_daily_requests@org:acme/team:infra",
 			`{"limit_id":"team_daily_requests","node":"org:acme/team:infra","amount":35000,"set_by":"adm_000000000001","set_at":"2026-08-14T09:01:00Z"}`, "null"},
 		{"adm_000000000001", ActionKeyRevoke, k.KID,
-			`{"kid":"` + k.KID + `","owner":"org:acme/team:infra","scopes":{"models":null,"providers":null,"endpoints":null,"allow_passthrough":false},"created_at":"2026-08-14T09:01:00Z","created_by":"adm_000000000001","revoked_at":null}`,
-			`{"kid":"` + k.KID + `","owner":"org:acme/team:infra","scopes":{"models":null,"providers":null,"endpoints":null,"allow_passthrough":false},"created_at":"2026-08-14T09:01:00Z","created_by":"adm_000000000001","revoked_at":"2026-08-14T09:01:00Z","revoked_by":"adm_000000000001"}`},
+			`{"kid":"` + k.KID + `","name":"","owner":"org:acme/team:infra","scopes":{"models":null,"providers":null,"endpoints":null,"allow_passthrough":false},"created_at":"2026-08-14T09:01:00Z","created_by":"adm_000000000001","expires_at":null,"revoked_at":null}`,
+			`{"kid":"` + k.KID + `","name":"","owner":"org:acme/team:infra","scopes":{"models":null,"providers":null,"endpoints":null,"allow_passthrough":false},"created_at":"2026-08-14T09:01:00Z","created_by":"adm_000000000001","expires_at":null,"revoked_at":"2026-08-14T09:01:00Z","revoked_by":"adm_000000000001"}`},
 		{"admin", ActionAdminCreate, a.ID, "null", `{"id":"` + a.ID + `","scope":"org:acme/team:infra","created_at":"2026-08-14T09:00:00Z","created_by":"admin","revoked_at":null}`},
 		{"adm_000000000001", ActionAdminRevoke, a.ID,
 			`{"id":"` + a.ID + `","scope":"org:acme/team:infra","created_at":"2026-08-14T09:00:00Z","created_by":"admin","revoked_at":null}`,

@@ -65,6 +65,16 @@ var migrations = []string{
 		after  TEXT
 	);
 	CREATE INDEX audit_node ON audit (node);`,
+	// 2: key names, expiry and rotation (the hash of the secret before the
+	// last rotation, accepted until prev_until); a name is unique among an
+	// owner's live keys.
+	`ALTER TABLE keys ADD COLUMN name TEXT NOT NULL DEFAULT '';
+	ALTER TABLE keys ADD COLUMN expires_at TEXT;
+	ALTER TABLE keys ADD COLUMN prev_sha256 TEXT;
+	ALTER TABLE keys ADD COLUMN prev_until TEXT;
+	ALTER TABLE keys ADD COLUMN rotated_at TEXT;
+	ALTER TABLE keys ADD COLUMN rotated_by TEXT;
+	CREATE UNIQUE INDEX keys_owner_name ON keys (owner, name) WHERE name != '' AND revoked_at IS NULL;`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -32,7 +32,8 @@ var mirroredTables = []struct {
 	columns []string
 }{
 	{"nodes", []string{"id", "created_at", "created_by"}},
-	{"keys", []string{"kid", "sha256", "owner", "scopes", "created_at", "created_by", "revoked_at", "revoked_by"}},
+	{"keys", []string{"kid", "sha256", "owner", "scopes", "created_at", "created_by", "revoked_at", "revoked_by",
+		"name", "expires_at", "prev_sha256", "prev_until", "rotated_at", "rotated_by"}},
 	{"overrides", []string{"limit_id", "node", "amount", "set_by", "set_at"}},
 	{"admins", []string{"id", "sha256", "scope", "created_at", "created_by", "revoked_at", "revoked_by"}},
 }

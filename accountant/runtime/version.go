@@ -39,7 +39,7 @@ func (db *DB) Keys() (version string, keys []syncwire.Key, err error) {
 		if version, err = db.version(tx, groupKeys); err != nil {
 			return err
 		}
-		rows, err := tx.Query(`SELECT kid, sha256, owner, scopes, revoked_at IS NOT NULL FROM keys ORDER BY kid`)
+		rows, err := tx.Query(`SELECT kid, sha256, owner, scopes, revoked_at IS NOT NULL, name, expires_at, prev_sha256, prev_until FROM keys ORDER BY kid`)
 		if err != nil {
 			return err
 		}
@@ -47,8 +47,18 @@ func (db *DB) Keys() (version string, keys []syncwire.Key, err error) {
 		for rows.Next() {
 			var k syncwire.Key
 			var scopes string
-			if err := rows.Scan(&k.KID, &k.SHA256, &k.Owner, &scopes, &k.Revoked); err != nil {
+			var expires, prev, prevUntil sql.NullString
+			if err := rows.Scan(&k.KID, &k.SHA256, &k.Owner, &scopes, &k.Revoked, &k.Name, &expires, &prev, &prevUntil); err != nil {
 				return err
+			}
+			if k.ExpiresAt, err = unixOf(expires); err != nil {
+				return fmt.Errorf("key %s: expires_at: %w", k.KID, err)
+			}
+			if prev.Valid {
+				if k.PrevUntil, err = unixOf(prevUntil); err != nil {
+					return fmt.Errorf("key %s: prev_until: %w", k.KID, err)
+				}
+				k.PrevSHA256 = prev.String
 			}
 			if k.Scopes, err = decodeScopes(scopes); err != nil {
 				return fmt.Errorf("key %s: %w", k.KID, err)
@@ -105,4 +115,14 @@ func VersionSeq(v string) (id string, n int64, ok bool) {
 		return "", 0, false
 	}
 	return v[:i], n, true
+}
+
+// unixOf is a stored time in Unix seconds, 0 for NULL (the sync wire's
+// "never").
+func unixOf(s sql.NullString) (int64, error) {
+	t, err := parseNullTime(s)
+	if err != nil || t == nil {
+		return 0, err
+	}
+	return t.Unix(), nil
 }

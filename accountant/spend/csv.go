@@ -3,6 +3,7 @@ package spend
 import (
 	"bufio"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,13 @@ const OtherValue = "(other)"
 func WriteCSV(w io.Writer, rep *Report) error {
 	bw := bufio.NewWriter(w)
 	head := append([]string{"bucket_start"}, rep.GroupBy...)
+	named := -1 // the column of group_by=key, followed by key_name
+	for i, d := range rep.GroupBy {
+		if d == "key" && rep.KeyNames != nil {
+			named = i
+			head = slices.Insert(head, 2+i, "key_name")
+		}
+	}
 	writeText(bw, head...)
 	for _, c := range CSVColumns {
 		bw.WriteByte(',')
@@ -43,9 +51,13 @@ func WriteCSV(w io.Writer, rep *Report) error {
 	bw.WriteByte('\n')
 	line := func(start time.Time, key []string, v *Values) {
 		writeText(bw, start.UTC().Format(time.RFC3339))
-		for _, k := range key {
+		for i, k := range key {
 			bw.WriteByte(',')
 			writeText(bw, cellText(k))
+			if i == named {
+				bw.WriteByte(',')
+				writeText(bw, cellText(rep.KeyNames[k]))
+			}
 		}
 		for _, n := range valueStrings(v) {
 			bw.WriteByte(',')

@@ -126,6 +126,9 @@ type Report struct {
 	// Groups are ordered by dollars spent (priced plus estimated), then
 	// UNPRICED tokens, then requests, most first; empty without group_by.
 	Groups []Group `json:"groups"`
+	// KeyNames names the keys of a report grouped by key that have a
+	// name, by kid (the management API fills it from the runtime plane).
+	KeyNames map[string]string `json:"key_names,omitempty"`
 	// Fleet marks a report over every accountant of a fleet; Partial one
 	// some of them did not answer (Source.Replicas says which): its
 	// figures leave their ledgers out.

@@ -4,7 +4,7 @@ package main
 // them. Adding a command is a new file that defines it and one line here.
 var commands = []*command{
 	validateCmd,
-	keysMintCmd, keysListCmd, keysRevokeCmd,
+	keysMintCmd, keysListCmd, keysRevokeCmd, keysRotateCmd,
 	accountantCmd,
 	previewCmd,
 	spendCmd,

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tokentriage/tokentriage/accountant/api"
-	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 	"github.com/tokentriage/tokentriage/shared/wire"
@@ -53,7 +52,13 @@ cannot see, so any other name is minted with a warning to check it.
 quota_tokens or quota_requests (a count), within the ceiling its
 override: { allow: true, max_amount… } declares; repeat it for several.
 The overrides are written with the key, audited, and enforced from the
-filters' next sync; one the accountant refuses refuses the whole mint.` + keysAuthHelp,
+filters' next sync; one the accountant refuses refuses the whole mint.
+
+--name gives the key a name, unique among its owner's live keys, shown
+beside its kid in keys list, spend reports, the dashboard and /tt/v1/me.
+--expires gives it a lifetime (30d, 2w, 12h) or an RFC 3339 time; past it
+the gateway refuses the key with a 401 naming the expiry. Leave it out
+for a key that never expires.` + keysAuthHelp,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
 		c := accountantFlags(fs)
 		owner := fs.String("owner", "", "node the key belongs to, e.g. org:acme/team:ml/user:dev1 (required)")
@@ -62,6 +67,8 @@ filters' next sync; one the accountant refuses refuses the whole mint.` + keysAu
 		endpoints := fs.StringSlice("endpoints", nil, "endpoints the key may call, e.g. /v1/chat/completions (comma-separated; default any)")
 		pass := fs.Bool("allow-passthrough", false, "let the key call paths that are not a governed provider endpoint")
 		overrides := fs.StringArray("override", nil, "LIMIT=AMOUNT: the key's own amount of a key-level spend or quota limit (dollars for budget_usd); repeatable")
+		name := fs.String("name", "", "the key's name, unique among its owner's live keys")
+		expires := fs.String("expires", "", "when the key expires: a lifetime (30d, 2w, 12h) or an RFC 3339 time (default never)")
 		return func(e *env) int {
 			if *owner == "" {
 				return e.failf(2, "--owner NODE is required")
@@ -84,7 +91,10 @@ filters' next sync; one the accountant refuses refuses the whole mint.` + keysAu
 			if client == nil {
 				return code
 			}
-			req := api.MintRequest{Owner: *owner, Scopes: sc}
+			req := api.MintRequest{Owner: *owner, Name: *name, Scopes: sc}
+			if code := expiresFlag(e, *expires, &req.ExpiresAt, &req.ExpiresIn); code != 0 {
+				return code
+			}
 			if len(*overrides) > 0 {
 				var code int
 				if req.Overrides, code = keyOverrides(e, c, client, *overrides); code != 0 {
@@ -96,7 +106,11 @@ filters' next sync; one the accountant refuses refuses the whole mint.` + keysAu
 				return c.fail(e, err)
 			}
 			fmt.Fprintln(e.stdout, k.Key)
-			fmt.Fprintf(e.stderr, "minted %s for %s\n  scopes: %s\n  %s\n", k.KID, k.Owner, scopesText(k.Scopes), k.Note)
+			fmt.Fprintf(e.stderr, "minted %s%s for %s\n  scopes: %s\n", k.KID, nameText(k.Name), k.Owner, scopesText(k.Scopes))
+			if k.ExpiresAt != nil {
+				fmt.Fprintf(e.stderr, "  expires: %s\n", k.ExpiresAt.UTC().Format(time.RFC3339))
+			}
+			fmt.Fprintf(e.stderr, "  %s\n", k.Note)
 			for _, o := range k.Overrides {
 				fmt.Fprintf(e.stderr, "  override: %s at %s = %s (%s)\n", o.LimitID, o.Node, overrideText(o), o.State)
 			}
@@ -106,6 +120,33 @@ filters' next sync; one the accountant refuses refuses the whole mint.` + keysAu
 			return 0
 		}
 	},
+}
+
+// expiresFlag reads --expires: a lifetime (30d) into in, an RFC 3339
+// time into at, "never" as a lifetime; nothing when empty.
+func expiresFlag(e *env, v string, at **time.Time, in *string) int {
+	if v == "" {
+		return 0
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		*at = &t
+		return 0
+	}
+	if v != "never" {
+		if _, err := api.ParseLifetime(v); err != nil {
+			return e.failf(2, "--expires %s: %v, or an RFC 3339 time such as 2026-12-31T00:00:00Z", v, err)
+		}
+	}
+	*in = v
+	return 0
+}
+
+// nameText is " (NAME)" for a named key, "" otherwise.
+func nameText(name string) string {
+	if name == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s)", name)
 }
 
 // keyOverrides reads --override LIMIT=AMOUNT values into the mint request's
@@ -177,8 +218,8 @@ var keysListCmd = &command{
 	summary: "list minted keys (kids, owners, scopes; never the keys)",
 	help: `
 Lists the keys owned by NODE or a node below it (every key when --owner is
-left out), one a line: kid, owner, state, when it was created and by whom,
-and its scopes.` + keysAuthHelp,
+left out), one a line: kid, name, owner, state (live, expired or revoked),
+when it expires, when it was created and by whom, and its scopes.` + keysAuthHelp,
 	setup: func(fs *pflag.FlagSet) func(*env) int {
 		c := accountantFlags(fs)
 		owner := fs.String("owner", "", "list the keys of this node and the nodes below it")
@@ -195,9 +236,17 @@ and its scopes.` + keysAuthHelp,
 				return c.fail(e, err)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KID\tOWNER\tSTATE\tCREATED\tBY\tSCOPES")
+			fmt.Fprintln(tw, "KID\tNAME\tOWNER\tSTATE\tEXPIRES\tCREATED\tBY\tSCOPES")
 			for _, k := range keys {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.KID, k.Owner, keyState(k), k.CreatedAt.UTC().Format(time.RFC3339), k.CreatedBy, scopesText(k.Scopes))
+				name, expires := k.Name, "never"
+				if name == "" {
+					name = "-"
+				}
+				if k.ExpiresAt != nil {
+					expires = k.ExpiresAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.KID, name, k.Owner, keyState(k), expires,
+					k.CreatedAt.UTC().Format(time.RFC3339), k.CreatedBy, scopesText(k.Scopes))
 			}
 			tw.Flush()
 			return 0
@@ -227,6 +276,61 @@ shows it). Filters refuse it from their next sync on.` + keysAuthHelp,
 				return c.fail(e, err)
 			}
 			fmt.Fprintf(e.stdout, "revoked %s (owner %s) at %s\n", k.KID, k.Owner, k.RevokedAt.UTC().Format(time.RFC3339))
+			return 0
+		}
+	},
+}
+
+var keysRotateCmd = &command{
+	name:    "keys rotate",
+	usage:   "KID [--grace 24h] [--expires 30d]",
+	summary: "give a key a new secret under the same kid; the new key alone on stdout",
+	help: `
+Rotates the key KID: a new secret under the same kid, so the key keeps its
+name, owner, scopes, limits, counters and spend history. The new key is
+printed alone on stdout and never shown again. The previous secret keeps
+working for --grace (default 24h, at most 7d; 0s ends it at once), long
+enough to roll the new one out; a secret before that stops now.
+
+--expires gives the rotated key a new lifetime (30d, 2w, 12h, an RFC 3339
+time, or never); left out, the key keeps its expiry. An expired key is
+rotated only with a new one. A revoked key is not rotated.` + keysAuthHelp,
+	setup: func(fs *pflag.FlagSet) func(*env) int {
+		c := accountantFlags(fs)
+		grace := fs.String("grace", "", "how long the previous secret keeps working (default 24h; 0s: not at all)")
+		expires := fs.String("expires", "", "a new expiry: a lifetime (30d), an RFC 3339 time, or never (default: keep the current one)")
+		return func(e *env) int {
+			if len(e.args) != 1 {
+				return e.failf(2, "one KID is required (keys list shows them)")
+			}
+			req := api.RotateRequest{Grace: *grace}
+			if *grace != "" {
+				if _, err := api.ParseLifetime(*grace); err != nil {
+					return e.failf(2, "--grace %s: %v", *grace, err)
+				}
+			}
+			if code := expiresFlag(e, *expires, &req.ExpiresAt, &req.ExpiresIn); code != 0 {
+				return code
+			}
+			client, code := c.client(e)
+			if client == nil {
+				return code
+			}
+			k, err := client.RotateKey(e.ctx, e.args[0], req)
+			if err != nil {
+				return c.fail(e, err)
+			}
+			fmt.Fprintln(e.stdout, k.Key)
+			fmt.Fprintf(e.stderr, "rotated %s%s (owner %s)\n", k.KID, nameText(k.Name), k.Owner)
+			if k.PreviousUntil != nil {
+				fmt.Fprintf(e.stderr, "  the previous secret works until %s\n", k.PreviousUntil.UTC().Format(time.RFC3339))
+			} else {
+				fmt.Fprintln(e.stderr, "  the previous secret stopped working now")
+			}
+			if k.ExpiresAt != nil {
+				fmt.Fprintf(e.stderr, "  expires: %s\n", k.ExpiresAt.UTC().Format(time.RFC3339))
+			}
+			fmt.Fprintf(e.stderr, "  %s\n", k.Note)
 			return 0
 		}
 	},
@@ -285,11 +389,11 @@ func (c *accountantConn) fail(e *env, err error) int {
 	return e.failf(1, "%v", err)
 }
 
-func keyState(k runtime.Key) string {
+func keyState(k api.KeyView) string {
 	if k.RevokedAt != nil {
 		return "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
 	}
-	return "live"
+	return k.State
 }
 
 // scopesText renders scopes on one line: "models gpt-4o*; providers any; …".

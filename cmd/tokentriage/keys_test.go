@@ -82,8 +82,8 @@ func TestKeysMintListRevoke(t *testing.T) {
 	}
 
 	code, stdout, stderr = runKeys("keys", "list", "--accountant", url)
-	want := "KID              OWNER                       STATE  CREATED               BY     SCOPES\n" +
-		kid + "  org:acme/team:ml/user:dev1  live   2026-08-14T09:00:00Z  admin  models gpt-4o*,gpt-4.1; providers any; endpoints /v1/chat/completions; passthrough no\n"
+	want := "KID              NAME  OWNER                       STATE  EXPIRES  CREATED               BY     SCOPES\n" +
+		kid + "  -     org:acme/team:ml/user:dev1  live   never    2026-08-14T09:00:00Z  admin  models gpt-4o*,gpt-4.1; providers any; endpoints /v1/chat/completions; passthrough no\n"
 	if code != 0 || stdout != want || stderr != "" {
 		t.Fatalf("keys list: exit %d\n%s\nwant\n%s\nstderr %s", code, stdout, want, stderr)
 	}
@@ -227,6 +227,49 @@ func TestKeysMintOverrides(t *testing.T) {
 		code, stdout, stderr := runKeys("keys", "mint", "--owner", "org:acme", "--accountant", url, "--override", c.arg)
 		if code != c.code || stdout != "" || !strings.Contains(stderr, c.msg) {
 			t.Errorf("--override %s: exit %d, stdout %q, stderr %q\nwant exit %d and %q", c.arg, code, stdout, stderr, c.code, c.msg)
+		}
+	}
+}
+
+// TestKeysNameExpiresRotate: keys mint --name --expires, keys list showing
+// both, keys rotate printing the new key alone on stdout and when the
+// previous secret stops.
+func TestKeysNameExpiresRotate(t *testing.T) {
+	url := accountantServer(t)
+	t.Setenv("TT_ADMIN_TOKEN", keysTestToken)
+	code, stdout, stderr := runKeys("keys", "mint", "--owner", "org:acme", "--name", "nightly batch", "--expires", "30d", "--accountant", url)
+	if code != 0 {
+		t.Fatalf("keys mint: exit %d\n%s%s", code, stdout, stderr)
+	}
+	key := strings.TrimSpace(stdout)
+	kid, _ := vkey.KID(key)
+	if want := "minted " + kid + " (nightly batch) for org:acme\n  scopes: models any; providers any; endpoints any; passthrough no\n  expires: 2026-09-13T09:00:00Z\n  " + api.MintNote + "\n"; stderr != want {
+		t.Fatalf("stderr\n%s\nwant\n%s", stderr, want)
+	}
+	_, stdout, _ = runKeys("keys", "list", "--accountant", url)
+	if !strings.Contains(stdout, kid+"  nightly batch  org:acme  live   2026-09-13T09:00:00Z") {
+		t.Fatalf("keys list:\n%s", stdout)
+	}
+	code, stdout, stderr = runKeys("keys", "rotate", kid, "--grace", "1h", "--accountant", url)
+	newKey := strings.TrimSpace(stdout)
+	if got, _ := vkey.KID(newKey); code != 0 || got != kid || newKey == key || strings.Count(stdout, "\n") != 1 {
+		t.Fatalf("keys rotate: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if want := "rotated " + kid + " (nightly batch) (owner org:acme)\n  the previous secret works until 2026-08-14T10:00:00Z\n  expires: 2026-09-13T09:00:00Z\n  " + api.RotateNote + "\n"; stderr != want {
+		t.Fatalf("rotate stderr\n%s\nwant\n%s", stderr, want)
+	}
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"keys", "mint", "--owner", "org:acme", "--expires", "soon"}, `tokentriage keys mint: --expires soon: "soon" is not a duration: write 30d, 2w, 12h or 90m, or an RFC 3339 time such as 2026-12-31T00:00:00Z` + "\n"},
+		{[]string{"keys", "rotate"}, "tokentriage keys rotate: one KID is required (keys list shows them)\n"},
+		{[]string{"keys", "rotate", kid, "--grace", "9d", "--accountant", url}, "tokentriage keys rotate: grace 216h0m0s is out of range; the previous secret may stay valid from 0 to 168h0m0s (default 24h0m0s) (HTTP 400 invalid_request)\n"},
+		{[]string{"keys", "mint", "--owner", "org:acme", "--name", "nightly batch", "--accountant", url}, `tokentriage keys mint: owner "org:acme" already has a live key named "nightly batch" (` + kid + `); pick another name, or revoke ` + kid + ` first (HTTP 409 conflict)` + "\n"},
+	} {
+		code, _, stderr := runKeys(c.args...)
+		if code == 0 || stderr != c.msg {
+			t.Errorf("%v: exit %d\n%s\nwant\n%s", c.args, code, stderr, c.msg)
 		}
 	}
 }

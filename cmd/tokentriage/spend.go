@@ -286,6 +286,9 @@ func writeSpendTable(w io.Writer, rep *spend.Report) {
 			if k == "" && !g.Other {
 				key[i] = emptyLabel(rep.GroupBy[i])
 			}
+			if name := rep.KeyNames[k]; name != "" && rep.GroupBy[i] == "key" {
+				key[i] = k + " (" + name + ")"
+			}
 		}
 		for i := range g.Series {
 			add(append([]string{bucketLabel(rep.Bucket, g.Series[i].Start)}, key...), &g.Series[i].Values)

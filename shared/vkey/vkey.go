@@ -59,6 +59,20 @@ func Mint(r io.Reader) (key, kid string, err error) {
 	return key, key[len(prefix) : len(prefix)+len(kidPrefix)+kidChars], nil
 }
 
+// Rotate returns a new key for the existing kid: a fresh secret drawn
+// from r as Mint draws one, under the same id, so the key keeps its
+// limits, counters and history.
+func Rotate(r io.Reader, kid string) (string, error) {
+	if !ValidKID(kid) {
+		return "", fmt.Errorf("vkey: rotate: %q is not a kid", kid)
+	}
+	key, _, err := Mint(r)
+	if err != nil {
+		return "", err
+	}
+	return prefix + kid + key[len(prefix)+len(kidPrefix)+kidChars:], nil
+}
+
 // ErrMalformed is returned by KID for a string that is not a virtual key.
 var ErrMalformed = errors.New("not a tokentriage virtual key (expected tt-vk_<12 chars>-<32 chars>)")
 

@@ -59,3 +59,20 @@ func FuzzKID(f *testing.F) {
 		}
 	})
 }
+
+func TestRotateKeepsTheKID(t *testing.T) {
+	key, kid, err := Mint(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Rotate(rand.Reader, kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := KID(again); err != nil || got != kid || again == key {
+		t.Fatalf("Rotate(%s) = %q: kid %q, %v", kid, again, got, err)
+	}
+	if _, err := Rotate(rand.Reader, "vk_short"); err == nil {
+		t.Fatal("Rotate took a malformed kid")
+	}
+}
