@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/core"
 	"github.com/tokentriage/tokentriage/accountant/redisstore"
+	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/rate"
@@ -71,6 +72,11 @@ func (s *Server) Admit(ctx context.Context, req syncwire.AdmitRequest) (syncwire
 	for _, st := range take {
 		if st.Hold != nil && req.RequestID == "" {
 			return ans, errors.New("admit: a hold step needs the request_id that names it")
+		}
+		if st.Hold != nil {
+			// The fleet's spend in Redis keeps every row; what resets and
+			// credits took off it raises the room instead.
+			st.Hold.Amount = addSat(st.Hold.Amount, s.adjust.creditOf(store.Key{ID: st.ID, Unit: st.Hold.Unit, Start: st.Hold.Start}))
 		}
 	}
 	adjust, err := rateSteps(req.Adjust, "adjust")

@@ -230,6 +230,11 @@ func (s *Server) refreshRuntime() error {
 	for _, o := range rt.Overrides {
 		wrt.Overrides = append(wrt.Overrides, syncwire.Override{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount})
 	}
+	adjs, err := s.db.Adjustments(s.now())
+	if err != nil {
+		return fmt.Errorf("accountant: %w", err)
+	}
+	s.adjust.set(adjs)
 	s.mu.Lock()
 	s.keys = syncwire.Keys{Version: kv, Items: keys}
 	s.runtime = wrt

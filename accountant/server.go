@@ -144,6 +144,8 @@ type Server struct {
 	handler    http.Handler
 	auth       *internalAuth
 	lock       *os.File // the data directory's lock, held until Close
+	// adjust holds the counters' resets and credits beside the store.
+	adjust *adjusted
 	// spend is the rollup spend reports read: the whole ledger, summed by
 	// hour (see spend.go).
 	spend      *spend.Rollup
@@ -327,9 +329,13 @@ func New(opts Options) (*Server, error) {
 		}
 		st = fleet
 	}
+	if st == nil {
+		st = store.NewLocal()
+	}
+	s.adjust = newAdjusted(st)
 	s.core = core.New(core.Options{
 		Pricing:       s.pricing,
-		Store:         st,
+		Store:         s.adjust,
 		VersionPrefix: strconv.FormatInt(start.UnixNano(), 36),
 	})
 	db, err := runtime.OpenWith(filepath.Join(opts.DataDir, "governance.db"), runtime.OpenOptions{
@@ -423,6 +429,7 @@ func (s *Server) routes() http.Handler {
 		Armed:       s.Armed,
 		Reload:      s.ReloadBy,
 		Counters:    s.liveCounters,
+		FleetRead:   s.fleetRead,
 		Spend:       s.spendReport,
 		SpendLimits: s.spendLimits,
 		Changed:     s.Changed,

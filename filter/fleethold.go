@@ -112,7 +112,7 @@ func (e *Engine) wouldRefuse2(s *Stream, in *govern.Instance, now time.Time) boo
 			return false
 		}
 		snapMine := e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now)
-		others := max(e.observed(in, now)-snapMine, 0)
+		others := e.othersSpent(in, now, snapMine)
 		mine := max(snapMine, e.spendMine(in, now))
 		outCap := s.outMax
 		if outCap < 0 {

@@ -155,8 +155,8 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 				// What the other replicas spent, from the snapshot, and
 				// what this one has spent and reserved, as admission
 				// counts it.
-				others := max(observed-e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now), 0)
-				observed = others + e.spendMine(in, now)
+				others := e.othersSpent(in, now, e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now))
+				observed = max(others+e.spendMine(in, now), 0)
 			}
 		}
 		remaining := max(in.Amount-observed, 0)

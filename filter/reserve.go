@@ -60,7 +60,7 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 	}
 	start := calendar.Start(l.Period.Calendar, now).Unix()
 	snapMine := e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now)
-	others := max(e.observed(in, now)-snapMine, 0)
+	others := e.othersSpent(in, now, snapMine)
 	rates, priced := e.priceOf(s.req.Model)
 	var why string
 	switch {
@@ -128,6 +128,16 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 		return nil
 	}
 	return e.uncheckable(s, in, v, errContention.Error())
+}
+
+// othersSpent is what a reserve-mode budget's counter holds beyond this
+// replica's own folded spend (snapMine): the other replicas' spend. The
+// counter is served less the resets and credits taken off it
+// (syncwire.CreditSuffix), which may take off more than the others spent:
+// the figure is then below zero, and the rest comes off this replica's
+// own spend, which it counts itself.
+func (e *Engine) othersSpent(in *govern.Instance, now time.Time, snapMine int64) int64 {
+	return e.observed(in, now) - snapMine
 }
 
 // heldInFlight returns inFlight, what of a reserve-mode budget's spend

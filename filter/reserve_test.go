@@ -262,3 +262,35 @@ func TestReserveRemoteInput(t *testing.T) {
 		t.Errorf("rows %s: want dev1_day suspended", jsonRows(rows))
 	}
 }
+
+// TestReserveAfterAReset: a budget reset at the accountant is served as
+// its counter less what was taken off (here all of it: 0), while the
+// companion of this replica's folded rows still holds them. What the reset
+// took beyond the other replicas' spend comes off this replica's own:
+// the budget is whole again, and the call goes out as asked.
+func TestReserveAfterAReset(t *testing.T) {
+	r := reserveRig(t)
+	replica, _, _ := r.h.SharedData("tt/replica")
+	id := "dev1_day|budget_usd|org:acme/team:ml/user:dev1||day|"
+	body := chatBody("gpt-4o", germany, `,"max_tokens":20`)
+	// Before: 990,000 folded from this replica's rows; nothing fits.
+	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 990_000},
+		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 990_000})
+	r.sync()
+	if resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}); resp.Status != 429 {
+		t.Fatalf("before the reset: %d, want 429", resp.Status)
+	}
+	r.acct.setSnapshot("s2", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 0},
+		syncwire.Entry{ID: id + syncwire.CreditSuffix, PeriodStart: dayStart(), Value: 990_000},
+		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 990_000})
+	r.sync()
+	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
+	rec, _ := r.stub.Last()
+	var doc struct {
+		MaxTokens int64 `json:"max_tokens"`
+	}
+	json.Unmarshal(rec.Body, &doc)
+	if doc.MaxTokens != 20 {
+		t.Errorf("after the reset: max_tokens %d, want the 20 asked for", doc.MaxTokens)
+	}
+}

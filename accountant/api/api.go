@@ -40,6 +40,11 @@ type Deps struct {
 	// Counters reads the live LedgerSettled counters for GET
 	// governance/counters; nil answers 503.
 	Counters func() (LiveCounters, error)
+	// FleetRead, when set, reads the other accountants' totals from the
+	// fleet's shared Redis at once, so a reset or credit is measured on
+	// the fleet's counter as it is now (not as last read, up to a second
+	// ago).
+	FleetRead func()
 	// Spend answers a spend report for a caller scoped to scope ("" the
 	// admin); nil answers 503. A *NotReadyError answers 503 with
 	// Retry-After, a *spend.QueryError 400, a *spend.ScopeError 403.
@@ -117,6 +122,8 @@ func (h *handler) routes() {
 	}
 	route("GET "+Prefix+"governance/limits", delegated, h.getLimits)
 	route("GET "+Prefix+"governance/counters", adminOnly, h.getCounters)
+	route("POST "+Prefix+"counters/reset", delegated, h.resetCounter)
+	route("POST "+Prefix+"counters/credit", delegated, h.creditCounter)
 
 	route("GET "+Prefix+"spend", delegated, h.getSpend)
 	route("GET "+Prefix+"spend/limits", delegated, h.getSpendLimits)
@@ -150,7 +157,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 var _ http.Handler = (*handler)(nil)
 
 // routeList is what a request for an unknown route is told.
-const routeList = "GET governance/limits; GET governance/counters; GET spend; GET spend/limits; GET, POST, DELETE nodes; GET, PUT, DELETE overrides; " +
+const routeList = "GET governance/limits; GET governance/counters; POST counters/reset; POST counters/credit; GET spend; GET spend/limits; GET, POST, DELETE nodes; GET, PUT, DELETE overrides; " +
 	"POST, GET keys; GET keys/{kid}; POST keys/{kid}/revoke; POST keys/{kid}/rotate; POST, GET admins; POST admins/{id}/revoke; GET audit; POST reload"
 
 func (h *handler) noRoute(w http.ResponseWriter, r *http.Request) {

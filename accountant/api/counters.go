@@ -2,9 +2,17 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -76,6 +84,258 @@ func (c *Client) Counters(ctx context.Context) (LiveCounters, error) {
 	err := c.do(ctx, http.MethodGet, "governance/counters", nil, nil, &out)
 	if err == nil && out.ReadAt.IsZero() {
 		err = c.notAnAnswer(http.MethodGet, "governance/counters", "it has no read_at")
+	}
+	return out, err
+}
+
+// CounterRequest is the body of POST counters/reset and counters/credit:
+// the counter of limit LimitID at Node (a tree node, or a key's node
+// <owner>/key:<kid> for a key-level limit), in its current period. Dims
+// name the counter of a limit kept per model, provider or endpoint (its
+// match has a value for them: a model pattern needs dims.model, an exact
+// match is taken as it is). A credit takes Amount (a count of tokens or
+// requests) or AmountUSD (dollars, for budget_usd) off the counter; a
+// reset takes all it holds.
+type CounterRequest struct {
+	LimitID   string            `json:"limit_id"`
+	Node      string            `json:"node"`
+	Dims      map[string]string `json:"dims,omitempty"`
+	Amount    *int64            `json:"amount,omitempty"`
+	AmountUSD *config.USD       `json:"amount_usd,omitempty"`
+}
+
+// CounterAdjusted answers a reset or a credit: the counter, what it held
+// before, what was taken off and what it holds now, in the limit's unit
+// (dollars as exact decimals for budget_usd), and who did it when.
+type CounterAdjusted struct {
+	Kind        string            `json:"kind"`
+	LimitID     string            `json:"limit_id"`
+	LimitType   string            `json:"limit_type"`
+	Node        string            `json:"node"`
+	Dims        map[string]string `json:"dims,omitempty"`
+	Counter     string            `json:"counter"`
+	Period      string            `json:"period"`
+	PeriodStart time.Time         `json:"period_start"`
+	ResetsAt    time.Time         `json:"resets_at"`
+	Unit        string            `json:"unit"`
+	Before      json.Number       `json:"before"`
+	Taken       json.Number       `json:"taken"`
+	After       json.Number       `json:"after"`
+	At          time.Time         `json:"at"`
+	Who         string            `json:"who"`
+	Note        string            `json:"note"`
+}
+
+// CounterNote is the note of every CounterAdjusted.
+const CounterNote = "recorded in governance.db with the runtime plane (audited, kept across restarts and ledger replays, mirrored to every accountant of a fleet); " +
+	"the gateways count it from their next sync; the rows stay in the ledger and in spend reports, and calls in flight when it was taken count when they settle"
+
+func (h *handler) resetCounter(w http.ResponseWriter, r *http.Request, p principal) {
+	h.adjustCounter(w, r, p, runtime.AdjustReset)
+}
+
+func (h *handler) creditCounter(w http.ResponseWriter, r *http.Request, p principal) {
+	h.adjustCounter(w, r, p, runtime.AdjustCredit)
+}
+
+// adjustCounter records a reset or a credit of one counter (see
+// CounterRequest), under the rules of overrides: a delegated admin adjusts
+// only counters of nodes below its scope.
+func (h *handler) adjustCounter(w http.ResponseWriter, r *http.Request, p principal, kind string) {
+	var req CounterRequest
+	if !decodeBody(w, r, &req) || !overrideNodeParam(w, "node", req.Node) {
+		return
+	}
+	if !p.ownsBelow(req.Node) {
+		forbidNode(w, p, "node", req.Node, true)
+		return
+	}
+	a := h.Armed()
+	if a == nil {
+		h.armed(w)
+		return
+	}
+	l := a.Plan.Limit(req.LimitID)
+	switch {
+	case l == nil:
+		writeError(w, http.StatusNotFound, "not_found", "limit %q is not armed; GET %sgovernance/limits lists the armed limit ids", req.LimitID, Prefix)
+		return
+	case l.Type.Class() != govern.LedgerSettled || l.Period.Calendar == 0:
+		writeError(w, http.StatusBadRequest, "invalid_request",
+			"limit %q is %s: only the counters of budget_usd, quota_tokens and quota_requests limits are reset or credited (a rate window refills on its own)", l.ID, l.Type)
+		return
+	}
+	if !instanceOf(a, l, req.Node) {
+		writeError(w, http.StatusNotFound, "not_found", "limit %q has no instance at %q; spend/limits lists the instances with their counters", l.ID, req.Node)
+		return
+	}
+	d, ok := counterDims(w, l, req.Dims)
+	if !ok {
+		return
+	}
+	var credit int64
+	if kind == runtime.AdjustCredit {
+		switch {
+		case l.Type == govern.BudgetUSD && req.AmountUSD != nil && req.Amount == nil:
+			credit = req.AmountUSD.Nanos
+		case l.Type != govern.BudgetUSD && req.Amount != nil && req.AmountUSD == nil:
+			credit = *req.Amount
+		case l.Type == govern.BudgetUSD:
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit %q is budget_usd: send amount_usd, the dollars to give back (for example 5 or 0.25)", l.ID)
+			return
+		default:
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit %q is %s: send amount, the %s to give back", l.ID, l.Type, l.Type.Unit())
+			return
+		}
+		if credit <= 0 {
+			writeError(w, http.StatusBadRequest, "invalid_request", "the amount to credit must be more than 0")
+			return
+		}
+	} else if req.Amount != nil || req.AmountUSD != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "a reset takes the whole counter and no amount; to give back part of it, POST %scounters/credit", Prefix)
+		return
+	}
+	if h.Counters == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "this accountant does not publish its counters")
+		return
+	}
+	if h.FleetRead != nil {
+		h.FleetRead()
+	}
+	live, err := h.Counters()
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	now := h.Now()
+	id := govern.Identity(l, req.Node, d)
+	start, end := calendar.Start(l.Period.Calendar, now), calendar.End(l.Period.Calendar, now)
+	// The snapshot serves the counter less what was taken off it before.
+	var before int64
+	for _, e := range live.Counters {
+		if e.ID == id && e.PeriodStart.Equal(start) {
+			before = max(0, e.Value)
+		}
+	}
+	taken := before
+	if kind == runtime.AdjustCredit {
+		taken = min(credit, before)
+	}
+	out := CounterAdjusted{Kind: kind, LimitID: l.ID, LimitType: l.Type.String(), Node: req.Node, Dims: dimsOf(l, d), Counter: id,
+		Period: l.Period.Calendar.String(), PeriodStart: start, ResetsAt: end, Unit: unitName(l.Type),
+		Before: counterNumber(l.Type, before), Taken: counterNumber(l.Type, taken), After: counterNumber(l.Type, before-taken),
+		At: now.UTC(), Who: p.who, Note: CounterNote}
+	if taken == 0 {
+		out.Note = "the counter holds nothing in this period: nothing was taken off and nothing recorded"
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	_, err = h.DB.AdjustCounter(runtime.Adjustment{Kind: kind, LimitID: l.ID, Node: req.Node, Counter: id, Period: out.Period,
+		PeriodStart: start, PeriodEnd: end, Amount: taken, Before: before}, runtime.Stamp{Who: p.who, At: now})
+	if err != nil {
+		h.writeRefusal(w, r, err)
+		return
+	}
+	h.wrote(p, "counter."+kind, id)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// instanceOf reports whether l has an instance at node: a key's node for
+// a key-level template, one of its tree nodes otherwise.
+func instanceOf(a *govern.Armed, l *govern.Limit, node string) bool {
+	if _, _, ok := govern.SplitKeyLeaf(node); ok {
+		return l.Level == govern.LevelKey
+	}
+	return slices.Contains(a.Instances(l), node)
+}
+
+// counterDims reads the dims that name one counter of l: each dim l
+// matches on takes the request's value, or l's own when it is exact;
+// a model pattern needs a model it matches.
+func counterDims(w http.ResponseWriter, l *govern.Limit, in map[string]string) (govern.Dims, bool) {
+	for k := range in {
+		if k != "model" && k != "provider" && k != "endpoint" {
+			writeError(w, http.StatusBadRequest, "invalid_request", "dims.%s: a counter is kept per model, provider or endpoint only", k)
+			return govern.Dims{}, false
+		}
+		if (k == "model" && l.Match.Model == "") || (k == "provider" && l.Match.Provider == "") || (k == "endpoint" && l.Match.Endpoint == "") {
+			writeError(w, http.StatusBadRequest, "invalid_request", "dims.%s: limit %q has one counter for every %s (its match names none); leave dims.%s out", k, l.ID, k, k)
+			return govern.Dims{}, false
+		}
+	}
+	d := govern.Dims{Model: in["model"], Provider: in["provider"], Endpoint: in["endpoint"]}
+	if d.Provider == "" {
+		d.Provider = l.Match.Provider
+	}
+	if d.Endpoint == "" {
+		d.Endpoint = l.Match.Endpoint
+	}
+	glob := strings.ContainsAny(l.Match.Model, `*?[\`)
+	if d.Model == "" && l.Match.Model != "" {
+		if glob {
+			writeError(w, http.StatusBadRequest, "invalid_request",
+				"limit %q keeps one counter per model matching %q: name the model in dims.model (spend/limits lists the counters)", l.ID, l.Match.Model)
+			return govern.Dims{}, false
+		}
+		d.Model = l.Match.Model
+	}
+	if !l.Matches(d) {
+		writeError(w, http.StatusBadRequest, "invalid_request", "dims %v do not match limit %q (match: model %q, provider %q, endpoint %q)",
+			in, l.ID, l.Match.Model, l.Match.Provider, l.Match.Endpoint)
+		return govern.Dims{}, false
+	}
+	return d, true
+}
+
+// dimsOf is the dims a counter of l is kept per, as the API shows them.
+func dimsOf(l *govern.Limit, d govern.Dims) map[string]string {
+	out := map[string]string{}
+	if l.Match.Model != "" {
+		out["model"] = d.Model
+	}
+	if l.Match.Provider != "" {
+		out["provider"] = d.Provider
+	}
+	if l.Match.Endpoint != "" {
+		out["endpoint"] = d.Endpoint
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func unitName(t govern.Type) string {
+	if t == govern.BudgetUSD {
+		return "usd"
+	}
+	return t.Unit()
+}
+
+// counterNumber is a counter's value in its limit's unit: dollars as an
+// exact decimal for budget_usd, a count otherwise.
+func counterNumber(t govern.Type, v int64) json.Number {
+	if t == govern.BudgetUSD {
+		return json.Number(config.USDFromNanos(v).String())
+	}
+	return json.Number(strconv.FormatInt(v, 10))
+}
+
+// ResetCounter takes a counter back to zero in its current period.
+func (c *Client) ResetCounter(ctx context.Context, req CounterRequest) (CounterAdjusted, error) {
+	return c.adjust(ctx, "counters/reset", req)
+}
+
+// CreditCounter gives back part of a counter in its current period.
+func (c *Client) CreditCounter(ctx context.Context, req CounterRequest) (CounterAdjusted, error) {
+	return c.adjust(ctx, "counters/credit", req)
+}
+
+func (c *Client) adjust(ctx context.Context, route string, req CounterRequest) (CounterAdjusted, error) {
+	var out CounterAdjusted
+	err := c.do(ctx, http.MethodPost, route, nil, req, &out)
+	if err == nil && (out.Counter == "" || out.Kind == "") {
+		err = c.notAnAnswer(http.MethodPost, route, "it names no counter")
 	}
 	return out, err
 }

@@ -38,7 +38,9 @@ const (
 	ActionAdminRevoke    = "admin.revoke"
 	ActionConfigReload   = "config.reload"
 	// ActionAPIRefused is a management API call refused 401 or 403.
-	ActionAPIRefused = "api.refused"
+	ActionAPIRefused    = "api.refused"
+	ActionCounterReset  = "counter.reset"
+	ActionCounterCredit = "counter.credit"
 )
 
 // WhoSignal is the Who of a config reload a signal (SIGHUP) asked for.

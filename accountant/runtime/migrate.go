@@ -75,6 +75,23 @@ var migrations = []string{
 	ALTER TABLE keys ADD COLUMN rotated_at TEXT;
 	ALTER TABLE keys ADD COLUMN rotated_by TEXT;
 	CREATE UNIQUE INDEX keys_owner_name ON keys (owner, name) WHERE name != '' AND revoked_at IS NULL;`,
+	// 3: resets and credits of LedgerSettled counters, each for one counter
+	// (its identity) in one calendar period, kept until the period ends.
+	`CREATE TABLE counter_adjustments (
+		seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+		kind         TEXT NOT NULL,
+		limit_id     TEXT NOT NULL,
+		node         TEXT NOT NULL,
+		counter      TEXT NOT NULL,
+		unit         TEXT NOT NULL,
+		period_start INTEGER NOT NULL,
+		period_end   INTEGER NOT NULL,
+		amount       INTEGER NOT NULL CHECK (amount >= 0),
+		before       INTEGER NOT NULL,
+		at           TEXT NOT NULL,
+		who          TEXT NOT NULL
+	);
+	CREATE INDEX counter_adjustments_end ON counter_adjustments (period_end);`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -36,6 +36,7 @@ var mirroredTables = []struct {
 		"name", "expires_at", "prev_sha256", "prev_until", "rotated_at", "rotated_by"}},
 	{"overrides", []string{"limit_id", "node", "amount", "set_by", "set_at"}},
 	{"admins", []string{"id", "sha256", "scope", "created_at", "created_by", "revoked_at", "revoked_by"}},
+	{"counter_adjustments", []string{"seq", "kind", "limit_id", "node", "counter", "unit", "period_start", "period_end", "amount", "before", "at", "who"}},
 }
 
 var auditColumns = []string{"seq", "at", "who", "action", "target", "node", "before", "after"}

@@ -37,8 +37,14 @@ type LimitStatus struct {
 	// Fraction is Used ÷ Amount, to four decimals.
 	Fraction float64 `json:"fraction"`
 	// Override is set when Amount is a per-node override's.
-	Override   bool      `json:"override,omitempty"`
-	Thresholds []float64 `json:"thresholds"`
+	Override bool `json:"override,omitempty"`
+	// Counter is the counter's identity (govern.Identity), "" for a limit
+	// counted per model that has counted nothing yet; Credited what resets
+	// and credits took off it this period (the snapshot serves Used less
+	// it), absent when nothing was.
+	Counter    string      `json:"counter"`
+	Credited   json.Number `json:"credited,omitempty"`
+	Thresholds []float64   `json:"thresholds"`
 	// UnpricedRows are rows of models with no price counted by a budget:
 	// their dollars are not in Used.
 	UnpricedRows int64 `json:"unpriced_rows,omitempty"`
@@ -62,21 +68,25 @@ func Limits(a *govern.Armed, entries []syncwire.Entry, now time.Time, scope stri
 	if a == nil {
 		return out
 	}
-	type val struct{ v, unpriced int64 }
+	type val struct{ v, unpriced, credit int64 }
 	live := map[string]*val{}
 	for _, e := range entries {
-		if strings.Contains(e.ID, syncwire.ReplicaSuffix) {
+		if strings.Contains(e.ID, syncwire.ReplicaSuffix) || strings.HasSuffix(e.ID, syncwire.EstimatedSuffix) {
 			continue
 		}
 		id, unpriced := strings.CutSuffix(e.ID, syncwire.UnpricedSuffix)
+		id, credit := strings.CutSuffix(id, syncwire.CreditSuffix)
 		x := live[id]
 		if x == nil {
 			x = &val{}
 			live[id] = x
 		}
-		if unpriced {
+		switch {
+		case unpriced:
 			x.unpriced = e.Value
-		} else {
+		case credit:
+			x.credit = e.Value
+		default:
 			x.v = e.Value
 		}
 	}
@@ -118,11 +128,19 @@ func Limits(a *govern.Armed, entries []syncwire.Entry, now time.Time, scope stri
 				ids = []string{full}
 			}
 			if len(ids) == 0 {
+				st.Counter = full
+				if strings.ContainsAny(l.Match.Model, `*?[\`) {
+					st.Counter = ""
+				}
 				out = append(out, finish(st, l, amount, 0, 0, dimsOfLimit(l, "")))
 				continue
 			}
 			for _, id := range ids {
 				x := live[id]
+				st.Counter, st.Credited = id, ""
+				if x.credit > 0 {
+					st.Credited = amountNumber(l.Type, x.credit)
+				}
 				out = append(out, finish(st, l, amount, x.v, x.unpriced, dimsOfLimit(l, identityDims(id))))
 			}
 		}

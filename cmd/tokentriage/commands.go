@@ -5,6 +5,7 @@ package main
 var commands = []*command{
 	validateCmd,
 	keysMintCmd, keysListCmd, keysRevokeCmd, keysRotateCmd,
+	countersResetCmd, countersCreditCmd,
 	accountantCmd,
 	previewCmd,
 	spendCmd,

@@ -146,6 +146,14 @@ const UnpricedSuffix = "#unpriced"
 // were some: a dollar figure with such an entry beside it is an estimate.
 const EstimatedSuffix = "#estimated"
 
+// CreditSuffix ends the id of an entry that holds what resets and credits
+// (POST /tt/api/v1/counters/reset and credit) have taken off the counter
+// whose identity it follows, in the same period, in the counter's unit.
+// The counter's entry keeps every row folded into it; what the gate counts
+// as used is the entry less this one, never below zero. It is present only
+// when the counter was reset or credited in its period.
+const CreditSuffix = "#credit"
+
 // ReplicaSuffix joins the identity of a budget_usd counter in reserve mode
 // and a filter replica id (ledger.Row.Replica): the entry
 // id+ReplicaSuffix+<replica> counts the priced nanodollars of that
