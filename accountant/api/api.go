@@ -120,6 +120,7 @@ func (h *handler) routes() {
 		}
 		h.mux.HandleFunc(pattern, h.authed(need, fn))
 	}
+	route("GET "+Prefix+"whoami", delegated, h.whoami)
 	route("GET "+Prefix+"governance/limits", delegated, h.getLimits)
 	route("GET "+Prefix+"governance/counters", adminOnly, h.getCounters)
 	route("POST "+Prefix+"counters/reset", delegated, h.resetCounter)
@@ -152,12 +153,25 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("/", h.noRoute)
 }
 
+// Whoami answers GET whoami: who the token acts as ("admin", or the
+// delegated admin's id) and the subtree it sees and manages ("" every
+// node), so a client such as the dashboard can say so.
+type Whoami struct {
+	Who   string `json:"who"`
+	Scope string `json:"scope"`
+	Admin bool   `json:"admin"`
+}
+
+func (h *handler) whoami(w http.ResponseWriter, _ *http.Request, p principal) {
+	writeJSON(w, http.StatusOK, Whoami{Who: p.who, Scope: p.scope, Admin: p.isAdmin()})
+}
+
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 var _ http.Handler = (*handler)(nil)
 
 // routeList is what a request for an unknown route is told.
-const routeList = "GET governance/limits; GET governance/counters; POST counters/reset; POST counters/credit; GET spend; GET spend/limits; GET, POST, DELETE nodes; GET, PUT, DELETE overrides; " +
+const routeList = "GET whoami; GET governance/limits; GET governance/counters; POST counters/reset; POST counters/credit; GET spend; GET spend/limits; GET, POST, DELETE nodes; GET, PUT, DELETE overrides; " +
 	"POST, GET keys; GET keys/{kid}; POST keys/{kid}/revoke; POST keys/{kid}/rotate; POST, GET admins; POST admins/{id}/revoke; GET audit; POST reload"
 
 func (h *handler) noRoute(w http.ResponseWriter, r *http.Request) {

@@ -1,11 +1,15 @@
-// Package dashboard owns the spend dashboard the accountant serves at
-// /tt/ui/: one HTML page, its script and its stylesheet, embedded in the
-// binary, so it works offline with no CDN and no build step. The page
-// signs in with the admin token or a delegated admin token, and reads
-// everything it shows from the management API (GET /tt/api/v1/spend and
-// spend/limits) with that token, so a delegated admin sees its subtree
-// only: the server confines every answer, the page only draws it. Charts
-// are plain SVG drawn by the page's own script.
+// Package dashboard owns the dashboard the accountant serves at /tt/ui/:
+// one HTML page, its scripts and its stylesheet, embedded in the binary,
+// so it works offline with no CDN and no build step. The page signs in
+// with the admin token or a delegated admin token and does everything
+// through the management API with that token: spend (GET spend and
+// spend/limits), keys (mint, rotate, revoke), limits (overrides, counter
+// resets and credits), nodes and the audit log. The server confines and
+// checks every call (a delegated admin sees and manages its subtree
+// only); the page only draws and asks. The token travels only in the
+// Authorization header of the page's own calls, never in a cookie, so no
+// other site can make a browser act with it. Charts are plain SVG drawn
+// by the page's own script.
 package dashboard
 
 import (
@@ -27,10 +31,15 @@ var assets embed.FS
 // files maps a path under Prefix to its content type; nothing else is
 // served.
 var files = map[string]string{
-	"":         "text/html; charset=utf-8",
-	"app.js":   "text/javascript; charset=utf-8",
-	"app.css":  "text/css; charset=utf-8",
-	"icon.svg": "image/svg+xml",
+	"":          "text/html; charset=utf-8",
+	"core.js":   "text/javascript; charset=utf-8",
+	"app.js":    "text/javascript; charset=utf-8",
+	"keys.js":   "text/javascript; charset=utf-8",
+	"limits.js": "text/javascript; charset=utf-8",
+	"nodes.js":  "text/javascript; charset=utf-8",
+	"audit.js":  "text/javascript; charset=utf-8",
+	"app.css":   "text/css; charset=utf-8",
+	"icon.svg":  "image/svg+xml",
 }
 
 // csp allows the page its own script, stylesheet and icon, and calls to

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/govern"
@@ -140,21 +141,63 @@ const MaxAuditPage = 1000
 // order. With a non-empty scope only the entries whose node is scope or
 // below it are returned. limit is clamped to [1, MaxAuditPage].
 func (db *DB) Audit(after int64, limit int, scope string) ([]AuditEntry, error) {
-	if limit <= 0 || limit > MaxAuditPage {
-		limit = MaxAuditPage
+	return db.AuditQuery(AuditQuery{After: after, Limit: limit, Scope: scope})
+}
+
+// AuditQuery selects audit entries. Scope and Node keep the entries whose
+// node is that node or below it (Scope is the caller's subtree, Node the
+// one asked for); Action keeps one action ("key.mint") or, ending in a
+// dot, a family ("key."); Who one principal. Entries come in sequence
+// order after After, or, with Desc, newest first before Before (0: from
+// the newest). Limit is clamped to [1, MaxAuditPage].
+type AuditQuery struct {
+	After, Before            int64
+	Desc                     bool
+	Limit                    int
+	Scope, Node, Action, Who string
+}
+
+// AuditQuery returns the entries q selects.
+func (db *DB) AuditQuery(q AuditQuery) ([]AuditEntry, error) {
+	if q.Limit <= 0 || q.Limit > MaxAuditPage {
+		q.Limit = MaxAuditPage
 	}
+	where := []string{"1"}
+	var args []any
+	for _, root := range []string{q.Scope, q.Node} {
+		if root != "" {
+			where = append(where, "(node = ? OR substr(node, 1, ?) = ?)")
+			args = append(args, root, len(root)+1, root+"/")
+		}
+	}
+	switch {
+	case strings.HasSuffix(q.Action, "."):
+		where = append(where, "substr(action, 1, ?) = ?")
+		args = append(args, len(q.Action), q.Action)
+	case q.Action != "":
+		where = append(where, "action = ?")
+		args = append(args, q.Action)
+	}
+	if q.Who != "" {
+		where = append(where, "who = ?")
+		args = append(args, q.Who)
+	}
+	order := "ASC"
+	if q.Desc {
+		order = "DESC"
+		if q.Before > 0 {
+			where = append(where, "seq < ?")
+			args = append(args, q.Before)
+		}
+	} else {
+		where = append(where, "seq > ?")
+		args = append(args, q.After)
+	}
+	args = append(args, q.Limit)
 	var out []AuditEntry
 	err := db.read(func(tx *sql.Tx) error {
-		var rows *sql.Rows
-		var err error
-		if scope == "" {
-			rows, err = tx.Query(`SELECT seq, at, who, action, target, node, before, after FROM audit
-				WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
-		} else {
-			rows, err = tx.Query(`SELECT seq, at, who, action, target, node, before, after FROM audit
-				WHERE seq > ? AND (node = ? OR substr(node, 1, ?) = ?) ORDER BY seq LIMIT ?`,
-				after, scope, len(scope)+1, scope+"/", limit)
-		}
+		rows, err := tx.Query(`SELECT seq, at, who, action, target, node, before, after FROM audit
+			WHERE `+strings.Join(where, " AND ")+` ORDER BY seq `+order+` LIMIT ?`, args...)
 		if err != nil {
 			return err
 		}

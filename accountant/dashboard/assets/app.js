@@ -1,15 +1,15 @@
-// The spend dashboard. It reads GET /tt/api/v1/spend and spend/limits
-// with the token it was signed in with and draws what they answer as SVG;
-// the accountant confines a delegated token to its subtree, so nothing
-// here decides who may see what. Untrusted strings (node ids, model names,
-// limit ids) only ever reach the page as text nodes and attribute values.
+// The spend page. It reads GET /tt/api/v1/spend and spend/limits with the
+// token it was signed in with and draws what they answer as SVG; the
+// accountant confines a delegated token to its subtree, so nothing here
+// decides who may see what.
 'use strict';
 (() => {
-  const API = '/tt/api/v1/';
+  const { $, el, svg, usd, int, pct, amount, api } = TT;
   // ?refresh=SECONDS (at least 1) for a wall display or a test; 10 by default.
   const REFRESH_MS = Math.max(1, Number(new URLSearchParams(location.search).get('refresh')) || 10) * 1000;
   const RETRY_NOT_READY_MS = 2000;
   const MAX_SERIES = 8; // the rest is summed as "other"
+  const LIMITS_PER_PAGE = 10;
   // Okabe-Ito, distinguishable with the common colour-vision deficiencies.
   const PALETTE = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#56B4E9', '#D55E00', '#F0E442', '#000000'];
   const OTHER = '#9aa6b2';
@@ -17,43 +17,18 @@
   const RANGE_PERIOD = { today: 'day', month: 'month' };
 
   const state = {
-    token: null, scope: null, node: '', key: '', range: 'month', stack: 'node', mode: 'bucket',
-    timer: null, refreshes: 0, busy: false, generation: 0,
+    node: '', key: '', range: 'month', stack: 'node', mode: 'bucket', flatDim: 'key', flatTop: 25, limitsPage: 0,
+    timer: null, refreshes: 0, busy: false, generation: 0, shown: false, noCustomer: false, last: null,
   };
+  const scope = () => TT.state.scope || '';
 
-  const $ = (id) => document.getElementById(id);
-  function el(tag, attrs, ...kids) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === undefined || v === null || v === false) continue;
-      if (k === 'class') e.className = v;
-      else if (k === 'text') e.textContent = v;
-      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-      else e.setAttribute(k, v === true ? '' : String(v));
-    }
-    for (const k of kids) if (k !== null && k !== undefined) e.append(typeof k === 'string' ? document.createTextNode(k) : k);
-    return e;
+  const spent = (v) => Number(v.priced_usd || 0) + Number(v.estimated_usd || 0);
+  // money is a group's dollars as shown: an UNPRICED group is never "$0".
+  function money(v) {
+    const s = spent(v);
+    if (v.unpriced_requests > 0) return s ? usd(s) + ' + UNPRICED' : 'UNPRICED (' + int(v.unpriced_requests) + ' req)';
+    return usd(s);
   }
-  const SVGNS = 'http://www.w3.org/2000/svg';
-  function svg(tag, attrs, text) {
-    const e = document.createElementNS(SVGNS, tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
-
-  // ---- numbers -------------------------------------------------------
-  function usd(v) {
-    if (!v) return '$0';
-    const a = Math.abs(v);
-    if (a >= 100) return '$' + v.toLocaleString('en-US', { maximumFractionDigits: 0 });
-    if (a >= 1) return '$' + v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
-    if (a >= 0.01) return '$' + v.toFixed(4).replace(/0+$/, '').replace(/\.$/, '');
-    return '$' + v.toFixed(9).replace(/0+$/, '').replace(/\.$/, '');
-  }
-  const int = (n) => Number(n || 0).toLocaleString('en-US');
-  const spent = (v) => (v.priced_usd || 0) + (v.estimated_usd || 0);
-  function pct(f) { return (f * 100).toFixed(f < 0.1 ? 1 : 0) + '%'; }
 
   // ---- time ----------------------------------------------------------
   const iso = (d) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -95,7 +70,7 @@
   }
   function stackDim() {
     if (state.stack === 'model') return 'model';
-    if (state.stack === 'key') return 'key';
+    if (state.stack === 'key') return state.key ? 'model' : 'key';
     return childDim();
   }
   // Whether a group value of dim can be drilled into from here.
@@ -114,10 +89,15 @@
     if (['org', 'team', 'user', 'node', 'key'].includes(dim)) return '(no key)';
     return '(none)';
   }
-  function groupName(dim, g) {
+  // groupName is how a group reads: a key by its name and kid.
+  function groupName(dim, g, rep) {
     if (g.other) return `other (${g.groups})`;
     const v = g.key[dim];
     if (!v) return emptyName(dim);
+    if (dim === 'key') {
+      const name = rep && rep.key_names ? rep.key_names[v] : '';
+      return name ? `${name} (${v})` : v;
+    }
     if (['org', 'team', 'user'].includes(dim)) {
       if (v === state.node) return v.split('/').pop() + ' (its own keys)';
       if (state.node && v.startsWith(state.node + '/')) return v.slice(state.node.length + 1);
@@ -125,63 +105,46 @@
     return v;
   }
 
-  // ---- the API ---------------------------------------------------------
-  class APIError extends Error {
-    constructor(status, type, message) { super(message); this.status = status; this.type = type; }
-  }
-  async function api(path, params) {
-    const qs = params ? '?' + new URLSearchParams(params).toString() : '';
-    let resp;
-    try {
-      resp = await fetch(API + path + qs, { headers: { Authorization: 'Bearer ' + state.token, Accept: 'application/json' }, cache: 'no-store' });
-    } catch (e) {
-      throw new APIError(0, 'unreachable', 'cannot reach the accountant (' + e.message + ')');
-    }
-    let body = null;
-    try { body = await resp.json(); } catch (e) { /* not JSON */ }
-    if (!resp.ok) {
-      const err = body && body.error ? body.error : {};
-      throw new APIError(resp.status, err.type || 'http_' + resp.status, err.message || 'the accountant answered ' + resp.status);
-    }
-    if (!body) throw new APIError(resp.status, 'not_json', 'the accountant\'s answer is not JSON');
-    return body;
-  }
-
   // ---- refresh ---------------------------------------------------------
   async function refresh(userAction) {
     clearTimeout(state.timer);
+    if (!state.shown) return;
     const gen = ++state.generation;
     state.busy = true;
     const rq = rangeQuery(state.range, new Date());
     const base = { from: rq.from, to: rq.to, bucket: rq.bucket };
     if (state.node) base.node = state.node;
     if (state.key) base.key = state.key;
-    const sd = stackDim(), cd = childDim();
+    const sd = stackDim();
     try {
-      const [stacked, top, refusals, limits] = await Promise.all([
-        api('spend', { ...base, group_by: sd, top: 12 }),
-        sd === cd ? null : api('spend', { ...base, group_by: cd, top: 25 }),
-        api('spend', { ...base, group_by: 'limit', decision: 'refused', top: 12 }),
+      const flatDim = state.flatDim === 'customer' && state.noCustomer ? 'key' : state.flatDim;
+      const [stacked, refusals, limits, flat] = await Promise.all([
+        api('spend', { params: { ...base, group_by: sd, top: 25 } }),
+        api('spend', { params: { ...base, group_by: 'limit', decision: 'refused', top: 12 } }),
         api('spend/limits'),
+        api('spend', { params: { ...base, bucket: 'month', group_by: flatDim, top: state.flatTop } }).catch((e) => {
+          if (flatDim === 'customer' && e.status === 400) { state.noCustomer = true; return null; }
+          throw e;
+        }),
       ]);
       let unpricedModels = null;
       if (stacked.total.unpriced_requests > 0) {
-        unpricedModels = await api('spend', { ...base, group_by: 'model', cost: 'unpriced', bucket: rq.bucket, top: 10 });
+        unpricedModels = await api('spend', { params: { ...base, group_by: 'model', cost: 'unpriced', bucket: rq.bucket, top: 10 } });
       }
       if (gen !== state.generation) return; // a newer refresh started
-      state.scope = stacked.scope || '';
-      if (state.scope && !state.node) { state.node = state.scope; return refresh(userAction); }
-      render({ rq, stacked, top: top || stacked, topDim: cd, stackDim: sd, refusals, limits, unpricedModels });
+      if (scope() && !state.node) { state.node = scope(); return refresh(userAction); }
+      state.last = { rq, stacked, stackDim: sd, refusals, limits, unpricedModels, flat, flatDim };
+      render(state.last);
       $('banner').hidden = true;
       $('status').classList.remove('stale');
       $('status').textContent = 'Updated ' + new Date().toISOString().slice(11, 19) + ' UTC · refreshes every ' + REFRESH_MS / 1000 + ' s';
       state.refreshes++;
       document.body.dataset.refreshes = String(state.refreshes);
       document.body.dataset.state = 'ready';
+      TT.loaded('spend');
       schedule(REFRESH_MS);
     } catch (e) {
-      if (gen !== state.generation) return;
-      if (e.status === 401) { signOut('The accountant refused the token: ' + e.message); return; }
+      if (gen !== state.generation || e.status === 401) return;
       const b = $('banner');
       b.hidden = false;
       if (e.type === 'not_ready') {
@@ -194,7 +157,7 @@
         b.textContent = (e.status === 403 ? 'Not allowed: ' : 'Could not refresh: ') + e.message + (e.status === 403 ? '' : ' · retrying every ' + REFRESH_MS / 1000 + ' s; the figures below are from the last good refresh.');
         $('status').classList.add('stale');
         document.body.dataset.state = 'error';
-        if (e.status === 403 && userAction) { state.node = state.scope || ''; state.key = ''; }
+        if (e.status === 403 && userAction) { state.node = scope(); state.key = ''; }
         schedule(REFRESH_MS);
       }
     } finally {
@@ -203,20 +166,20 @@
   }
   function schedule(ms) {
     clearTimeout(state.timer);
-    if (document.hidden) return; // resumed on visibilitychange
+    if (document.hidden || !state.shown) return; // resumed on visibilitychange, or when shown
     state.timer = setTimeout(() => refresh(false), ms);
   }
 
   // ---- render ----------------------------------------------------------
   function render(d) {
-    renderWho();
     renderCrumbs();
     renderKPIs(d.stacked.total);
     renderUnpriced(d.stacked.total, d.unpricedModels);
-    renderFleet([d.stacked, d.top, d.refusals, d.unpricedModels]);
+    renderFleet([d.stacked, d.refusals, d.unpricedModels, d.flat]);
     renderSpendChart(d);
-    renderTop(d.top, d.topDim);
+    renderTop(d.stacked, d.stackDim);
     renderLimits(d.limits);
+    renderFlat(d.flat, d.flatDim);
     renderRefusals(d.refusals, d.rq);
     const rows = d.stacked.source.rows ? ` · ${int(d.stacked.source.rows)} ledger rows summed` : '';
     $('footer').textContent = `Reports ${d.stacked.from} to ${d.stacked.to} (UTC, ${d.stacked.bucket} buckets)${rows} · ${d.stacked.note}`;
@@ -254,17 +217,11 @@
     f.replaceChildren(el('span', { text: head }), el('ul', {}, ...items, ...overlaps));
   }
 
-  function renderWho() {
-    const w = $('who');
-    w.hidden = false;
-    w.textContent = state.scope ? 'Delegated admin · ' + state.scope : 'Admin · every node';
-  }
-
   function renderCrumbs() {
     const nav = $('crumbs');
     nav.replaceChildren();
     const parts = [];
-    const root = state.scope || '';
+    const root = scope();
     parts.push({ label: root ? root : 'All spend', node: root, key: '' });
     if (state.node && state.node !== root) {
       const segs = state.node.split('/');
@@ -279,7 +236,7 @@
       if (i === parts.length - 1) {
         nav.append(el('span', { 'aria-current': 'page', 'data-node': p.node, text: p.label }));
       } else {
-        nav.append(el('a', { href: '#', 'data-node': p.node, onclick: (ev) => { ev.preventDefault(); state.node = p.node; state.key = p.key; refresh(true); } }, p.label));
+        nav.append(el('a', { href: '#spend', 'data-node': p.node, onclick: (ev) => { ev.preventDefault(); state.node = p.node; state.key = p.key; refresh(true); } }, p.label));
       }
     });
   }
@@ -311,7 +268,8 @@
   }
 
   // series turns a report's groups into at most MAX_SERIES series of
-  // per-bucket values, the rest summed as "other".
+  // per-bucket values, the rest summed as "other"; each keeps its total
+  // Values so a legend can say UNPRICED.
   function series(rep, dim, value) {
     const idx = new Map(rep.buckets.map((b, i) => [b, i]));
     const all = rep.groups.map((g) => {
@@ -323,19 +281,23 @@
     let other = null;
     const addOther = (x) => {
       const n = x.g.other ? x.g.groups : 1;
-      if (!other) other = { vals: x.vals.slice(), total: x.total, count: n };
-      else { other.vals = other.vals.map((v, j) => v + x.vals[j]); other.total += x.total; other.count += n; }
+      const up = Number(x.g.total.unpriced_requests || 0);
+      if (!other) other = { vals: x.vals.slice(), total: x.total, count: n, unpriced: up };
+      else { other.vals = other.vals.map((v, j) => v + x.vals[j]); other.total += x.total; other.count += n; other.unpriced += up; }
     };
     const out = [];
     for (const x of keep) {
       if (x.g.other) { addOther(x); continue; }
       const v = x.g.key[dim] || '';
-      out.push({ id: v, name: groupName(dim, x.g), vals: x.vals, total: x.total, color: PALETTE[out.length % PALETTE.length], drill: drillable(dim, v) ? () => drill(dim, v) : null });
+      out.push({ id: v, name: groupName(dim, x.g, rep), vals: x.vals, total: x.total, unpriced: Number(x.g.total.unpriced_requests || 0),
+        color: PALETTE[out.length % PALETTE.length], drill: drillable(dim, v) ? () => drill(dim, v) : null });
     }
     all.slice(keep.length).forEach(addOther);
-    if (other) out.push({ id: '(other)', name: `other (${other.count})`, vals: other.vals, total: other.total, color: OTHER });
+    if (other) out.push({ id: '(other)', name: `other (${other.count})`, vals: other.vals, total: other.total, unpriced: other.unpriced, color: OTHER });
     return out;
   }
+  // seriesMoney is a series' dollars as a legend shows them.
+  const seriesMoney = (s) => money({ priced_usd: s.total, estimated_usd: 0, unpriced_requests: s.unpriced });
 
   function renderSpendChart(d) {
     const rep = d.stacked, dim = d.stackDim;
@@ -358,8 +320,9 @@
       label: `${what}, priced plus estimated, stacked by ${dim}`,
       empty: 'No spend in this range yet. Traffic appears here a few seconds after the gateway serves it.',
     });
-    legend($('spend-legend'), ss, usd);
+    legend($('spend-legend'), ss, seriesMoney);
     dataTable($('spend-table'), rep.buckets, rep.bucket, ss, usd);
+    state.spendRows = [[rep.bucket, ...ss.map((s) => s.name)], ...rep.buckets.map((b, i) => [b, ...ss.map((s) => s.vals[i])])];
   }
 
   function renderRefusals(rep, rq) {
@@ -369,14 +332,14 @@
       label: 'refused requests per ' + rq.bucket + ', stacked by the limit that refused',
       empty: 'No refusals in this range.',
     });
-    legend($('refusals-legend'), ss, int);
+    legend($('refusals-legend'), ss, (s) => int(s.total));
   }
 
   function legend(ul, ss, fmt) {
     ul.replaceChildren();
     for (const s of ss) {
       const name = s.drill ? el('button', { type: 'button', onclick: s.drill, title: 'Drill down into ' + s.name }, s.name) : el('span', { text: s.name });
-      ul.append(el('li', { 'data-series': s.id }, el('span', { class: 'sw', style: null, 'aria-hidden': 'true' }), name, el('span', { class: 'val', text: fmt(s.total) })));
+      ul.append(el('li', { 'data-series': s.id }, el('span', { class: 'sw', 'aria-hidden': 'true' }), name, el('span', { class: 'val', text: fmt(s) })));
       ul.lastChild.firstChild.style.background = s.color;
     }
   }
@@ -452,27 +415,47 @@
     box.replaceChildren(root);
   }
 
-  function renderTop(rep, dim) {
-    const box = $('top');
+  // groupTable draws a report's groups as a table (name, dollars,
+  // UNPRICED, requests, refused, tokens) and returns its rows for CSV.
+  function groupTable(box, rep, dim, drillTo) {
     const groups = rep.groups;
-    if (!groups.length) { box.replaceChildren(el('p', { class: 'none', text: 'No traffic in this range yet.' })); return; }
+    if (!groups.length) { box.replaceChildren(el('p', { class: 'none', text: 'No traffic in this range yet.' })); return [[dim]]; }
     const maxSpent = Math.max(...groups.map((g) => spent(g.total)), 0);
-    const head = el('tr', null, ...[dim, 'Priced', 'Estimated', 'UNPRICED', 'Requests', 'Refused'].map((h) => el('th', { scope: 'col', text: h })));
+    const cols = [dim, 'Priced', 'Estimated', 'UNPRICED', 'Requests', 'Refused', 'Tokens'];
+    const head = el('tr', null, ...cols.map((h) => el('th', { scope: 'col', text: h })));
+    const csv = [[dim, ...(dim === 'key' ? ['key_name'] : []), 'priced_usd', 'estimated_usd', 'unpriced_requests', 'requests', 'refused', 'tokens']];
     const rows = groups.map((g) => {
       const v = g.key[dim];
-      const name = groupName(dim, g);
-      const cell = drillable(dim, v) && !g.other
-        ? el('a', { href: '#', onclick: (ev) => { ev.preventDefault(); drill(dim, v); } }, name)
+      const name = groupName(dim, g, rep);
+      const cell = drillTo && drillable(dim, v) && !g.other
+        ? el('a', { href: '#spend', onclick: (ev) => { ev.preventDefault(); drill(dim, v); } }, name)
         : el('span', { text: name });
       const share = el('span', { class: 'share' });
       share.style.width = (maxSpent ? Math.round((spent(g.total) / maxSpent) * 60) : 0) + 'px';
-      return el('tr', { 'data-group': g.other ? '(other)' : (v || ''), 'data-spent': String(spent(g.total)) },
+      const t = g.total;
+      const tokens = Number(t.input_tokens || 0) + Number(t.output_tokens || 0);
+      const unpricedOnly = t.unpriced_requests > 0 && !spent(t);
+      csv.push([g.other ? '(other)' : v || '', ...(dim === 'key' ? [g.other ? '' : (rep.key_names || {})[v] || ''] : []),
+        t.priced_usd, t.estimated_usd, t.unpriced_requests, t.requests, t.refused, tokens]);
+      return el('tr', { 'data-group': g.other ? '(other)' : (v || ''), 'data-spent': String(spent(t)) },
         el('td', { class: 'name', title: name }, share, cell),
-        el('td', { text: usd(g.total.priced_usd) }), el('td', { text: usd(g.total.estimated_usd) }),
-        el('td', { text: g.total.unpriced_requests ? int(g.total.unpriced_requests) : '–' }),
-        el('td', { text: int(g.total.requests) }), el('td', { text: int(g.total.refused) }));
+        el('td', { text: unpricedOnly ? '–' : usd(t.priced_usd) }), el('td', { text: unpricedOnly ? '–' : usd(t.estimated_usd) }),
+        el('td', { class: t.unpriced_requests ? 'unpriced-cell' : '', text: t.unpriced_requests ? int(t.unpriced_requests) + ' req' : '–' }),
+        el('td', { text: int(t.requests) }), el('td', { text: int(t.refused) }), el('td', { text: int(tokens) }));
     });
     box.replaceChildren(el('table', null, el('thead', null, head), el('tbody', null, ...rows)));
+    return csv;
+  }
+
+  function renderTop(rep, dim) { state.topRows = groupTable($('top'), rep, dim, true); }
+
+  function renderFlat(rep, dim) {
+    const sel = $('flat-dim');
+    const opt = sel.querySelector('option[value=customer]');
+    opt.disabled = state.noCustomer;
+    opt.textContent = state.noCustomer ? 'Customer (not recorded by this accountant)' : 'Customer';
+    if (!rep) { $('flat').replaceChildren(el('p', { class: 'none', text: 'This accountant does not group by customer.' })); return; }
+    state.flatRows = groupTable($('flat'), rep, dim, false);
   }
 
   function renderLimits(l) {
@@ -481,12 +464,17 @@
     // The limits of the node shown: its own, those below it, and those of
     // its ancestors that bind it.
     const inSub = (root, n) => !root || n === root || n.startsWith(root + '/');
-    const shown = l.limits.filter((x) => inSub(state.node, x.node) || inSub(x.node, state.node) || x.node === '__global').slice(0, 10);
-    if (!shown.length) { ul.append(el('li', { class: 'empty', text: 'No budget or quota applies to this subtree.' })); return; }
+    const shown = l.limits.filter((x) => inSub(state.node, x.node) || inSub(x.node, state.node) || x.node === '__global');
+    state.limitsRows = [['limit_id', 'node', 'dims', 'type', 'period', 'unit', 'used', 'amount', 'fraction', 'resets_at']];
     for (const x of shown) {
+      state.limitsRows.push([x.limit_id, x.node, x.dims ? Object.entries(x.dims).map(([k, v]) => `${k}=${v}`).join(' ') : '', x.type, x.period, x.unit, x.used, x.amount, x.fraction, x.resets_at]);
+    }
+    if (!shown.length) { ul.append(el('li', { class: 'empty', text: 'No budget or quota applies to this subtree.' })); $('limits-pager').replaceChildren(); return; }
+    const per = LIMITS_PER_PAGE;
+    state.limitsPage = Math.min(state.limitsPage, Math.ceil(shown.length / per) - 1);
+    for (const x of shown.slice(state.limitsPage * per, (state.limitsPage + 1) * per)) {
       const warnAt = x.thresholds && x.thresholds.length ? x.thresholds[0] : 0.8;
       const cls = x.fraction >= 1 ? 'over' : x.fraction >= warnAt ? 'near' : '';
-      const fmt = x.unit === 'usd' ? (v) => usd(Number(v)) : (v) => int(Number(v)) + ' ' + x.unit;
       const dims = x.dims ? ' ' + Object.entries(x.dims).map(([k, v]) => `${k}=${v}`).join(' ') : '';
       const meter = el('div', { class: 'meter', role: 'meter', 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': String(Math.round(x.fraction * 100)), 'aria-label': x.limit_id + ' used' }, el('span'));
       meter.firstChild.style.width = Math.min(100, x.fraction * 100) + '%';
@@ -494,66 +482,41 @@
       if (x.thresholds && x.thresholds.length) sub.push('alerts at ' + x.thresholds.map(pct).join(', '));
       if (x.posture.mode !== 'on') sub.push(x.posture.mode);
       else if (x.posture.enforce === 'soft') sub.push('soft');
+      if (x.override) sub.push('override');
+      if (x.credited) sub.push(amount(x.credited, x.unit) + ' reset or credited');
       if (x.unpriced_rows) sub.push(int(x.unpriced_rows) + ' UNPRICED row(s) not in the dollars');
       ul.append(el('li', { class: 'limit ' + cls, 'data-limit': x.limit_id, 'data-node': x.node, 'data-fraction': String(x.fraction) },
         el('span', { class: 'name' }, x.limit_id, el('span', { class: 'at', text: ` @ ${x.node}${dims}` })),
         meter,
         el('span', { class: 'sub', text: sub.join(' · ') }),
-        el('span', { class: 'figs', text: `${fmt(x.used)} of ${fmt(x.amount)} · ${pct(x.fraction)}` })));
+        el('span', { class: 'figs', text: `${amount(x.used, x.unit)} of ${amount(x.amount, x.unit)} · ${pct(x.fraction)}` })));
     }
+    TT.pager($('limits-pager'), shown.length, per, state.limitsPage, (p) => { state.limitsPage = p; renderLimits(l); });
   }
 
-  // ---- sign-in -----------------------------------------------------------
-  function storedToken() {
-    try { return sessionStorage.getItem('tt.token') || localStorage.getItem('tt.token'); } catch (e) { return null; }
-  }
-  function signIn(token, remember) {
-    state.token = token;
-    try {
-      sessionStorage.setItem('tt.token', token);
-      if (remember) localStorage.setItem('tt.token', token); else localStorage.removeItem('tt.token');
-    } catch (e) { /* storage off: the token lives in this page only */ }
-    $('signin').hidden = true;
-    $('app').hidden = false;
-    $('signout').hidden = false;
-    refresh(true);
-  }
-  function signOut(msg) {
-    clearTimeout(state.timer);
-    state.generation++;
-    state.token = null; state.scope = null; state.node = ''; state.key = '';
-    try { sessionStorage.removeItem('tt.token'); localStorage.removeItem('tt.token'); } catch (e) { /* ignore */ }
-    $('app').hidden = true;
-    $('signout').hidden = true;
-    $('who').hidden = true;
-    $('signin').hidden = false;
-    const err = $('signin-error');
-    err.hidden = !msg;
-    err.textContent = msg || '';
-    document.body.dataset.state = 'signed_out';
-    $('token').value = '';
-    $('token').focus();
-  }
-
-  document.addEventListener('DOMContentLoaded', () => {
-    $('signin-form').addEventListener('submit', (ev) => {
-      ev.preventDefault();
-      const t = $('token').value.trim();
-      if (t) signIn(t, $('remember').checked);
-    });
-    $('signout').addEventListener('click', () => signOut(''));
-    $('range').addEventListener('change', (ev) => { state.range = ev.target.value; refresh(true); });
-    $('stack').addEventListener('change', (ev) => { state.stack = ev.target.value; refresh(true); });
-    const mode = (m) => {
-      state.mode = m;
-      $('mode-bucket').setAttribute('aria-pressed', String(m === 'bucket'));
-      $('mode-cumulative').setAttribute('aria-pressed', String(m === 'cumulative'));
-      refresh(true);
-    };
-    $('mode-bucket').addEventListener('click', () => mode('bucket'));
-    $('mode-cumulative').addEventListener('click', () => mode('cumulative'));
-    document.addEventListener('visibilitychange', () => { if (!document.hidden && state.token && !state.busy) refresh(false); });
-    const t = storedToken();
-    if (t) signIn(t, false); else signOut('');
+  TT.page('spend', {
+    init() {
+      $('range').addEventListener('change', (ev) => { state.range = ev.target.value; refresh(true); });
+      $('stack').addEventListener('change', (ev) => { state.stack = ev.target.value; refresh(true); });
+      $('flat-dim').addEventListener('change', (ev) => { state.flatDim = ev.target.value; refresh(true); });
+      $('flat-top').addEventListener('change', (ev) => { state.flatTop = Number(ev.target.value); refresh(true); });
+      const mode = (m) => {
+        state.mode = m;
+        $('mode-bucket').setAttribute('aria-pressed', String(m === 'bucket'));
+        $('mode-cumulative').setAttribute('aria-pressed', String(m === 'cumulative'));
+        refresh(true);
+      };
+      $('mode-bucket').addEventListener('click', () => mode('bucket'));
+      $('mode-cumulative').addEventListener('click', () => mode('cumulative'));
+      const stamp = () => new Date().toISOString().slice(0, 10);
+      $('top-csv').addEventListener('click', () => state.topRows && TT.download(`spend-top-${stackDim()}-${stamp()}.csv`, state.topRows));
+      $('flat-csv').addEventListener('click', () => state.flatRows && TT.download(`spend-by-${state.flatDim}-${stamp()}.csv`, state.flatRows));
+      $('limits-csv').addEventListener('click', () => state.limitsRows && TT.download(`budgets-${stamp()}.csv`, state.limitsRows));
+      $('spend-csv').addEventListener('click', () => state.spendRows && TT.download(`spend-over-time-${stamp()}.csv`, state.spendRows));
+      document.addEventListener('visibilitychange', () => { if (!document.hidden && state.shown && !state.busy) refresh(false); });
+    },
+    show() { state.shown = true; refresh(true); },
+    hide() { state.shown = false; clearTimeout(state.timer); state.generation++; },
+    reset() { state.node = ''; state.key = ''; state.limitsPage = 0; state.noCustomer = false; },
   });
 })();
