@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -68,13 +69,16 @@ func unitName(u calendar.Unit) string {
 	return ""
 }
 
-// alerter logs each alert, counts it, and posts it to the webhook from a
-// bounded queue (a slow webhook never slows ingest; overflow is logged).
+// alerter logs each alert, counts it, and posts it to the webhook, in
+// the webhook's format, from a bounded queue (a slow webhook never slows
+// ingest; overflow is logged).
 type alerter struct {
 	url     string
+	format  string // AlertJSON, AlertSlack or AlertTeams
+	link    string // the dashboard's address, for a chat's link; "" none
 	log     *slog.Logger
 	metrics *metrics
-	queue   chan AlertEvent
+	queue   chan outbound
 	client  *http.Client
 	wg      sync.WaitGroup
 	mu      sync.Mutex // guards closed and sends on queue
@@ -85,15 +89,25 @@ type alerter struct {
 	drainIn time.Duration // AlertDrain; tests shorten it
 }
 
+// outbound is one post queued for the webhook: its body and what it is
+// about, for the log.
+type outbound struct {
+	body []byte
+	what string
+}
+
 // AlertDrain bounds how long stopping the accountant waits for the webhook
 // to take the alerts still queued; the rest are logged as not posted.
 const AlertDrain = 10 * time.Second
 
-func newAlerter(url string, log *slog.Logger, m *metrics) *alerter {
-	a := &alerter{url: url, log: log, metrics: m, client: &http.Client{Timeout: 5 * time.Second}, drainIn: AlertDrain}
+func newAlerter(url, format, link string, log *slog.Logger, m *metrics) *alerter {
+	if format == "" {
+		format = AlertJSON
+	}
+	a := &alerter{url: url, format: format, link: link, log: log, metrics: m, client: &http.Client{Timeout: 5 * time.Second}, drainIn: AlertDrain}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	if url != "" {
-		a.queue = make(chan AlertEvent, 1024)
+		a.queue = make(chan outbound, 1024)
 		a.wg.Add(1)
 		go a.post()
 	}
@@ -112,10 +126,18 @@ func (a *alerter) emitEvent(ev AlertEvent) {
 	a.log.Warn("threshold alert: limit "+ev.LimitID+" at "+ev.Node+" crossed its threshold",
 		"limit_id", ev.LimitID, "limit_type", ev.LimitType, "node", ev.Node, "threshold", ev.Threshold,
 		"period", ev.Period, "period_start", ev.PeriodStart, "observed", string(ev.Observed), "limit", string(ev.Limit))
+	if a.queue == nil {
+		return
+	}
+	body, err := render(a.format, ev, alertMessage(ev, a.link))
+	if err != nil {
+		a.log.Error("alert webhook: rendering the alert", "limit_id", ev.LimitID, "err", err)
+		return
+	}
 	a.mu.Lock()
-	if a.queue != nil && !a.closed {
+	if !a.closed {
 		select {
-		case a.queue <- ev:
+		case a.queue <- outbound{body: body, what: "limit_id " + ev.LimitID}:
 		default:
 			a.log.Error("alert webhook queue full; alert not posted", "limit_id", ev.LimitID, "node", ev.Node)
 		}
@@ -161,30 +183,36 @@ func (a *alerter) post() {
 			a.log.Error("alerts not posted: the webhook did not take them before the accountant stopped", "url", a.url, "alerts", given)
 		}
 	}()
-	for ev := range a.queue {
+	for o := range a.queue {
 		if a.ctx.Err() != nil {
 			given++
 			continue
 		}
-		body, _ := json.Marshal(ev)
-		ctx, cancel := context.WithTimeout(a.ctx, 5*time.Second)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
-		if err == nil {
-			req.Header.Set("Content-Type", "application/json")
-			var resp *http.Response
-			resp, err = a.client.Do(req)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode >= 300 {
-					a.log.Error("alert webhook answered "+resp.Status, "url", a.url, "limit_id", ev.LimitID)
-				}
-			}
-		}
-		cancel()
-		if err != nil {
-			a.log.Error("alert webhook failed", "url", a.url, "limit_id", ev.LimitID, "err", err)
+		if err := a.send(a.ctx, o.body); err != nil {
+			a.log.Error("alert webhook: "+err.Error(), "url", a.url, "about", o.what)
 		}
 	}
+}
+
+// send posts body to the webhook and reports whether it took it (a 2xx).
+func (a *alerter) send(ctx context.Context, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("failed: %w", err)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return fmt.Errorf("answered %s", resp.Status)
+	}
+	return nil
 }
 
 // close drains the webhook queue, for at most AlertDrain.

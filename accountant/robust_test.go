@@ -129,7 +129,7 @@ func TestStoppingDoesNotWaitOnAStalledWebhook(t *testing.T) {
 	defer hook.Close()
 	defer close(release)
 	var logs bytes.Buffer
-	a := newAlerter(hook.URL, slog.New(slog.NewTextHandler(&logs, nil)), f.s.metrics)
+	a := newAlerter(hook.URL, AlertJSON, "", slog.New(slog.NewTextHandler(&logs, nil)), f.s.metrics)
 	a.drainIn = 50 * time.Millisecond
 	var alerts []core.Alert
 	for i := range 4 {

@@ -18,6 +18,7 @@
 package accountant
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,6 +87,13 @@ type Options struct {
 	PricingFile string
 	// AlertWebhook, when set, receives a JSON POST per threshold alert.
 	AlertWebhook string
+	// AlertFormat is the shape of the webhook's posts: AlertJSON (""),
+	// AlertSlack or AlertTeams.
+	AlertFormat string
+	// SpendReport, "daily", posts a report of each UTC day's spend to
+	// AlertWebhook after the day ends (by the runtime plane's owner only,
+	// covering the fleet). "" sends none.
+	SpendReport string
 	// Logger receives operational logs. Nil: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Nil: time.Now.
@@ -146,6 +154,8 @@ type Server struct {
 	lock       *os.File // the data directory's lock, held until Close
 	// adjust holds the counters' resets and credits beside the store.
 	adjust *adjusted
+	// report is the daily spend report's state.
+	report reporter
 	// spend is the rollup spend reports read: the whole ledger, summed by
 	// hour (see spend.go).
 	spend      *spend.Rollup
@@ -265,6 +275,17 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("accountant: the alert webhook %q is not an http(s) URL like https://hooks.example.com/tokentriage", opts.AlertWebhook)
 		}
 	}
+	if err := CheckAlertFormat(cmp.Or(opts.AlertFormat, AlertJSON)); err != nil {
+		return nil, fmt.Errorf("accountant: %w", err)
+	}
+	switch opts.SpendReport {
+	case "", SpendReportDaily:
+	default:
+		return nil, fmt.Errorf("accountant: spend report %q is not daily (or none)", opts.SpendReport)
+	}
+	if opts.SpendReport != "" && opts.AlertWebhook == "" {
+		return nil, errors.New("accountant: a spend report goes to the alert webhook; give --alert-webhook URL too")
+	}
 	owner := ""
 	if opts.Control != "" {
 		u, err := controlURL(opts.Control)
@@ -306,7 +327,7 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	s.auth = newInternalAuth(opts.InternalToken, opts.AdminToken, s.log, s.metrics.reg)
-	s.alerts = newAlerter(opts.AlertWebhook, s.log, s.metrics)
+	s.alerts = newAlerter(opts.AlertWebhook, opts.AlertFormat, s.dashboardURL(), s.log, s.metrics)
 	if err := s.openRedis(plan); err != nil {
 		return nil, err
 	}
@@ -386,6 +407,9 @@ func New(opts Options) (*Server, error) {
 	if err == nil {
 		s.spend.Compact(start)
 		err = s.startSpend(replayed)
+	}
+	if err == nil {
+		err = s.startReports(start)
 	}
 	if err != nil {
 		lg.Close()
@@ -542,6 +566,7 @@ func (s *Server) tick() {
 	s.alerts.emit(alerts)
 	s.closeExpired(now)
 	s.spend.Compact(now)
+	s.maybeReport(now)
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {

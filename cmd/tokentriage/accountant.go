@@ -53,7 +53,9 @@ plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 		fs.StringVar(&o.listen, "listen", "127.0.0.1:8791", "address to listen on")
 		fs.StringVar(&o.data, "data", "", "data directory: decisions.jsonl and governance.db")
 		fs.StringVar(&o.pricing, "pricing", "", "pricing file (YAML or JSON) extending or overriding the built-in catalog")
-		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a JSON POST per threshold alert")
+		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a POST per threshold alert (and the spend report)")
+		fs.StringVar(&o.alertFormat, "alert-format", "json", "the shape of the webhook's posts: json, slack (an incoming webhook's blocks) or teams (an Adaptive Card)")
+		fs.StringVar(&o.spendReport, "spend-report", "", "daily: post each UTC day's spend to the alert webhook after midnight (the runtime plane's owner only)")
 		fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token (default: $TT_ADMIN_TOKEN)")
 		fs.StringVar(&o.internalFile, "internal-token-file", "", "file holding the internal token the filters send (default: $"+accountant.InternalTokenEnv+")")
 		fs.BoolVar(&o.insecure, "insecure-no-admin", false, "start without an admin token: the management API refuses every admin request")
@@ -70,6 +72,7 @@ plan in force stays); SIGINT or SIGTERM stop it with the ledger flushed.`,
 
 type sidecarFlags struct {
 	config, listen, data, pricing, webhook, tokenFile, internalFile, redis, control, advertise string
+	alertFormat, spendReport                                                                   string
 	promote, acceptRollback                                                                    bool
 	insecure                                                                                   bool
 	writeRate                                                                                  float64
@@ -86,6 +89,9 @@ func runAccountant(e *env, o sidecarFlags) int {
 		return e.failf(2, "unexpected argument %q", e.args[0])
 	case o.writeRate == 0 || o.writeBurst <= 0:
 		return e.failf(2, "--api-write-rate must not be 0 (negative turns the limit off) and --api-write-burst must be at least 1, got %v and %d", o.writeRate, o.writeBurst)
+	}
+	if code := alertFlags(e, o.webhook, o.alertFormat, o.spendReport); code != 0 {
+		return code
 	}
 	token := os.Getenv("TT_ADMIN_TOKEN")
 	if o.tokenFile != "" {
@@ -124,7 +130,7 @@ func runAccountant(e *env, o sidecarFlags) int {
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 	s, err := accountant.New(accountant.Options{
 		ConfigPath: o.config, DataDir: o.data, Listen: o.listen, AdminToken: token, InternalToken: internal,
-		PricingFile: o.pricing, AlertWebhook: o.webhook, Logger: log, Redis: o.redis,
+		PricingFile: o.pricing, AlertWebhook: o.webhook, AlertFormat: o.alertFormat, SpendReport: o.spendReport, Logger: log, Redis: o.redis,
 		Control: o.control, Promote: o.promote, Advertise: o.advertise, AcceptPlaneRollback: o.acceptRollback,
 		APIWriteRate: o.writeRate, APIWriteBurst: o.writeBurst,
 	})
@@ -157,5 +163,21 @@ func runAccountant(e *env, o sidecarFlags) int {
 		return e.failf(1, "%v", err)
 	}
 	log.Info("accountant stopped; ledger flushed")
+	return 0
+}
+
+// alertFlags checks --alert-format and --spend-report.
+func alertFlags(e *env, webhook, format, report string) int {
+	if err := accountant.CheckAlertFormat(format); err != nil {
+		return e.failf(2, "--alert-format %s: %v", format, err)
+	}
+	switch {
+	case report != "" && report != accountant.SpendReportDaily:
+		return e.failf(2, "--spend-report %s: the report is daily (or leave the flag out)", report)
+	case report != "" && webhook == "":
+		return e.failf(2, "--spend-report daily posts to the alert webhook: give --alert-webhook URL too")
+	case format != accountant.AlertJSON && webhook == "":
+		return e.failf(2, "--alert-format %s shapes the alert webhook's posts: give --alert-webhook URL too", format)
+	}
 	return 0
 }

@@ -79,3 +79,28 @@ func TestAccountantStartsAndStops(t *testing.T) {
 		t.Errorf("stderr: %s", stderr.String())
 	}
 }
+
+// TestAlertFlags: --alert-format and --spend-report are checked before
+// anything starts, on accountant and dev alike.
+func TestAlertFlags(t *testing.T) {
+	t.Setenv("TT_ADMIN_TOKEN", "admin")
+	t.Setenv("TT_ACCOUNTANT_TOKEN", "internal")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--alert-format", "discord", "--alert-webhook", "http://127.0.0.1:1/hook"}, `--alert-format discord: alert format "discord" is not one of json, slack, teams`},
+		{[]string{"--alert-format", "slack"}, "--alert-format slack shapes the alert webhook's posts: give --alert-webhook URL too"},
+		{[]string{"--spend-report", "daily"}, "--spend-report daily posts to the alert webhook: give --alert-webhook URL too"},
+		{[]string{"--spend-report", "weekly", "--alert-webhook", "http://127.0.0.1:1/hook"}, "--spend-report weekly: the report is daily (or leave the flag out)"},
+	} {
+		for _, cmd := range []string{"accountant", "dev"} {
+			var stdout, stderr bytes.Buffer
+			args := append([]string{cmd, "-c", "testdata/seed004.yaml", "--data", t.TempDir()}, c.args...)
+			code := run(context.Background(), args, &stdout, &stderr)
+			if want := "tokentriage " + cmd + ": " + c.want + "\n"; code != 2 || stderr.String() != want {
+				t.Errorf("%v: exit %d %q\nwant 2 %q", args, code, stderr.String(), want)
+			}
+		}
+	}
+}

@@ -72,7 +72,9 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 		fs.StringVar(&o.wasm, "wasm", devserver.DefaultWasm, "the built filter")
 		fs.StringVar(&o.wasmCache, "wasm-cache", wasmtest.DefaultCacheDir(), `directory keeping the filter's compiled code between starts ("off" for none; $TT_WASM_CACHE sets the default)`)
 		fs.StringVar(&o.pricing, "pricing", "", "pricing file (YAML or JSON) extending or overriding the built-in catalog")
-		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a JSON POST per threshold alert (the accountant's and the gateway's)")
+		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a POST per threshold alert (the accountant's and the gateway's) and the spend report")
+		fs.StringVar(&o.alertFormat, "alert-format", "json", "the shape of the webhook's posts: json, slack (an incoming webhook's blocks) or teams (an Adaptive Card)")
+		fs.StringVar(&o.spendReport, "spend-report", "", "daily: post each UTC day's spend to the alert webhook after midnight")
 		fs.StringVar(&o.demoOwner, "demo-owner", demoOwner, "node the demo key is minted for")
 		fs.IntVar(&o.maxHeaders, "max-request-headers-count", devserver.DefaultMaxRequestHeadersCount, "most header fields a request may carry; more are answered 431 before the filter runs (Envoy's max_request_headers_count)")
 		fs.DurationVar(&o.idleTimeout, "stream-idle-timeout", wasmtest.DefaultStreamIdleTimeout, "end a request with no bytes from the client or the upstream for this long: 408 before the response starts, a reset after (Envoy's stream_idle_timeout); 0 turns it off")
@@ -91,6 +93,7 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 
 type devFlags struct {
 	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis, control, advertise string
+	alertFormat, spendReport                                                                                            string
 	promote, acceptRollback                                                                                             bool
 	workers, maxHeaders, maxHeadersKB, maxConns                                                                         int
 	idleTimeout, requestTimeout, leaseTTL                                                                               time.Duration
@@ -137,6 +140,9 @@ func runDev(e *env, o devFlags) int {
 		return e.failf(2, "--max-connections must be at least 1, got %d", o.maxConns)
 	case o.maxHeadersKB <= 0 || o.maxHeadersKB > devserver.MaxRequestHeadersKB:
 		return e.failf(2, "--max-request-headers-kb must be between 1 and %d, got %d", devserver.MaxRequestHeadersKB, o.maxHeadersKB)
+	}
+	if code := alertFlags(e, o.webhook, o.alertFormat, o.spendReport); code != 0 {
+		return code
 	}
 	if o.upstream != devserver.UpstreamStub {
 		if _, err := devserver.CheckUpstream(o.upstream); err != nil {
@@ -205,6 +211,8 @@ func runDev(e *env, o devFlags) int {
 		InternalToken:    internalToken,
 		PricingFile:      o.pricing,
 		AlertWebhook:     o.webhook,
+		AlertFormat:      o.alertFormat,
+		SpendReport:      o.spendReport,
 		Redis:            o.redis,
 		Control:          o.control,
 		Advertise:        o.advertise,

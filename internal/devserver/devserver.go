@@ -107,6 +107,9 @@ type Options struct {
 	PricingFile string
 	// AlertWebhook receives a JSON POST per threshold alert.
 	AlertWebhook string
+	// AlertFormat and SpendReport are accountant.Options' (the webhook's
+	// shape, and a daily spend report).
+	AlertFormat, SpendReport string
 	// Redis is the fleet's shared Redis (HOST:PORT): it replaces the
 	// config's shared_state.redis.addr, or adds it. Several dev systems
 	// sharing one Redis are a fleet.
@@ -334,6 +337,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		InternalToken:       o.InternalToken,
 		PricingFile:         o.PricingFile,
 		AlertWebhook:        o.AlertWebhook,
+		AlertFormat:         o.AlertFormat,
+		SpendReport:         o.SpendReport,
 		Logger:              o.Logger,
 		Redis:               o.Redis,
 		Control:             o.Control,
