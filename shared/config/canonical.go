@@ -2,11 +2,11 @@ package config
 
 import (
 	"fmt"
-	"math"
 	"reflect"
 	"sort"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
 
 // CanonicalJSON encodes a decoded configuration value (a *Governance, a
@@ -27,9 +27,10 @@ import (
 //   - integers are decimal; a float is written as encoding/json writes it
 //     (shortest round-trip digits, exponent form below 1e-6 and from 1e21);
 //     NaN and infinities are an error;
-//   - strings are escaped as encoding/json escapes them: " and \, \b \f \n
-//     \r \t, other control bytes and < > & as \u00XX, U+2028 and U+2029 as
-//     \u2028 and \u2029, each byte of invalid UTF-8 as \ufffd.
+//   - strings are escaped as encoding/json escapes them
+//     (jsontok.AppendStringHTML): " and \, \b \f \n \r \t, other control
+//     bytes and < > & as \u00XX, U+2028 and U+2029 as \u2028 and \u2029,
+//     each byte of invalid UTF-8 as \ufffd.
 //
 // A type outside what the schema uses (arrays, channels, funcs, interfaces
 // holding such) is an error, never a panic.
@@ -83,7 +84,7 @@ func (e *canonical) value(v reflect.Value) {
 				e.buf = append(e.buf, ',')
 			}
 			first = false
-			e.buf = appendJSONString(e.buf, f.name)
+			e.buf = jsontok.AppendStringHTML(e.buf, f.name)
 			e.buf = append(e.buf, ':')
 			e.value(v.Field(f.index))
 		}
@@ -124,13 +125,13 @@ func (e *canonical) value(v reflect.Value) {
 			if i > 0 {
 				e.buf = append(e.buf, ',')
 			}
-			e.buf = appendJSONString(e.buf, en.key)
+			e.buf = jsontok.AppendStringHTML(e.buf, en.key)
 			e.buf = append(e.buf, ':')
 			e.value(en.value)
 		}
 		e.buf = append(e.buf, '}')
 	case reflect.String:
-		e.buf = appendJSONString(e.buf, v.String())
+		e.buf = jsontok.AppendStringHTML(e.buf, v.String())
 	case reflect.Bool:
 		e.buf = strconv.AppendBool(e.buf, v.Bool())
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -146,81 +147,15 @@ func (e *canonical) value(v reflect.Value) {
 	}
 }
 
-// float writes f as encoding/json does: like strconv's shortest 'f', but
-// 'e' below 1e-6 and from 1e21, with the exponent's leading zero dropped
-// (1e-07 becomes 1e-7).
+// float writes f as encoding/json does (jsontok.AppendFloat); NaN and the
+// infinities are an error.
 func (e *canonical) float(f float64, bits int) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
+	b, ok := jsontok.AppendFloat(e.buf, f, bits)
+	if !ok {
 		e.fail("unsupported value %s", strconv.FormatFloat(f, 'g', -1, bits))
 		return
 	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 {
-		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
-			format = 'e'
-		}
-	}
-	b := strconv.AppendFloat(e.buf, f, format, -1, bits)
-	if format == 'e' {
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
 	e.buf = b
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string, escaped as CanonicalJSON
-// documents.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // emptyField reports what omitempty leaves out of the schema's fields: a

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
 
 // DecodeStrict decodes a generic tree into out, a non-nil pointer, by
@@ -218,7 +220,7 @@ func (d *decoder) usd(v any, rv reflect.Value, path string) {
 	case Number:
 		lit = string(n)
 	case string:
-		if !isJSONNumber(n) {
+		if !jsontok.IsNumber(n) {
 			d.add(path, usdWanted, describe(v))
 			return
 		}

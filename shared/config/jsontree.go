@@ -1,10 +1,11 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
 
 // SyntaxError is a configuration document that could not be parsed, with
@@ -39,378 +40,104 @@ const maxJSONDepth = 10000
 // and column (in bytes) of the offending character and encoding/json's
 // wording (invalid character '}' looking for beginning of value).
 //
-// It is a small scanner of its own so that the filter's wasm build carries
-// no encoding/json (see RATIONALE.md, "Why does shared/config parse JSON
-// itself?").
+// It reads with the project's tokenizer under encoding/json's rules, so the
+// filter's wasm build carries no encoding/json (see RATIONALE.md, "Why does
+// shared/config parse JSON itself?" and "Why one JSON tokenizer?"), and
+// builds the tree on a stack of its own: no input deepens the goroutine's.
 func ParseJSON(b []byte) (any, error) {
-	p := jsonParser{src: b}
-	p.skipSpace()
-	if p.pos == len(p.src) {
-		return nil, &SyntaxError{Format: "json", Msg: "empty document"}
+	var t jsontok.Tokenizer
+	t.Reset(b, jsontok.Rules{MaxDepth: maxJSONDepth})
+	type frame struct {
+		obj  map[string]any // an object, or
+		list []any          // an array
+		key  string         // in an object, the member being read
 	}
-	v, err := p.value("")
-	if err != nil {
-		return nil, err
-	}
-	p.skipSpace()
-	if p.pos < len(p.src) {
-		return nil, p.errAt(p.pos, "unexpected data after the top-level value")
-	}
-	return v, nil
-}
-
-// jsonParser is a recursive-descent JSON parser over src. pos is the next
-// byte to read; value, object, array and the scalars start at a non-space
-// byte and leave pos just past what they read.
-type jsonParser struct {
-	src   []byte
-	pos   int
-	depth int
-}
-
-func (p *jsonParser) value(path string) (any, error) {
-	if p.pos >= len(p.src) {
-		return nil, p.eof()
-	}
-	switch c := p.src[p.pos]; {
-	case c == '{':
-		return p.object(path)
-	case c == '[':
-		return p.array(path)
-	case c == '"':
-		return p.str()
-	case c == '-' || isDigit(c):
-		return p.number()
-	case c == 't':
-		return true, p.literal("true")
-	case c == 'f':
-		return false, p.literal("false")
-	case c == 'n':
-		return nil, p.literal("null")
-	}
-	return nil, p.invalid("looking for beginning of value")
-}
-
-func (p *jsonParser) object(path string) (any, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	m := map[string]any{}
-	p.skipSpace()
-	if p.pos < len(p.src) && p.src[p.pos] == '}' {
-		p.pos++
-		p.depth--
-		return m, nil
-	}
+	var stack []frame
+	var top any
 	for {
-		if p.pos >= len(p.src) {
-			return nil, p.eof()
-		}
-		if p.src[p.pos] != '"' {
-			return nil, p.invalid("looking for beginning of object key string")
-		}
-		keyAt := p.pos
-		k, err := p.str()
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := m[k]; dup {
-			return nil, p.errAt(keyAt, fmt.Sprintf("duplicate field %q in %s", k, pathOrTop(path)))
-		}
-		if err := p.expect(':', "after object key"); err != nil {
-			return nil, err
-		}
-		p.skipSpace()
-		v, err := p.value(JoinPath(path, k))
-		if err != nil {
-			return nil, err
-		}
-		m[k] = v
-		if done, err := p.next('}', "after object key:value pair"); done || err != nil {
-			return m, err
-		}
-	}
-}
-
-func (p *jsonParser) array(path string) (any, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	l := []any{}
-	p.skipSpace()
-	if p.pos < len(p.src) && p.src[p.pos] == ']' {
-		p.pos++
-		p.depth--
-		return l, nil
-	}
-	for {
-		v, err := p.value(path + "[" + strconv.Itoa(len(l)) + "]")
-		if err != nil {
-			return nil, err
-		}
-		l = append(l, v)
-		if done, err := p.next(']', "after array element"); done || err != nil {
-			return l, err
-		}
-	}
-}
-
-// enter steps into an object or array, refusing to nest too deeply.
-func (p *jsonParser) enter() error {
-	if p.depth >= maxJSONDepth {
-		return p.errAt(p.pos, fmt.Sprintf("nested more than %d levels deep", maxJSONDepth))
-	}
-	p.depth++
-	p.pos++
-	return nil
-}
-
-// expect skips space and consumes c; anything else is an error in context.
-func (p *jsonParser) expect(c byte, context string) error {
-	p.skipSpace()
-	if p.pos >= len(p.src) {
-		return p.eof()
-	}
-	if p.src[p.pos] != c {
-		return p.invalid(context)
-	}
-	p.pos++
-	return nil
-}
-
-// next reads what follows a member or element: a comma (then space, so the
-// next value starts at pos) or the closing byte, which ends the container.
-func (p *jsonParser) next(closing byte, context string) (done bool, err error) {
-	p.skipSpace()
-	if p.pos >= len(p.src) {
-		return false, p.eof()
-	}
-	switch p.src[p.pos] {
-	case ',':
-		p.pos++
-		p.skipSpace()
-		return false, nil
-	case closing:
-		p.pos++
-		p.depth--
-		return true, nil
-	}
-	return false, p.invalid(context)
-}
-
-// str reads a string literal. The common case, no escapes and valid
-// UTF-8, is one copy of the bytes between the quotes.
-func (p *jsonParser) str() (string, error) {
-	start := p.pos + 1
-	plain := true
-	for i := start; ; {
-		if i >= len(p.src) {
-			p.pos = i
-			return "", p.eof()
-		}
-		switch c := p.src[i]; {
-		case c == '"':
-			p.pos = i + 1
-			if plain {
-				return string(p.src[start:i]), nil
-			}
-			return unescape(p.src[start:i]), nil
-		case c == '\\':
-			plain = false
-			i++
-			if i >= len(p.src) {
-				p.pos = i
-				return "", p.eof()
-			}
-			switch p.src[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i++
-			case 'u':
-				i++
-				for k := 0; k < 4; k++ {
-					if i >= len(p.src) {
-						p.pos = i
-						return "", p.eof()
+		k := t.Next()
+		tok := t.Token()
+		var v any
+		switch k {
+		case jsontok.End:
+			return top, nil
+		case jsontok.Err:
+			return nil, jsonError(b, t.Err())
+		case jsontok.ObjectStart:
+			stack = append(stack, frame{obj: map[string]any{}})
+			continue
+		case jsontok.ArrayStart:
+			stack = append(stack, frame{list: []any{}})
+			continue
+		case jsontok.Key:
+			f := &stack[len(stack)-1]
+			key := jsontok.Text(b[tok.Start:tok.End], true)
+			if _, dup := f.obj[key]; dup {
+				path := ""
+				for _, up := range stack[:len(stack)-1] {
+					if up.obj != nil {
+						path = JoinPath(path, up.key)
+					} else {
+						path += "[" + strconv.Itoa(len(up.list)) + "]"
 					}
-					if hexValue(p.src[i]) < 0 {
-						p.pos = i
-						return "", p.invalid(`in \u hexadecimal character escape`)
-					}
-					i++
 				}
-			default:
-				p.pos = i
-				return "", p.invalid("in string escape code")
-			}
-		case c < 0x20:
-			p.pos = i
-			return "", p.invalid("in string literal")
-		case c < utf8.RuneSelf:
-			i++
-		default:
-			r, size := utf8.DecodeRune(p.src[i:])
-			if r == utf8.RuneError && size == 1 {
-				plain = false
-			}
-			i += size
-		}
-	}
-}
-
-// unescape decodes the body of a string literal str has checked: escapes
-// resolved, a surrogate pair joined, an unpaired surrogate and each byte of
-// invalid UTF-8 replaced by U+FFFD, exactly as encoding/json does.
-func unescape(s []byte) string {
-	b := make([]byte, 0, len(s)+utf8.UTFMax)
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '\\':
-			switch e := s[i+1]; e {
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				r := u4(s[i:])
-				i += 6
-				if utf16.IsSurrogate(r) {
-					if pair := utf16.DecodeRune(r, u4(s[i:])); pair != utf8.RuneError {
-						b = utf8.AppendRune(b, pair)
-						i += 6
-						continue
-					}
-					r = utf8.RuneError
+				if path == "" {
+					path = "the top-level object"
 				}
-				b = utf8.AppendRune(b, r)
-				continue
-			default: // '"', '\\', '/'
-				b = append(b, e)
+				return nil, errAt(b, tok.Start, fmt.Sprintf("duplicate field %q in %s", key, path))
 			}
-			i += 2
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(s[i:])
-			b = utf8.AppendRune(b, r)
-			i += size
+			f.key = key
+			continue
+		case jsontok.ObjectEnd, jsontok.ArrayEnd:
+			f := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if f.obj != nil {
+				v = f.obj
+			} else {
+				v = f.list
+			}
+		case jsontok.String:
+			v = jsontok.Text(b[tok.Start:tok.End], true)
+		case jsontok.Number:
+			v = Number(b[tok.Start:tok.End])
+		case jsontok.True, jsontok.False:
+			v = k == jsontok.True
+		case jsontok.Null:
+			v = nil
 		}
-	}
-	return string(b)
-}
-
-// u4 reads the \uXXXX escape at the start of s, or returns -1.
-func u4(s []byte) rune {
-	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
-		return -1
-	}
-	var r rune
-	for _, c := range s[2:6] {
-		h := hexValue(c)
-		if h < 0 {
-			return -1
-		}
-		r = r<<4 | rune(h)
-	}
-	return r
-}
-
-func hexValue(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'a' <= c && c <= 'f':
-		return int(c-'a') + 10
-	case 'A' <= c && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
-}
-
-// number reads a number literal in JSON's grammar and keeps it as written.
-func (p *jsonParser) number() (any, error) {
-	start := p.pos
-	n := scanNumber(p.src[start:])
-	if n.end < 0 {
-		p.pos = start + n.at
-		if p.pos >= len(p.src) {
-			return nil, p.eof()
-		}
-		return nil, p.invalid(n.context)
-	}
-	p.pos = start + n.end
-	return Number(p.src[start:p.pos]), nil
-}
-
-// literal reads true, false or null.
-func (p *jsonParser) literal(word string) error {
-	for k := 1; k < len(word); k++ {
-		i := p.pos + k
-		if i >= len(p.src) {
-			p.pos = i
-			return p.eof()
-		}
-		if p.src[i] != word[k] {
-			p.pos = i
-			return p.invalid(fmt.Sprintf("in literal %s (expecting %s)", word, quoteChar(word[k])))
-		}
-	}
-	p.pos += len(word)
-	return nil
-}
-
-func (p *jsonParser) skipSpace() {
-	for p.pos < len(p.src) {
-		switch p.src[p.pos] {
-		case ' ', '\t', '\r', '\n':
-			p.pos++
+		if len(stack) == 0 {
+			top = v
 			continue
 		}
-		return
+		if f := &stack[len(stack)-1]; f.obj != nil {
+			f.obj[f.key] = v
+		} else {
+			f.list = append(f.list, v)
+		}
 	}
 }
 
-func pathOrTop(path string) string {
-	if path == "" {
-		return "the top-level object"
+// jsonError is the SyntaxError of a fault the tokenizer found, in
+// encoding/json's words where it has them.
+func jsonError(b []byte, e jsontok.Error) error {
+	switch {
+	case e.EOF && len(bytes.TrimLeft(b, " \t\r\n")) == 0:
+		return &SyntaxError{Format: "json", Msg: "empty document"}
+	case e.EOF:
+		return errAt(b, e.Off, "unexpected end of document")
+	case e.Code == jsontok.ErrTrailing:
+		return errAt(b, e.Off, "unexpected data after the top-level value")
+	case e.Code == jsontok.ErrDepth:
+		return errAt(b, e.Off, fmt.Sprintf("nested more than %d levels deep", maxJSONDepth))
 	}
-	return path
-}
-
-// eof is the error for a document that ends inside a value.
-func (p *jsonParser) eof() error {
-	return p.errAt(len(p.src), "unexpected end of document")
-}
-
-// invalid is the error for the byte at pos, in encoding/json's words.
-func (p *jsonParser) invalid(context string) error {
-	return p.errAt(p.pos, "invalid character "+quoteChar(p.src[p.pos])+" "+context)
-}
-
-// quoteChar renders a byte the way encoding/json's syntax errors do.
-func quoteChar(c byte) string {
-	switch c {
-	case '\'':
-		return `'\''`
-	case '"':
-		return `'"'`
-	}
-	s := strconv.Quote(string(rune(c)))
-	return "'" + s[1:len(s)-1] + "'"
+	return errAt(b, e.Off, e.GoText())
 }
 
 // errAt positions a message at a byte offset of the source.
-func (p *jsonParser) errAt(off int, msg string) error {
-	off = min(off, len(p.src))
+func errAt(src []byte, off int, msg string) error {
+	off = min(off, len(src))
 	line, col := 1, 1
-	for _, c := range p.src[:off] {
+	for _, c := range src[:off] {
 		if c == '\n' {
 			line, col = line+1, 1
 		} else {

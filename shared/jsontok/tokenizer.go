@@ -72,7 +72,7 @@ var (
 // it goes: a document whose tokens all came out before End is valid; a
 // fault stops it at an Err token, and it then hands out nothing else.
 // Commas and colons are not tokens (a member's colon is read with its
-// Key). It has two ways to hand tokens out:
+// Key; a missing one is a fault handed out after the Key). It has two ways to hand tokens out:
 //
 //	// One at a time.
 //	t.Reset(doc, jsontok.GJSON)
@@ -111,6 +111,7 @@ const (
 	sAfter        // a value just ended
 	sKey          // a member's name must start
 	sClose        // the next byte closes the innermost container
+	sColon        // a member's name was not followed by its ':'
 	sEnd
 	sErr
 )
@@ -308,10 +309,13 @@ func (t *Tokenizer) read(buf []Token, stop int) int {
 				i++
 			}
 			if i == n || b[i] != ':' {
-				return t.stop(buf, k-1, ErrColon, i, i)
+				state = sColon // the fault, after the name is handed out
+				continue
 			}
 			i++
 			state = sValue
+		case sColon:
+			return t.stop(buf, k, ErrColon, i, i)
 		case sAfter:
 			if depth == 0 {
 				return t.stopEnd(buf, k, i)
