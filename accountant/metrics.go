@@ -117,6 +117,14 @@ func newMetrics(s *Server) *metrics {
 			defer s.mu.Unlock()
 			return float64(s.core.Stats().DedupIDs)
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "tt", Subsystem: "accountant", Name: "overflowed_rows_total",
+			Help: "Rows folded into a limit's overflow counter: their value (a model, customer or tag) was past the limit's max_distinct."}, func() float64 {
+			return float64(s.CoreStats().Overflowed)
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "tt", Subsystem: "accountant", Name: "upstream_refused_rows_total",
+			Help: "Forwarded rows the upstream refused (4xx, 5xx) with nothing spent: recorded, folded into no counter."}, func() float64 {
+			return float64(s.CoreStats().UpstreamRefused)
+		}),
 		collectors.NewGoCollector(),
 	)
 	return m

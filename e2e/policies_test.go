@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokentriage/tokentriage/internal/devserver"
+	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // policyTenants is the tree of the policy tests' configs.
@@ -62,13 +63,23 @@ func send(ctx context.Context, t *testing.T, s *devserver.Server, method, path, 
 // value pairs), and reads the whole answer.
 func httpDo(ctx context.Context, t *testing.T, method, url, key, body string, headers ...string) reply {
 	t.Helper()
+	r, err := doHTTP(ctx, method, url, key, body, headers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// doHTTP is httpDo for goroutines other than the test's: the error is
+// returned.
+func doHTTP(ctx context.Context, method, url, key, body string, headers ...string) (reply, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, err
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -79,11 +90,11 @@ func httpDo(ctx context.Context, t *testing.T, method, url, key, body string, he
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	b, err := io.ReadAll(resp.Body)
+	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}, err
 }
 
 func chatJSON(model, content string, extra ...string) string {
@@ -166,5 +177,82 @@ func TestPolicyShadowNeverPaces(t *testing.T) {
 		if got := r.header.Get("X-Ratelimit-Remaining-Requests"); got != "4"+string(rune('9'-i)) {
 			t.Errorf("call %d: X-Ratelimit-Remaining-Requests %q", i, got)
 		}
+	}
+}
+
+// TestPolicyCustomersAndTags: through dev, a SaaS backend with one key
+// names its customers and tags: the headers never reach the upstream,
+// the per-customer budget counts each customer apart (from the header or
+// the body's user field), the tag budget counts the tagged calls, the
+// spend report groups by customer and tag, /tt/v1/me shows the caller's
+// customer, and a key restricted to a customer pattern serves no other.
+func TestPolicyCustomersAndTags(t *testing.T) {
+	ctx := testContext(t)
+	s := startPolicies(t, "", `    - { id: customer_daily, attach: { level: user }, type: quota_requests, amount: 2, period: day, match: { customer: "*" } }
+    - { id: batch_daily, attach: { level: team }, type: quota_requests, amount: 3, period: day, match: { tag: batch } }
+`)
+	key := mint(ctx, t, s, dev1)
+	for i, c := range []struct{ customer, body string }{{"cus_a", chatJSON("gpt-4o-mini", "hi")}, {"", chatJSON("gpt-4o-mini", "hi", `,"user":"cus_a"`)}} {
+		hs := []string{"X-Tt-Tags", "batch,eu"}
+		if c.customer != "" {
+			hs = append(hs, "X-Tt-Customer", c.customer)
+		}
+		if r := gw(ctx, t, s, key, c.body, hs...); r.status != 200 {
+			t.Fatalf("call %d: %d %s", i, r.status, r.body)
+		}
+	}
+	// cus_a has used its two: once the accountant has folded them, the
+	// third is refused; cus_b is not.
+	eventually(ctx, t, "cus_a's counter at 2", func() (bool, string) {
+		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "", "X-Tt-Customer", "cus_a")
+		row := gjson.Get(me.body, `limits.#(limit_id=="customer_daily")`)
+		return row.Get("observed").Int() == 2 && row.Get("customer").String() == "cus_a", row.Raw
+	})
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "hi"), "X-Tt-Customer", "cus_a"); r.status != 429 || r.get("error.refused_by.limit_id").String() != "customer_daily" {
+		t.Errorf("cus_a's third call: %d %s", r.status, r.body)
+	}
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "hi"), "X-Tt-Customer", "cus_b", "X-Tt-Tags", "batch"); r.status != 200 {
+		t.Errorf("cus_b: %d %s", r.status, r.body)
+	}
+	// Three batch calls: the tag's quota is spent for everyone.
+	eventually(ctx, t, "batch_daily at 3", func() (bool, string) {
+		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
+		row := gjson.Get(me.body, `limits.#(limit_id=="batch_daily")`)
+		return row.Get("observed").Int() == 3, row.Raw
+	})
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "hi"), "X-Tt-Customer", "cus_c", "X-Tt-Tags", "batch"); r.status != 429 || r.get("error.refused_by.limit_id").String() != "batch_daily" {
+		t.Errorf("a fourth batch call: %d %s", r.status, r.body)
+	}
+	// A bad customer id is a 400 naming the bound.
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "hi"), "X-Tt-Customer", "John Doe"); r.status != 400 || !strings.Contains(r.get("error.message").String(), "outside the charset of a customer") {
+		t.Errorf("bad customer: %d %s", r.status, r.body)
+	}
+	// The spend report groups by customer and by tag.
+	eventually(ctx, t, "the report by customer", func() (bool, string) {
+		rep := sendAccountant(ctx, t, s, "/tt/api/v1/spend?group_by=customer")
+		a := gjson.Get(rep.body, `groups.#(key.customer=="cus_a").total.requests`).Int()
+		b := gjson.Get(rep.body, `groups.#(key.customer=="cus_b").total.requests`).Int()
+		return a == 3 && b == 1, rep.body
+	})
+	rep := sendAccountant(ctx, t, s, "/tt/api/v1/spend?group_by=tag")
+	if n := gjson.Get(rep.body, `groups.#(key.tag=="batch,eu").total.requests`).Int(); n != 2 {
+		t.Errorf("group_by=tag: batch,eu has %d requests: %s", n, rep.body)
+	}
+	// Every row carrying batch: four calls, the refused one included.
+	eventually(ctx, t, "the report of tag=batch", func() (bool, string) {
+		rep := sendAccountant(ctx, t, s, "/tt/api/v1/spend?tag=batch")
+		return gjson.Get(rep.body, "total.requests").Int() == 4, rep.body
+	})
+	// A key restricted to acme-* customers.
+	scoped, err := s.MintKey(ctx, dev1, vkey.Scopes{Customers: []string{"acme-*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "the scoped key at the gateway", func() (bool, string) {
+		r := gw(ctx, t, s, scoped.Key, chatJSON("gpt-4o-mini", "hi"), "X-Tt-Customer", "acme-1")
+		return r.status == 200, r.body
+	})
+	if r := gw(ctx, t, s, scoped.Key, chatJSON("gpt-4o-mini", "hi"), "X-Tt-Customer", "globex"); r.status != 403 {
+		t.Errorf("scoped key, another customer: %d %s", r.status, r.body)
 	}
 }

@@ -41,7 +41,7 @@ func (e *Engine) raiseGateAlert(in *govern.Instance, th float64, value, amount i
 	if every <= 0 {
 		every = time.Minute
 	}
-	key := alertKey(in.ID, th)
+	key := alertKey(in.CellKey(), th)
 	v, cas, found, err := e.cells.store.Get(key)
 	if err != nil {
 		return

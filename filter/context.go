@@ -244,7 +244,22 @@ func (c *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 		proxywasm.LogErrorf("tokentriage: reading request headers: %v", err)
 	}
 	c.head = RequestHead{EndOfStream: eos, ContentLength: -1}
+	customerName, tagsName := c.e.AttributeHeaders()
 	for _, kv := range hdrs {
+		switch kv[0] {
+		case customerName:
+			if c.head.HasCustomer && c.head.Customer != kv[1] {
+				c.head.AttributesRepeated = true
+			}
+			c.head.Customer, c.head.HasCustomer = kv[1], true
+			continue
+		case tagsName:
+			if c.head.HasTags && c.head.Tags != kv[1] {
+				c.head.AttributesRepeated = true
+			}
+			c.head.Tags, c.head.HasTags = kv[1], true
+			continue
+		}
 		switch kv[0] {
 		case ":method":
 			c.head.Method = kv[1]

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
@@ -81,7 +83,9 @@ type Engine struct {
 
 	free []*Stream // finished streams, reused
 	inst []govern.Instance
-	buf  []byte
+	// fields is scratch for the body fields gate 2 reads (attributes).
+	fields []gjson.Result
+	buf    []byte
 	// Scratch for what a callback hands the binding, which applies it
 	// before the next callback.
 	// holdSeen: a request held at its headers received its body, so the

@@ -121,11 +121,11 @@ func (e *Engine) fleetPrefix(s *Stream, insts []govern.Instance, now time.Time) 
 		}
 		switch l.Type {
 		case govern.RPM:
-			if res, err := e.cells.rateWouldTake(in.ID, l.Algorithm, now, 1, e.rateParams(in)); err == nil && !res.Allowed {
+			if res, err := e.cells.rateWouldTake(in.CellKey(), l.Algorithm, now, 1, e.rateParams(in)); err == nil && !res.Allowed {
 				return asked // the walk stops here; nothing after it counts
 			}
 		case govern.Concurrency:
-			if live, err := e.cells.gaugeRead(in.ID, now); err == nil && live >= e.shareCap(in.Amount, l.Store) {
+			if live, err := e.cells.gaugeRead(in.CellKey(), now); err == nil && live >= e.shareCap(in.Amount, l.Store) {
 				return asked
 			}
 		}
@@ -311,5 +311,5 @@ func fleetSeenKey(id string) string { return "tt/fleet|" + id }
 func (e *Engine) noteFleetSeen(in *govern.Instance, res rate.Result, now time.Time) {
 	st := rate.FromResult(in.Limit.Algorithm, res, now, e.rateParams(in))
 	e.cells.scratch = st.AppendBinary(e.cells.scratch[:0])
-	_ = e.cells.put(fleetSeenKey(in.ID), e.cells.scratch)
+	_ = e.cells.put(fleetSeenKey(in.CellKey()), e.cells.scratch)
 }

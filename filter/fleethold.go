@@ -96,13 +96,13 @@ func (e *Engine) wouldRefuse2(s *Stream, in *govern.Instance, now time.Time) boo
 	}
 	switch {
 	case l.Type == govern.TPM:
-		res, err := e.cells.rateWouldTake(in.ID, l.Algorithm, now, llm.Reserve(s.req), e.rateParams(in))
+		res, err := e.cells.rateWouldTake(in.CellKey(), l.Algorithm, now, llm.Reserve(s.req), e.rateParams(in))
 		return err == nil && !res.Allowed
 	case l.Type == govern.RPM:
-		res, err := e.cells.rateWouldTake(in.ID, l.Algorithm, now, 1, e.rateParams(in))
+		res, err := e.cells.rateWouldTake(in.CellKey(), l.Algorithm, now, 1, e.rateParams(in))
 		return err == nil && !res.Allowed
 	case l.Type == govern.Concurrency:
-		live, err := e.cells.gaugeRead(in.ID, now)
+		live, err := e.cells.gaugeRead(in.CellKey(), now)
 		return err == nil && live >= e.shareCap(in.Amount, l.Store)
 	case e.snapshotDistrust(now) != "":
 		return false
@@ -226,7 +226,7 @@ func (e *Engine) checkFleetTPM(s *Stream, in *govern.Instance, i int, now time.T
 			return reply
 		}
 		var err error
-		res, err = e.cells.rateTake(in.ID, in.Limit.Algorithm, now, cost, e.rateParams(in))
+		res, err = e.cells.rateTake(in.CellKey(), in.Limit.Algorithm, now, cost, e.rateParams(in))
 		if err != nil {
 			return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
 		}
@@ -279,7 +279,7 @@ func (e *Engine) checkFleetHold(s *Stream, in *govern.Instance, i int, now time.
 	// The replica's cell counts the call too: its own spend on /tt/v1/me,
 	// and what the replica answers with while Redis cannot.
 	if err := e.addSpendHold(s, in, calendar.Start(unit, now).Unix(), cost, rates, now); err != nil {
-		e.logf(LogWarn, "recording a budget hold in the replica's spend cell %s: %v", spendKey(in.ID), err)
+		e.logf(LogWarn, "recording a budget hold in the replica's spend cell %s: %v", spendKey(in.CellKey()), err)
 	}
 	if s.outMax < 0 || out < s.outMax {
 		s.outMax = out
@@ -297,7 +297,7 @@ func holdRef(in *govern.Instance, at time.Time) string {
 // addSpendHold adds cost to this VM's hold in the replica's spend cell of
 // in, settled with the call (settleSpend).
 func (e *Engine) addSpendHold(s *Stream, in *govern.Instance, start, cost int64, rates pricing.Rates, now time.Time) error {
-	key := spendKey(in.ID)
+	key := spendKey(in.CellKey())
 	for attempt := 0; attempt < maxCASRetries; attempt++ {
 		val, cas, found, err := e.cells.store.Get(key)
 		if err != nil {

@@ -41,6 +41,12 @@ type RequestHead struct {
 	// RoutingHeaders is set when the client sent x-tt-model or
 	// x-tt-provider: they are the gateway's to set.
 	RoutingHeaders bool
+	// Customer and Tags are the headers governance.attributes names
+	// (AttributeHeaders), when the request has them; AttributesRepeated
+	// is set when one of them came twice with different values.
+	Customer, Tags       string
+	HasCustomer, HasTags bool
+	AttributesRepeated   bool
 }
 
 // governedHeaders are removed from a governed request before it goes on:
@@ -117,10 +123,17 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	if strings.HasPrefix(s.path, "/tt/") {
 		s.local = true
 		_, query, _ := strings.Cut(h.Path, "?")
-		return e.answerLocal(s, c, query)
+		return e.answerLocal(s, c, query, h)
 	}
 	if e.armed == nil {
 		// No plan yet (the accountant has not answered): admit and say so.
+		// The attribute headers are the gateway's: they never go upstream.
+		if h.HasCustomer {
+			v.RemoveHeaders = append(v.RemoveHeaders, govern.DefaultCustomerHeader)
+		}
+		if h.HasTags {
+			v.RemoveHeaders = append(v.RemoveHeaders, govern.DefaultTagsHeader)
+		}
 		s.unarmed = true
 		s.ep = endpointOf(h.Method, s.path)
 		s.governs = s.ep != llm.Unknown && e.host.Caller != nil && !h.EndOfStream
@@ -168,6 +181,9 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	s.free, s.freeID = freeEndpointOf(h.Method, s.path, h.Path)
 	s.dims = govern.Dims{Endpoint: s.endpoint(), Provider: e.provider(h, s.path)}
 	s.passthrough = !s.governs
+	if r := e.headAttributes(s, h, &v); r != nil {
+		return e.reject(s, v, *r)
+	}
 
 	if s.governs && !plainPrefix(s.path[:len(s.path)-len(s.ep.String())]) {
 		// A route prefix that a server on the way may decode or cut
@@ -211,6 +227,10 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeEndpoints, s.dims.Endpoint, sc.Endpoints))
 		case sc.Providers != nil && !contains(sc.Providers, s.dims.Provider):
 			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeProviders, s.dims.Provider, sc.Providers))
+		case !s.governs && sc.Customers != nil && !customerAllowed(sc.Customers, s.dims.Customer):
+			// A governed call's customer may come in its body: gate 2
+			// checks it there.
+			return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeCustomers, s.dims.Customer, sc.Customers))
 		}
 	}
 
@@ -347,8 +367,8 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, 
 		if fleet {
 			e.noteFleetSeen(in, res, now)
 			if res.Allowed {
-				if err := e.cells.rateAdjust(in.ID, l.Algorithm, now, 1, p); err != nil {
-					e.logf(LogWarn, "counting an arrival the fleet admitted in the replica's cell %s: %v", in.ID, err)
+				if err := e.cells.rateAdjust(in.CellKey(), l.Algorithm, now, 1, p); err != nil {
+					e.logf(LogWarn, "counting an arrival the fleet admitted in the replica's cell %s: %v", in.CellKey(), err)
 				}
 			}
 		}
@@ -370,7 +390,7 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, 
 	}
 	if !fleet {
 		var err error
-		res, err = e.cells.rateTake(in.ID, l.Algorithm, now, 1, p)
+		res, err = e.cells.rateTake(in.CellKey(), l.Algorithm, now, 1, p)
 		if err != nil {
 			return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
 		}
@@ -405,7 +425,7 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, 
 func (e *Engine) checkConcurrency(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
 	l := in.Limit
 	limit := e.shareCap(in.Amount, l.Store)
-	taken, live, hold, err := e.cells.gaugeAcquire(in.ID, limit, false, now, e.leaseTTL)
+	taken, live, hold, err := e.cells.gaugeAcquire(in.CellKey(), limit, false, now, e.leaseTTL)
 	if err != nil {
 		return e.uncheckable(s, in, v, "its shared-data gauge could not be updated: "+err.Error())
 	}

@@ -124,11 +124,24 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 	if s.unarmed {
 		return e.gate2Done(s, body, v)
 	}
+	if r := e.checkModelName(s); r != nil {
+		e.releaseLeases(s, now)
+		return e.reject(s, v, *r)
+	}
+	if r := e.bodyAttributes(s, body); r != nil {
+		e.releaseLeases(s, now)
+		return e.reject(s, v, *r)
+	}
 	if sc := s.scopes; sc != nil && sc.Models != nil && !modelAllowed(sc.Models, req.Model) {
 		e.releaseLeases(s, now)
 		return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeModels, req.Model, sc.Models))
 	}
+	if sc := s.scopes; sc != nil && sc.Customers != nil && !customerAllowed(sc.Customers, s.dims.Customer) {
+		e.releaseLeases(s, now)
+		return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeCustomers, s.dims.Customer, sc.Customers))
+	}
 	e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate2, e.inst[:0])
+	e.bindValues(s, e.inst, now)
 	s.fleet.reset() // gate 1's question is answered and done with
 	if asked := e.fleetPrefix2(s, e.inst, now); len(asked) > 0 {
 		if pv, paused := e.askGate2(s, e.inst, asked, body, v); paused {
@@ -339,7 +352,7 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 	l := in.Limit
 	p := e.rateParams(in)
 	cost := llm.Reserve(s.req)
-	res, err := e.cells.rateTake(in.ID, l.Algorithm, now, cost, p)
+	res, err := e.cells.rateTake(in.CellKey(), l.Algorithm, now, cost, p)
 	if err != nil {
 		return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
 	}
@@ -359,15 +372,15 @@ func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verd
 			// adjust, no decision: the fleet decided), so that when Redis
 			// stops deciding the cell goes on from every token this replica
 			// admitted, not from an empty window.
-			if err := e.cells.rateAdjust(in.ID, l.Algorithm, now, cost, p); err != nil {
-				e.logf(LogWarn, "counting a tpm reserve the fleet admitted in the replica's cell %s: %v", in.ID, err)
+			if err := e.cells.rateAdjust(in.CellKey(), l.Algorithm, now, cost, p); err != nil {
+				e.logf(LogWarn, "counting a tpm reserve the fleet admitted in the replica's cell %s: %v", in.CellKey(), err)
 			} else {
 				cell = true
 			}
 		}
 	}
 	if res.Allowed {
-		s.reserves = append(s.reserves, reserve{key: in.ID, alg: l.Algorithm, params: p, amount: cost, fleet: fleet, cell: cell})
+		s.reserves = append(s.reserves, reserve{key: in.CellKey(), alg: l.Algorithm, params: p, amount: cost, fleet: fleet, cell: cell})
 		disclose(&s.disclosure.Tokens, l, p, res.Remaining)
 		if len(l.Thresholds) > 0 {
 			used := res.Limit - res.Remaining

@@ -115,6 +115,7 @@ const (
 	MetricRowsQuarantined
 	MetricRowsCut
 	MetricStartsSent
+	MetricOverflow
 	metricCount
 )
 
@@ -154,4 +155,5 @@ var MetricNames = [metricCount]string{
 	MetricRowsCut: "tokentriage.ledger.rows_cut",
 	// Start rows of calls in flight sent to the accountant.
 	MetricStartsSent: "tokentriage.ledger.starts_sent",
+	MetricOverflow:   "tokentriage.overflow",
 }

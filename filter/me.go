@@ -14,7 +14,7 @@ import (
 // answerLocal answers the /tt/ paths the filter serves itself: GET
 // /tt/v1/me, and 404/405 for the rest, so nothing under /tt/ reaches a
 // provider.
-func (e *Engine) answerLocal(s *Stream, c credential, query string) Verdict {
+func (e *Engine) answerLocal(s *Stream, c credential, query string, h *RequestHead) Verdict {
 	var v Verdict
 	if s.path != MePath {
 		return e.reject(s, v, wire.NotFound(s.id, s.path))
@@ -59,6 +59,7 @@ func (e *Engine) answerLocal(s *Stream, c credential, query string) Verdict {
 				Providers:        ent.scopes.Providers,
 				Endpoints:        ent.scopes.Endpoints,
 				AllowPassthrough: ent.scopes.AllowPassthrough,
+				Customers:        ent.scopes.Customers,
 			},
 		}
 	} else {
@@ -68,13 +69,33 @@ func (e *Engine) answerLocal(s *Stream, c credential, query string) Verdict {
 	me.Chain = s.chain
 	if e.plan.Enabled {
 		q := meDims(query)
+		// The caller's customer: its header, as on a call, or ?customer=.
+		if r := e.headAttributes(s, h, &v); r != nil {
+			return e.reject(s, v, *r)
+		}
+		if s.hasCustomer {
+			q.Customer = s.dims.Customer
+		}
+		if s.hasTags {
+			q.Tags = s.dims.Tags
+		}
+		if q.Customer != "" {
+			if msg := govern.CustomerID.Check(q.Customer); msg != "" {
+				return e.reject(s, v, wire.BadIdentifier(s.id, "the customer asked for", msg, ""))
+			}
+		}
 		e.inst = e.armed.ResolveAll(s.chain, q, e.inst[:0])
 		for i := range e.inst {
 			in := &e.inst[i]
+			x := e.meBind(in, now)
 			m := e.meLimit(in, now)
+			m.Extra.Overflow, m.Extra.Distinct = x.Overflow, x.Distinct
 			if in.Unresolved {
-				// Counted per model and no model named (?model=).
+				// Counted per value (a model, customer or tag) and the
+				// caller named none (?model=, X-Tt-Customer).
 				e.fullestModel(in, &m, now)
+			} else if in.Limit.PerValue() {
+				e.meValue(in, q, &m)
 			}
 			me.Limits = append(me.Limits, m)
 		}
@@ -101,6 +122,7 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		Posture: wire.Posture{Mode: l.Mode.String(), Enforce: l.Enforce.String(), Fail: l.Fail.String()},
 		Extra:   l.Extra(),
 	}
+	m.Extra.MaxDistinct = l.DisclosedMaxDistinct()
 	switch l.Type {
 	case govern.RPM, govern.TPM:
 		p := e.rateParams(in)
@@ -112,7 +134,7 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 			// (noteFleetSeen), drained to now, or, while the fleet store is
 			// not deciding, the replica's own cell, flagged suspended.
 			if !e.fleetDown && e.host.Caller != nil {
-				if res, next, found, err := e.cells.ratePeekFound(fleetSeenKey(in.ID), l.Algorithm, now, p); err == nil && found {
+				if res, next, found, err := e.cells.ratePeekFound(fleetSeenKey(in.CellKey()), l.Algorithm, now, p); err == nil && found {
 					m.Observed, m.Remaining = res.Limit-res.Remaining, res.Remaining
 					m.RetryAfter = wire.Seconds(next)
 					m.ResetsAt = ceilSecond(now.Add(res.ResetAfter))
@@ -128,7 +150,7 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 			}
 			return m
 		}
-		res, next, err := e.cells.ratePeek(in.ID, l.Algorithm, now, p)
+		res, next, err := e.cells.ratePeek(in.CellKey(), l.Algorithm, now, p)
 		if err != nil {
 			m.Suspended = true
 			return m
@@ -140,7 +162,7 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		m.ResetsAt = ceilSecond(now.Add(res.ResetAfter))
 	case govern.Concurrency:
 		m.Amount = e.shareCap(in.Amount, l.Store)
-		live, err := e.cells.gaugeRead(in.ID, now)
+		live, err := e.cells.gaugeRead(in.CellKey(), now)
 		if err != nil {
 			m.Suspended = true
 		}
@@ -194,6 +216,10 @@ func meDims(query string) govern.Dims {
 			d.Model = v
 		case "provider":
 			d.Provider = v
+		case "customer":
+			d.Customer = v
+		case "tag":
+			d.Tags, _ = govern.ParseTags(v)
 		case "endpoint":
 			// As a request's endpoint: cleaned, and canonical when governed.
 			d.Endpoint = cleanPath(v)
@@ -248,11 +274,7 @@ func (e *Engine) fullestModel(in *govern.Instance, m *wire.MeLimit, now time.Tim
 	if l.Type.Class() != govern.LedgerSettled || e.snap == nil {
 		return
 	}
-	prefix, _, ok := strings.Cut(govern.Identity(l, in.Node, govern.Dims{}), "|model=")
-	if !ok {
-		return
-	}
-	prefix += "|model="
+	prefix := govern.DistinctBase(l, in.Node)
 	start := calendar.Start(l.Period.Calendar, now).Unix()
 	var fullest int64
 	for id, ent := range e.snap.entries {
@@ -265,6 +287,51 @@ func (e *Engine) fullestModel(in *govern.Instance, m *wire.MeLimit, now time.Tim
 		m.ObservedUSD.Nanos, m.RemainingUSD.Nanos = fullest, remaining
 	} else {
 		m.Observed, m.Remaining = fullest, remaining
+	}
+}
+
+// meBind gives a per-value instance the counter its value has, as gate 2
+// would (bindValues), without taking a slot: which counter /tt/v1/me
+// shows, whether it is the overflow counter, and how many counters of
+// their own the instance's values have this period (-1 when only the
+// gateway's cells know, which it does not count).
+func (e *Engine) meBind(in *govern.Instance, now time.Time) wireOverflow {
+	x := wireOverflow{Distinct: -1}
+	l := in.Limit
+	if !l.PerValue() {
+		return x
+	}
+	if l.Type.Class() == govern.LedgerSettled {
+		x.Distinct = e.snapValue(govern.DistinctBase(l, in.Node)+distinctSuffix, in, now)
+	}
+	if in.Unresolved {
+		return x
+	}
+	if ownCells(l) {
+		in.Cell, x.Overflow, _ = e.valueSlot(in, now, false)
+	}
+	if l.Type.Class() == govern.LedgerSettled && e.settledFull(in, now) {
+		in.ID, x.Overflow = govern.OverflowIdentity(l, in.Node), true
+	}
+	return x
+}
+
+// wireOverflow is what /tt/v1/me says of a per-value instance's bound.
+type wireOverflow struct {
+	Overflow bool
+	Distinct int64
+}
+
+// meValue says which value's counter a per-value row shows: the
+// customer and the tag it counts.
+func (e *Engine) meValue(in *govern.Instance, q govern.Dims, m *wire.MeLimit) {
+	d := in.Limit.InstanceDims(q, in.Tag)
+	if in.Limit.Match.Customer != "" {
+		c := d.Customer
+		m.Extra.Customer = &c
+	}
+	if in.Limit.Match.Tag != "" {
+		m.Extra.Tag = d.Tags
 	}
 }
 

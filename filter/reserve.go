@@ -74,7 +74,7 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 	if outCap < 0 {
 		outCap = outputCap(s.req)
 	}
-	key := spendKey(in.ID)
+	key := spendKey(in.CellKey())
 	for attempt := 0; attempt < maxCASRetries; attempt++ {
 		val, cas, found, err := e.cells.store.Get(key)
 		if err != nil {
@@ -261,7 +261,7 @@ func (e *Engine) adjustSpend(sp spendReserve, actual int64, now time.Time) error
 // spendMine is this replica's spend on a reserve-mode instance in the
 // current period (for /tt/v1/me).
 func (e *Engine) spendMine(in *govern.Instance, now time.Time) int64 {
-	val, _, found, err := e.cells.store.Get(spendKey(in.ID))
+	val, _, found, err := e.cells.store.Get(spendKey(in.CellKey()))
 	if err != nil || !found {
 		return 0
 	}

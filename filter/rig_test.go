@@ -110,6 +110,9 @@ type rigOptions struct {
 	// phase lists (wasmtest.Config.PollOneoff, PhaseCalls).
 	poll   wasmtest.PollMode
 	phases *wasmtest.PhaseCalls
+	// bufferLimit is the host's buffer limit (Envoy's per-filter one);
+	// 0 is wasmtest's default, 1 MiB.
+	bufferLimit int
 }
 
 // rig is one host running the real filter.wasm, with a manual clock, the
@@ -163,6 +166,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		AllowOnHeadersStopIteration: !o.headersGo && !o.noStopIteration,
 		PollOneoff:                  o.poll,
 		PhaseCalls:                  o.phases,
+		BufferLimit:                 o.bufferLimit,
 	}
 	if o.upstream != nil {
 		cfg.Upstream = wasmtest.Cluster{Handler: o.upstream}

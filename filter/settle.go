@@ -227,6 +227,9 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 		Suspended:    s.suspended,
 		Reconcile:    s.reconcile,
 		Holds:        s.holds,
+		Customer:     s.dims.Customer,
+		Tags:         rowTags(s.dims.Tags),
+		Overflow:     s.overflow,
 	}
 	if s.unarmed {
 		r.Suspended = append(r.Suspended, "*")

@@ -14,17 +14,20 @@ import (
 // Stream is the state of one HTTP request through the gates. Streams are
 // reused: reset clears everything a request set.
 type Stream struct {
-	id      string
-	start   time.Time
-	kid     string
-	owner   string
-	scopes  *vkey.Scopes
-	chain   []string
-	dims    govern.Dims
-	method  string
-	path    string // without the query
-	ep      llm.Endpoint
-	governs bool // a governed LLM endpoint: gate 2 runs on its body
+	id     string
+	start  time.Time
+	kid    string
+	owner  string
+	scopes *vkey.Scopes
+	chain  []string
+	dims   govern.Dims
+	// hasCustomer, hasTags: a header or a body field named the request's
+	// customer (dims.Customer) and tags (dims.Tags).
+	hasCustomer, hasTags bool
+	method               string
+	path                 string // without the query
+	ep                   llm.Endpoint
+	governs              bool // a governed LLM endpoint: gate 2 runs on its body
 	// held: the request headers wait for gate 2 (hold_headers), which may
 	// still set them; hadLength: the client sent a content-length.
 	held      bool
@@ -51,7 +54,10 @@ type Stream struct {
 	shadow     []ledger.Ref
 	breached   []ledger.Ref
 	suspended  []string
-	unarmed    bool // no plan in force yet: nothing was checked
+	// overflow lists the limits that counted the request in their
+	// overflow counter (its value was past max_distinct).
+	overflow []string
+	unarmed  bool // no plan in force yet: nothing was checked
 
 	// fleet is the question to the fleet store (store: redis) the request
 	// waits for, and its answer; reconcile are the corrections of its
@@ -139,7 +145,7 @@ type refusalInfo struct {
 
 func (s *Stream) reset() {
 	leases, reserves, spend := s.leases[:0], s.reserves[:0], s.spend[:0]
-	shadow, breached, suspended := s.shadow[:0], s.breached[:0], s.suspended[:0]
+	shadow, breached, suspended, overflow := s.shadow[:0], s.breached[:0], s.suspended[:0], s.overflow[:0]
 	chain, out, jsonBody, scanner, bigJSON := s.chain[:0], s.out[:0], s.jsonBody[:0], s.scanner, s.bigJSON
 	fleet, gen, reconcile, holds := s.fleet, s.gen+1, s.reconcile[:0], s.holds[:0]
 	body := s.body[:0]
@@ -149,7 +155,7 @@ func (s *Stream) reset() {
 	fleet.reset()
 	*s = Stream{fleet: fleet, gen: gen, reconcile: reconcile, holds: holds, body: body}
 	s.leases, s.reserves, s.spend = leases, reserves, spend
-	s.shadow, s.breached, s.suspended = shadow, breached, suspended
+	s.shadow, s.breached, s.suspended, s.overflow = shadow, breached, suspended, overflow
 	s.chain, s.out, s.jsonBody, s.scanner, s.bigJSON = chain, out, jsonBody, scanner, bigJSON
 }
 

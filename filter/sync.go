@@ -313,6 +313,7 @@ func decodeKeySlow(v gjson.Result, i int) (syncwire.Key, error) {
 			Providers:        stringList(v.Get("scopes.providers")),
 			Endpoints:        stringList(v.Get("scopes.endpoints")),
 			AllowPassthrough: v.Get("scopes.allow_passthrough").Type == gjson.True,
+			Customers:        stringList(v.Get("scopes.customers")),
 		},
 	}, nil
 }
@@ -432,6 +433,8 @@ func decodeScopes(v gjson.Result, sc *vkey.Scopes) bool {
 			bit, dst = 4, &sc.Endpoints
 		case "allow_passthrough":
 			bit = 8
+		case "customers":
+			bit, dst = 16, &sc.Customers
 		default:
 			return true
 		}
@@ -498,7 +501,7 @@ type syncField struct {
 }
 
 var (
-	keyShape      = []syncField{{"kid", 's'}, {"sha256", 's'}, {"owner", 's'}, {"revoked", 'b'}, {"name", 's'}, {"expires_at", 'i'}, {"prev_sha256", 's'}, {"prev_until", 'i'}, {"scopes", 'o'}, {"scopes.models", 'l'}, {"scopes.providers", 'l'}, {"scopes.endpoints", 'l'}, {"scopes.allow_passthrough", 'b'}}
+	keyShape      = []syncField{{"kid", 's'}, {"sha256", 's'}, {"owner", 's'}, {"revoked", 'b'}, {"name", 's'}, {"expires_at", 'i'}, {"prev_sha256", 's'}, {"prev_until", 'i'}, {"scopes", 'o'}, {"scopes.models", 'l'}, {"scopes.providers", 'l'}, {"scopes.endpoints", 'l'}, {"scopes.allow_passthrough", 'b'}, {"scopes.customers", 'l'}}
 	runtimeShape  = []syncField{{"version", 's'}, {"nodes", 'l'}, {"overrides", 'a'}}
 	overrideShape = []syncField{{"limit_id", 's'}, {"node", 's'}, {"amount", 'i'}}
 	kindNames     = map[byte]string{'s': "a string", 'b': "true or false", 'i': "an integer", 'o': "an object", 'l': "a list of strings", 'a': "a list"}

@@ -21,6 +21,7 @@ func (c *Core) Arm(now time.Time, armed *govern.Armed) ([]Alert, error) {
 	c.advance(now)
 	c.armed = armed
 	clear(c.resolved)
+	c.setAggBounds()
 	if err := c.rederive(now, true); err != nil {
 		return nil, err
 	}
@@ -35,6 +36,28 @@ func (c *Core) rederive(now time.Time, live bool) error {
 		v int64
 	}
 	sums := map[store.Key]*sum{}
+	// Which values of each per-value instance keep counters of their own:
+	// the first to arrive, up to max_distinct.
+	firsts := map[distinctKey]map[string]int64{}
+	limits := map[distinctKey]*govern.Limit{}
+	for k, a := range c.aggs {
+		day := time.Unix(k.day*86400, 0).UTC()
+		for _, t := range c.resolve(k.d) {
+			if t.base == "" || t.id == t.overflow || amountOf(t.limit.Type, *a) == 0 && a.unpriced == 0 && a.estimated == 0 {
+				continue
+			}
+			dk := distinctKey{base: t.base, unit: t.unit, start: calendar.Start(t.unit, day).Unix()}
+			ids := firsts[dk]
+			if ids == nil {
+				ids = map[string]int64{}
+				firsts[dk], limits[dk] = ids, t.limit
+			}
+			if f, ok := ids[t.id]; !ok || a.first < f {
+				ids[t.id] = a.first
+			}
+		}
+	}
+	c.admitDistinct(firsts, limits)
 	for k, a := range c.aggs {
 		day := time.Unix(k.day*86400, 0).UTC()
 		add := func(t target, n int64) {
@@ -47,6 +70,12 @@ func (c *Core) rederive(now time.Time, live bool) error {
 			s.v = addSat(s.v, n)
 		}
 		for _, t := range c.resolve(k.d) {
+			if t.base != "" && t.id != t.overflow {
+				dk := distinctKey{base: t.base, unit: t.unit, start: calendar.Start(t.unit, day).Unix()}
+				if _, own := c.distinct[dk][t.id]; !own {
+					t = t.as(t.overflow)
+				}
+			}
 			if a.unpriced > 0 && t.limit.Type == govern.BudgetUSD {
 				add(t.unpricedTarget(), a.unpriced)
 			}

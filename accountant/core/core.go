@@ -89,7 +89,16 @@ type Core struct {
 
 	resolved map[dims][]target
 	aggs     map[aggKey]*agg
-	aggFrom  int64 // first Unix day whose aggregates are kept
+	// distinct holds, per instance and period of a limit that keeps one
+	// counter per value, the values that have a counter of their own.
+	distinct map[distinctKey]map[string]struct{}
+	// distinctLimit is the limit of each instance base in distinct.
+	distinctLimit map[string]*govern.Limit
+	// aggSeen and aggBounds bound the values of each day's aggregates
+	// (aggBound).
+	aggSeen   map[int64]*aggSeen
+	aggBounds [3]int64
+	aggFrom   int64 // first Unix day whose aggregates are kept
 	// replicaIDs interns the filter replica ids the aggregates hold.
 	replicaIDs map[string]string
 	dedup      *dedup
@@ -141,7 +150,13 @@ type Stats struct {
 	Starts, Closes, OpenDropped int64
 	Unpriced                    int64 // recorded rows whose model has no price
 	Folded                      int64 // rows folded into at least the aggregates
-	Alerts                      int64
+	// UpstreamRefused counts forwarded rows the upstream refused (a 4xx
+	// or 5xx) with nothing spent: recorded, folded into no counter.
+	UpstreamRefused int64
+	// Overflowed counts the folds of a row into an overflow counter (its
+	// value past a limit's max_distinct).
+	Overflowed int64
+	Alerts     int64
 	// DedupIDs is the number of request ids held; DedupHorizon the
 	// earliest row end time that can still be deduplicated.
 	DedupIDs     int
@@ -170,17 +185,21 @@ func New(opts Options) *Core {
 		opts.MaxRowLag = DefaultMaxRowLag
 	}
 	c := &Core{
-		opts:       opts,
-		ctx:        context.Background(),
-		resolved:   map[dims][]target{},
-		aggs:       map[aggKey]*agg{},
-		replicaIDs: map[string]string{},
-		dedup:      newDedup(opts.DedupMaxIDs),
-		admitted:   map[uint64]*pendingBatch{},
-		open:       map[requestKey]*openCall{},
-		estimated:  map[requestKey]estimate{},
-		fired:      map[alertKey]struct{}{},
-		dirty:      true,
+		opts:          opts,
+		ctx:           context.Background(),
+		resolved:      map[dims][]target{},
+		distinct:      map[distinctKey]map[string]struct{}{},
+		distinctLimit: map[string]*govern.Limit{},
+		aggSeen:       map[int64]*aggSeen{},
+		aggBounds:     [3]int64{aggModelsPerDay, aggCustomersPerDay, aggTagSetsPerDay},
+		aggs:          map[aggKey]*agg{},
+		replicaIDs:    map[string]string{},
+		dedup:         newDedup(opts.DedupMaxIDs),
+		admitted:      map[uint64]*pendingBatch{},
+		open:          map[requestKey]*openCall{},
+		estimated:     map[requestKey]estimate{},
+		fired:         map[alertKey]struct{}{},
+		dirty:         true,
 	}
 	c.dedup.horizon = -1 << 62
 	return c

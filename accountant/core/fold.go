@@ -13,20 +13,22 @@ import (
 )
 
 // dims is what resolution reads from a row: the chain's inputs and the
-// three match dims.
+// match dims (tags in govern.JoinTags form).
 type dims struct {
-	node, kid, model, provider, endpoint string
+	node, kid, model, provider, endpoint, customer, tags string
 }
 
 func rowDims(r *ledger.Row) dims {
-	return dims{node: r.Node, kid: r.KID, model: r.Model, provider: r.Provider, endpoint: r.Endpoint}
+	return dims{node: r.Node, kid: r.KID, model: r.Model, provider: r.Provider, endpoint: r.Endpoint,
+		customer: r.Customer, tags: govern.JoinTags(r.Tags)}
 }
 
 // clone copies the strings of d, so a map key never shares memory with an
 // ingest body (rows may alias the request they came in).
 func (d dims) clone() dims {
 	return dims{node: strings.Clone(d.node), kid: strings.Clone(d.kid), model: strings.Clone(d.model),
-		provider: strings.Clone(d.provider), endpoint: strings.Clone(d.endpoint)}
+		provider: strings.Clone(d.provider), endpoint: strings.Clone(d.endpoint),
+		customer: strings.Clone(d.customer), tags: strings.Clone(d.tags)}
 }
 
 // target is one LedgerSettled instance a row folds into.
@@ -36,6 +38,15 @@ type target struct {
 	id     string // counter identity
 	unit   calendar.Unit
 	amount int64
+	// base and overflow, for a limit that keeps one counter per value:
+	// its instance's govern.DistinctBase and overflow counter; "" else.
+	base, overflow string
+}
+
+// as is t folded into the counter id (its own, or its overflow counter).
+func (t target) as(id string) target {
+	t.id = id
+	return t
 }
 
 // unpricedTarget is the companion counter of a budget_usd target: the
@@ -80,6 +91,10 @@ type agg struct {
 	unpriced int64 // UNPRICED rows
 	// estimated counts the rows whose usage was estimated (ledger.Estimated)
 	estimated int64
+	// first is the end (Unix ns) of the earliest of the rows: the values of
+	// a per-value limit that came first keep counters of their own when a
+	// re-derivation applies max_distinct.
+	first int64
 	// replicas splits nanos by the filter replica that wrote the rows (rows
 	// with no replica id, or that cost nothing, are left out), so the
 	// companions of a reserve-mode budget re-derive exactly, also for a
@@ -153,14 +168,18 @@ func (c *Core) resolve(d dims) []target {
 		clear(c.resolved)
 	}
 	c.buf = c.armed.Resolve(govern.Chain(d.node, d.kid),
-		govern.Dims{Model: d.model, Provider: d.provider, Endpoint: d.endpoint}, govern.Gate2, c.buf[:0])
+		govern.Dims{Model: d.model, Provider: d.provider, Endpoint: d.endpoint, Customer: d.customer, Tags: d.tags}, govern.Gate2, c.buf[:0])
 	var ts []target
 	for _, in := range c.buf {
 		l := in.Limit
 		if l == nil || l.Type.Class() != govern.LedgerSettled || l.Period.Calendar == 0 {
 			continue
 		}
-		ts = append(ts, target{limit: l, node: in.Node, id: in.ID, unit: l.Period.Calendar, amount: in.Amount})
+		t := target{limit: l, node: in.Node, id: in.ID, unit: l.Period.Calendar, amount: in.Amount}
+		if l.PerValue() {
+			t.base, t.overflow = govern.DistinctBase(l, in.Node), govern.OverflowIdentity(l, in.Node)
+		}
+		ts = append(ts, t)
 	}
 	c.resolved[d.clone()] = ts
 	return ts
@@ -192,23 +211,28 @@ func (c *Core) foldAgg(r *ledger.Row, a agg) {
 		d.endpoint = c.passthroughEndpoint(d.endpoint)
 	}
 	if day := dayOf(r.End); day >= c.aggFrom {
-		k := aggKey{d: d, day: day}
+		ad := c.aggBound(d, day)
+		k := aggKey{d: ad, day: day}
 		p := c.aggs[k]
 		if p == nil {
 			p = &agg{}
-			c.aggs[aggKey{d: d.clone(), day: day}] = p
+			c.aggs[aggKey{d: ad.clone(), day: day}] = p
 		}
 		p.rows = addSat(p.rows, a.rows)
 		p.tokens = addSat(p.tokens, a.tokens)
 		p.nanos = addSat(p.nanos, a.nanos)
 		p.unpriced = addSat(p.unpriced, a.unpriced)
 		p.estimated = addSat(p.estimated, a.estimated)
+		if end := r.End.UnixNano(); a.rows > 0 && (p.first == 0 || end < p.first) {
+			p.first = end
+		}
 		if a.nanos != 0 && r.Replica != "" {
 			p.addReplica(c.intern(r.Replica), a.nanos)
 		}
 	}
 	for _, t := range c.resolve(d) {
 		start := calendar.Start(t.unit, r.End).Unix()
+		t = t.as(c.counterID(t, start))
 		if a.unpriced != 0 && t.limit.Type == govern.BudgetUSD {
 			u := t.unpricedTarget()
 			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: u.id, Unit: u.unit, Start: start}, N: a.unpriced})

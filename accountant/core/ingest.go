@@ -252,6 +252,13 @@ func (c *Core) commit(now time.Time, tag uint64, live bool) Result {
 		if r.Replaced != nil && r.Kind == ledger.KindEnd {
 			c.unfold(r)
 		}
+		if upstreamRefused(r) {
+			// The provider refused it and nothing was spent: no counter
+			// (and no aggregate) is made for it, so a storm of calls to
+			// made-up models leaves nothing behind.
+			c.stats.UpstreamRefused++
+			continue
+		}
 		c.fold(r)
 		if r.End.After(res.MaxEnd) {
 			res.MaxEnd = r.End
@@ -272,6 +279,15 @@ func (c *Core) commit(now time.Time, tag uint64, live bool) Result {
 		}
 	}
 	return res
+}
+
+// upstreamRefused reports whether a forwarded row is one the upstream
+// refused (a 4xx or 5xx) without spending anything: no token counted, no
+// cost.
+func upstreamRefused(r *ledger.Row) bool {
+	u := r.Usage
+	return r.Status >= 400 && u.Input == 0 && u.Output == 0 && u.Total == 0 && u.CachedInput == 0 && u.Reasoning == 0 &&
+		(r.Cost == nil || r.Cost.Nanos == 0)
 }
 
 // validate checks what the fold relies on and packs the request id.

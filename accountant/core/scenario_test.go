@@ -123,6 +123,9 @@ func (h *harness) do(t *testing.T, cmd string, args map[string]string, input []s
 		if s.Starts+s.Closes > 0 || h.core().Open() > 0 {
 			out += fmt.Sprintf(", starts %d, closes %d, open %d", s.Starts, s.Closes, h.core().Open())
 		}
+		if s.UpstreamRefused > 0 || s.Overflowed > 0 {
+			out += fmt.Sprintf(", upstream-refused %d, overflowed %d", s.UpstreamRefused, s.Overflowed)
+		}
 		return out
 	}
 	t.Fatalf("unknown command %q", cmd)
@@ -275,6 +278,12 @@ func (h *harness) parseRow(t *testing.T, line string) ledger.Row {
 			r.Decision = ledger.Decision(v)
 		case "free":
 			r.Free = v == "true"
+		case "customer":
+			r.Customer = v
+		case "tags":
+			r.Tags = strings.Split(v, ",")
+		case "status":
+			r.Status = int(num(v))
 		case "estimated":
 			r.Estimated = ledger.Estimated{Input: v == "in" || v == "both", Output: v == "out" || v == "both"}
 		case "kind":

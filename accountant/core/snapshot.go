@@ -32,6 +32,11 @@ func (c *Core) Tick(now time.Time) ([]Alert, error) {
 				delete(c.aggs, k)
 			}
 		}
+		for d := range c.aggSeen {
+			if d < day {
+				delete(c.aggSeen, d)
+			}
+		}
 		clear(c.replicaIDs) // ids still held stay valid; new rows intern afresh
 		for k := range c.fired {
 			if k.start < day*86400 {
@@ -42,6 +47,7 @@ func (c *Core) Tick(now time.Time) ([]Alert, error) {
 	if err := c.opts.Store.Expire(c.ctx, calendar.Start(calendar.Day, now)); err != nil {
 		return nil, err
 	}
+	c.expireDistinct(calendar.Start(calendar.Day, now))
 	if c.storeErr != nil {
 		if err := c.rederive(now, true); err != nil {
 			return nil, err
@@ -100,6 +106,7 @@ func (c *Core) Snapshot() (syncwire.Snapshot, error) {
 		for _, k := range cs {
 			entries = append(entries, syncwire.Entry{ID: k.Key.ID, PeriodStart: k.Key.PeriodStart(), Value: k.Value})
 		}
+		entries = c.distinctEntries(c.now, entries)
 		sort.Slice(entries, func(i, j int) bool {
 			if entries[i].ID != entries[j].ID {
 				return entries[i].ID < entries[j].ID

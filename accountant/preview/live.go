@@ -185,10 +185,10 @@ func (r *Replay) instanceNames(l *govern.Limit) map[string]string {
 	if r.armed == nil || l.Mode == govern.ModeOff {
 		return out
 	}
-	if strings.ContainsAny(l.Match.Model, `*?[\`) {
+	if l.PerValue() {
 		return out
 	}
-	d := govern.Dims{Model: l.Match.Model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint}
+	d := l.InstanceDims(govern.Dims{}, "")
 	for _, n := range r.armed.Instances(l) {
 		out[govern.Identity(l, n, d)] = n + dimsSuffix(d)
 	}

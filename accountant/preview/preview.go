@@ -196,15 +196,33 @@ func (r *Replay) add(row *ledger.Row, sign int64) {
 		}
 	}
 
-	// Gate 2: LedgerSettled folds and tpm usage, forwarded rows only.
-	if !forwarded {
+	// Gate 2: LedgerSettled folds and tpm usage, forwarded rows only; the
+	// arrivals and flights of rate limits narrowed by what the body names,
+	// of rows that reached it (forwarded, or refused by a limit judged
+	// there).
+	reached := forwarded
+	if b := row.RefusedBy; b != nil && !forwarded {
+		l := r.armed.Plan.Limit(b.LimitID)
+		reached = l != nil && l.Gate() == govern.Gate2
+	}
+	if !reached {
 		return
 	}
-	d2 := govern.Dims{Model: row.Model, Provider: row.Provider, Endpoint: row.Endpoint}
+	d2 := govern.Dims{Model: row.Model, Provider: row.Provider, Endpoint: row.Endpoint,
+		Customer: row.Customer, Tags: govern.JoinTags(row.Tags)}
 	r.buf = r.armed.Resolve(r.chain, d2, govern.Gate2, r.buf[:0])
 	for _, in := range r.buf {
 		l := in.Limit
 		switch {
+		case l.Type == govern.RPM:
+			x := r.rate(in, d2)
+			x.arrivals = append(x.arrivals, arrival{at: start.UnixNano(), cost: 1})
+		case l.Type == govern.Concurrency:
+			if forwarded {
+				x := r.flight(in, d2)
+				x.flights = append(x.flights, flight{start: start.UnixNano(), end: row.End.UnixNano()})
+			}
+		case !forwarded:
 		case passthrough && l.Type != govern.QuotaRequests:
 			// The filter checks only quota_requests on a passthrough call.
 		case l.Type == govern.TPM && sign < 0:
@@ -250,6 +268,12 @@ func newInstance(in govern.Instance, d govern.Dims) instance {
 	}
 	if l.Match.Endpoint != "" {
 		dims.Endpoint = d.Endpoint
+	}
+	if l.Match.Customer != "" {
+		dims.Customer = d.Customer
+	}
+	if l.Match.Tag != "" {
+		dims.Tags = l.InstanceDims(d, in.Tag).Tags
 	}
 	return instance{limit: l, node: in.Node, id: in.ID, amount: in.Amount, dims: dims}
 }

@@ -215,6 +215,12 @@ func dimsSuffix(d govern.Dims) string {
 	if d.Endpoint != "" {
 		s += " endpoint=" + d.Endpoint
 	}
+	if d.Customer != "" {
+		s += " customer=" + d.Customer
+	}
+	if d.Tags != "" {
+		s += " tag=" + d.Tags
+	}
 	return s
 }
 

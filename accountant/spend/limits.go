@@ -113,13 +113,12 @@ func Limits(a *govern.Armed, entries []syncwire.Entry, now time.Time, scope stri
 			}
 			st.Amount = amountNumber(l.Type, amount)
 			// The counters of this instance: one, or one per model.
-			d := govern.Dims{Model: l.Match.Model, Provider: l.Match.Provider, Endpoint: l.Match.Endpoint}
-			full := govern.Identity(l, node, d)
+			full := govern.Identity(l, node, l.InstanceDims(govern.Dims{}, ""))
 			var ids []string
-			if strings.ContainsAny(l.Match.Model, `*?[\`) {
-				prefix := identityPrefix(full)
+			if l.PerValue() {
+				prefix := govern.DistinctBase(l, node)
 				for id := range live {
-					if strings.HasPrefix(id, prefix) {
+					if strings.HasPrefix(id, prefix) && !strings.Contains(id, "#") {
 						ids = append(ids, id)
 					}
 				}
@@ -165,21 +164,6 @@ func finish(st LimitStatus, l *govern.Limit, amount, used, unpriced int64, dims 
 	return st
 }
 
-// identityPrefix is a counter identity up to and including the "|" after
-// its node: limit id, type and node.
-func identityPrefix(id string) string {
-	n := 0
-	for i := 0; i < len(id); i++ {
-		if id[i] == '|' {
-			n++
-			if n == 3 {
-				return id[:i+1]
-			}
-		}
-	}
-	return id
-}
-
 // identityDims is the dims field of a counter identity: model=gpt-4o,...
 func identityDims(id string) string {
 	f := strings.SplitN(id, "|", 5)
@@ -202,6 +186,12 @@ func dimsOfLimit(l *govern.Limit, field string) map[string]string {
 		}
 		if l.Match.Endpoint != "" {
 			out["endpoint"] = l.Match.Endpoint
+		}
+		if l.Match.Customer != "" {
+			out["customer"] = l.Match.Customer
+		}
+		if l.Match.Tag != "" {
+			out["tag"] = l.Match.Tag
 		}
 	}
 	for _, kv := range strings.Split(field, ",") {

@@ -77,12 +77,19 @@ const (
 	DimRefusal
 	DimDecision
 	DimCost
+	// DimCustomer is the request's customer; DimTag its tags as sent
+	// (sorted, joined by ","): grouped, the tag sets add up to the total;
+	// filtered (tag=batch), every row carrying the tag is kept.
+	DimCustomer
+	DimTag
+	lastDim = DimTag
 )
 
 var dimNames = [...]string{
 	DimOrg: "org", DimTeam: "team", DimUser: "user", DimNode: "node", DimKey: "key",
 	DimModel: "model", DimServed: "model_served", DimProvider: "provider", DimEndpoint: "endpoint",
 	DimLimit: "limit", DimRefusal: "refusal", DimDecision: "decision", DimCost: "cost",
+	DimCustomer: "customer", DimTag: "tag",
 }
 
 func (d Dim) String() string {
@@ -106,7 +113,7 @@ func dimList() string {
 // filterList is the names of the dims a report filters by, for messages.
 func filterList() string {
 	var s []string
-	for d := DimKey; d <= DimCost; d++ {
+	for d := DimKey; d <= lastDim; d++ {
 		s = append(s, d.String())
 	}
 	return strings.Join(s, ", ")
@@ -153,8 +160,29 @@ func (d Dim) value(x *Dims) string {
 		return string(x.Decision)
 	case DimCost:
 		return x.Cost.String()
+	case DimCustomer:
+		return x.Customer
+	case DimTag:
+		return x.Tags
 	}
 	return ""
+}
+
+// matches reports whether a row of dims x has the value w of d: the tag
+// dim holds a list, any of whose tags matches.
+func (d Dim) matches(x *Dims, w string) bool {
+	v := d.value(x)
+	if d != DimTag {
+		return v == w
+	}
+	for v != "" {
+		var t string
+		t, v, _ = strings.Cut(v, ",")
+		if t == w {
+			return true
+		}
+	}
+	return false
 }
 
 // nodePrefix is node cut to its first n segments.
@@ -260,7 +288,7 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 			}
 		}
 	}
-	for d := DimKey; d <= DimCost; d++ {
+	for d := DimKey; d <= lastDim; d++ {
 		name := d.String()
 		known[name] = true
 		s := v.Get(name)

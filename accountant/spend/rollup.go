@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
@@ -65,11 +66,14 @@ type Dims struct {
 	Limit     string // refused_by.limit_id
 	LimitType string // refused_by.limit_type
 	Cost      CostClass
+	Customer  string // the request's customer
+	Tags      string // its tags, sorted, joined by ","
 }
 
 func dimsOf(r *ledger.Row) Dims {
 	d := Dims{Node: r.Node, KID: r.KID, Model: r.Model, Served: r.Served, Provider: r.Provider,
-		Endpoint: r.Endpoint, Decision: r.Decision, ErrorType: r.ErrorType, Cost: classOf(r)}
+		Endpoint: r.Endpoint, Decision: r.Decision, ErrorType: r.ErrorType, Cost: classOf(r),
+		Customer: r.Customer, Tags: govern.JoinTags(r.Tags)}
 	if r.RefusedBy != nil {
 		d.Limit, d.LimitType = r.RefusedBy.LimitID, r.RefusedBy.LimitType
 	}
@@ -152,6 +156,62 @@ type Rollup struct {
 	lastDims Dims
 	lastID   uint32
 	haveLast bool
+	// seen bounds the values callers choose (models, customers, tags)
+	// each UTC day keeps cells for (distinctBounds).
+	seen map[int64]*daySeen
+}
+
+// The values a UTC day keeps cells for, by dim: a caller chooses them (a
+// made-up model name, a new customer id), so without a bound a flood of
+// distinct ones would grow the rollup without limit. Past the bound, a
+// day's rows of a new value are summed under "*" (govern.Overflow), which
+// a report shows like any other value: the totals stay whole.
+const (
+	maxModelsPerDay    = 10_000
+	maxCustomersPerDay = 100_000
+	maxTagSetsPerDay   = 10_000
+	// seenDays is how many days back a day's values are remembered; a
+	// later row of an older day starts its set afresh.
+	seenDays = 3
+)
+
+// daySeen is one UTC day's values of the bounded dims.
+type daySeen struct {
+	model, served, customer, tags map[string]struct{}
+}
+
+// bound replaces, in d, the values a row's day has no room for.
+func (r *Rollup) bound(d *Dims, day int64) {
+	if r.seen == nil {
+		r.seen = map[int64]*daySeen{}
+	}
+	s := r.seen[day]
+	if s == nil {
+		for k := range r.seen {
+			if k < day-seenDays {
+				delete(r.seen, k)
+			}
+		}
+		s = &daySeen{model: map[string]struct{}{}, served: map[string]struct{}{}, customer: map[string]struct{}{}, tags: map[string]struct{}{}}
+		r.seen[day] = s
+	}
+	keep := func(set map[string]struct{}, v *string, max int) {
+		if *v == "" {
+			return
+		}
+		if _, ok := set[*v]; ok {
+			return
+		}
+		if len(set) >= max {
+			*v = govern.Overflow
+			return
+		}
+		set[strings.Clone(*v)] = struct{}{}
+	}
+	keep(s.model, &d.Model, maxModelsPerDay)
+	keep(s.served, &d.Served, maxModelsPerDay)
+	keep(s.customer, &d.Customer, maxCustomersPerDay)
+	keep(s.tags, &d.Tags, maxTagSetsPerDay)
 }
 
 // batch is a set of rows enqueued together: the rows at the indices where
@@ -271,6 +331,7 @@ func (r *Rollup) addLocked(rows []ledger.Row, keep func(int) bool) {
 			r.takeOut(row, p)
 		}
 		d := dimsOf(row)
+		r.bound(&d, floorDiv(row.End.Unix(), 86400))
 		var id uint32
 		if r.haveLast && d == r.lastDims {
 			id = r.lastID
@@ -341,7 +402,8 @@ func (d Dims) clone() Dims {
 	return Dims{Node: strings.Clone(d.Node), KID: strings.Clone(d.KID), Model: strings.Clone(d.Model),
 		Served: strings.Clone(d.Served), Provider: strings.Clone(d.Provider), Endpoint: strings.Clone(d.Endpoint),
 		Decision: ledger.Decision(strings.Clone(string(d.Decision))), ErrorType: strings.Clone(d.ErrorType),
-		Limit: strings.Clone(d.Limit), LimitType: strings.Clone(d.LimitType), Cost: d.Cost}
+		Limit: strings.Clone(d.Limit), LimitType: strings.Clone(d.LimitType), Cost: d.Cost,
+		Customer: strings.Clone(d.Customer), Tags: strings.Clone(d.Tags)}
 }
 
 // Compact drops the hourly cells of days more than HourlyDays before

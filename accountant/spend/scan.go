@@ -245,10 +245,9 @@ func (sc *scanner) group(d *Dims) int32 {
 		return memoOut
 	}
 	for dim, vals := range sc.q.Filters {
-		v := dim.value(d)
 		ok := false
 		for _, w := range vals {
-			if v == w {
+			if dim.matches(d, w) {
 				ok = true
 				break
 			}

@@ -46,6 +46,9 @@ exact values. An endpoint is one of /v1/chat/completions, /v1/completions,
 provider is the name the gateway gives a request: openai or anthropic by
 path, or a name of the filter's providers mapping, which the accountant
 cannot see, so any other name is minted with a warning to check it.
+--customers takes path.Match patterns (acme-*) the request's customer
+(X-Tt-Customer, or the body's user field) must match: such a key serves
+no request that names no customer.
 
 --override LIMIT=AMOUNT sets the key's own amount of a key-level limit
 (attach: { level: key }) of type budget_usd (AMOUNT in dollars: 5, 0.25),
@@ -65,6 +68,7 @@ for a key that never expires.` + keysAuthHelp,
 		models := fs.StringSlice("models", nil, "model patterns the key may request (comma-separated; default any)")
 		providers := fs.StringSlice("providers", nil, "providers the key may reach (comma-separated; default any)")
 		endpoints := fs.StringSlice("endpoints", nil, "endpoints the key may call, e.g. /v1/chat/completions (comma-separated; default any)")
+		customers := fs.StringSlice("customers", nil, "customer patterns the key may serve, e.g. acme-* (comma-separated; default any, and requests naming none)")
 		pass := fs.Bool("allow-passthrough", false, "let the key call paths that are not a governed provider endpoint")
 		overrides := fs.StringArray("override", nil, "LIMIT=AMOUNT: the key's own amount of a key-level spend or quota limit (dollars for budget_usd); repeatable")
 		name := fs.String("name", "", "the key's name, unique among its owner's live keys")
@@ -81,7 +85,7 @@ for a key that never expires.` + keysAuthHelp,
 				flag string
 				in   []string
 				out  *[]string
-			}{{"models", *models, &sc.Models}, {"providers", *providers, &sc.Providers}, {"endpoints", *endpoints, &sc.Endpoints}} {
+			}{{"models", *models, &sc.Models}, {"providers", *providers, &sc.Providers}, {"endpoints", *endpoints, &sc.Endpoints}, {"customers", *customers, &sc.Customers}} {
 				if fs.Changed(l.flag) && len(l.in) == 0 {
 					return e.failf(2, "--%s needs at least one value; leave it out to allow any", l.flag)
 				}

@@ -30,9 +30,12 @@ var spendCmd = &command{
 Reports spend, tokens and requests from the ledger, bucketed by hour, day,
 ISO week (from Monday) or month in UTC, grouped by any of org, team, user,
 node, key, model, model_served, provider, endpoint, limit (the limit that
-refused), refusal (its error type), decision and cost (priced, estimated,
-unpriced, none). A row owned higher than the level grouped by keeps its
-own node, so a subtree's groups add up to it.
+refused), refusal (its error type), decision, cost (priced, estimated,
+unpriced, none), customer (X-Tt-Customer, or the body's user field) and
+tag (the request's tags as sent, sorted and joined by ",", so the groups
+add up to the total; --tag batch keeps every row carrying batch). A row
+owned higher than the level grouped by keeps its own node, so a
+subtree's groups add up to it.
 
 Dollars are exact and kept in three figures never summed into one: PRICED
 (usage the provider reported, at the catalog's price), ESTIMATED (usage the
@@ -65,7 +68,7 @@ Exit status: 0 done, 1 the accountant refused or could not be reached,
 		c := accountantFlags(fs)
 		logs := fs.StringArray("log", nil, "compute from this ledger instead of asking the accountant (repeat for several)")
 		pricingFile := fs.String("pricing", "", "with --log: pricing file for rows recorded without a cost")
-		groupBy := fs.String("group-by", "", "comma-separated dims: org, team, user, node, key, model, model_served, provider, endpoint, limit, refusal, decision, cost")
+		groupBy := fs.String("group-by", "", "comma-separated dims: org, team, user, node, key, model, model_served, provider, endpoint, limit, refusal, decision, cost, customer, tag")
 		bucket := fs.String("bucket", "day", "hour, day, week or month")
 		from := fs.String("from", "", "first instant counted (default: the first of the current month)")
 		to := fs.String("to", "", "instant the report ends before (default: the end of the current hour)")
@@ -74,7 +77,7 @@ Exit status: 0 done, 1 the accountant refused or could not be reached,
 		format := fs.String("format", "table", "table, csv or json")
 		local := fs.Bool("local", false, "the accountant's own ledger only, not the fleet's")
 		filters := map[string]*string{}
-		for _, d := range []string{"key", "model", "model_served", "provider", "endpoint", "limit", "refusal", "decision", "cost"} {
+		for _, d := range []string{"key", "model", "model_served", "provider", "endpoint", "limit", "refusal", "decision", "cost", "customer", "tag"} {
 			filters[d] = fs.String(strings.ReplaceAll(d, "_", "-"), "", "keep rows whose "+d+" is one of these (comma-separated)")
 		}
 		return func(e *env) int {
@@ -162,7 +165,7 @@ Exit status: 0 done, 1 the accountant refused or could not be reached,
 // flagWording turns a query problem's parameter names into the flags
 // that set them (group_by → --group-by).
 func flagWording(p string) string {
-	for _, k := range []string{"group_by", "model_served", "bucket", "from", "to", "node", "top", "key", "model", "provider", "endpoint", "limit", "refusal", "decision", "cost"} {
+	for _, k := range []string{"group_by", "model_served", "bucket", "from", "to", "node", "top", "key", "model", "provider", "endpoint", "limit", "refusal", "decision", "cost", "customer", "tag"} {
 		if strings.HasPrefix(p, k+" ") || strings.HasPrefix(p, k+":") {
 			return "--" + strings.ReplaceAll(k, "_", "-") + p[len(k):]
 		}

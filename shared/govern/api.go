@@ -201,6 +201,20 @@ type Instance struct {
 	// one counter per tag (a match.tag pattern): a request with several
 	// matching tags has one instance for each.
 	Tag string
+	// Cell is where the gateway keeps this instance's own cells (a rate
+	// window, a gauge, a reserve), when that is not its identity: the slot
+	// a per-value instance was given (the gateway bounds the values it
+	// keeps cells for, max_distinct). Resolve leaves it empty.
+	Cell string
+}
+
+// CellKey is the key of the instance's own cells at the gateway: Cell, or
+// the identity.
+func (in *Instance) CellKey() string {
+	if in.Cell != "" {
+		return in.Cell
+	}
+	return in.ID
 }
 
 // Override is a per-node override of a spend or quota limit.

@@ -29,7 +29,7 @@ func ScopeProblems(sc vkey.Scopes) []ScopeProblem {
 	for _, list := range []struct {
 		name  string
 		items []string
-	}{{"models", sc.Models}, {"providers", sc.Providers}, {"endpoints", sc.Endpoints}} {
+	}{{"models", sc.Models}, {"providers", sc.Providers}, {"endpoints", sc.Endpoints}, {"customers", sc.Customers}} {
 		if list.items != nil && len(list.items) == 0 {
 			one := strings.TrimSuffix(list.name, "s")
 			add(list.name, "an empty list allows no %s at all; omit it (or write null) to allow every %s, or list the ones the key may use", one, one)
@@ -41,6 +41,22 @@ func ScopeProblems(sc vkey.Scopes) []ScopeProblem {
 			add(at, "an empty pattern matches no model; omit the list to allow every model")
 		} else if _, err := path.Match(m, ""); err != nil {
 			add(at, "malformed pattern %q: %v (patterns use Go's path.Match, where * does not cross a /)", m, err)
+		}
+	}
+	for j, c := range sc.Customers {
+		at := "customers[" + strconv.Itoa(j) + "]"
+		switch _, err := path.Match(c, ""); {
+		case c == "":
+			add(at, "an empty pattern matches no customer; omit the list to allow every customer")
+		case err != nil:
+			add(at, "malformed pattern %q: %v (patterns use Go's path.Match: * matches any run of characters but /)", c, err)
+		default:
+			for i := 0; i < len(c); i++ {
+				if ch := c[i]; !strings.ContainsRune(`*?[]\^-`, rune(ch)) && !CustomerID.allows(ch) {
+					add(at, "%q never matches: it %s", c, CustomerID.charsetProblem(c, i))
+					break
+				}
+			}
 		}
 	}
 	for j, p := range sc.Providers {

@@ -47,6 +47,15 @@ func (r *Row) Bound() bool {
 	r.cutString("replica", &r.Replica)
 	r.Reconcile = r.cutStrings("reconcile", r.Reconcile)
 	r.Holds = r.cutStrings("holds", r.Holds)
+	r.cutString("customer", &r.Customer)
+	r.Tags = r.cutStrings("tags", r.Tags)
+	r.Overflow = r.cutStrings("overflow", r.Overflow)
+	if f := r.Fallback; f != nil && max(len(f.LimitID), len(f.Model)) > MaxFieldBytes {
+		c := *f // it may be the caller's
+		r.cutString("fallback.limit_id", &c.LimitID)
+		r.cutString("fallback.model", &c.Model)
+		r.Fallback = &c
+	}
 	var scratch []byte
 	for {
 		scratch = r.AppendJSON(scratch[:0])
@@ -66,12 +75,14 @@ const short = 128
 // MaxRowBytes however they escape (8 strings and 8 refs of 3 strings,
 // each 770 bytes escaped and quoted, and 2 KiB of everything else: 26 KiB).
 func (r *Row) fits() bool {
-	if max(len(r.KID), len(r.Node), len(r.Endpoint), len(r.Provider), len(r.Model), len(r.Served), len(r.ErrorType), len(r.Replica)) > short ||
-		len(r.Shadow)+len(r.Breached)+len(r.Suspended)+len(r.Reconcile)+len(r.Holds) > 7 ||
+	if max(len(r.KID), len(r.Node), len(r.Endpoint), len(r.Provider), len(r.Model), len(r.Served), len(r.ErrorType), len(r.Replica), len(r.Customer)) > short ||
+		len(r.Shadow)+len(r.Breached)+len(r.Suspended)+len(r.Reconcile)+len(r.Holds)+len(r.Tags)+len(r.Overflow) > 7 ||
+		r.Fallback != nil && max(len(r.Fallback.LimitID), len(r.Fallback.Model)) > short ||
 		r.RefusedBy != nil && !refFits(r.RefusedBy, short) {
 		return false
 	}
 	return stringsFit(r.Suspended, short) && stringsFit(r.Reconcile, short) && stringsFit(r.Holds, short) &&
+		stringsFit(r.Tags, short) && stringsFit(r.Overflow, short) &&
 		refsFit(r.Shadow, short) && refsFit(r.Breached, short)
 }
 

@@ -109,6 +109,25 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 		dst = p.Cost.appendJSON(dst)
 		dst = append(dst, '}')
 	}
+	if r.Customer != "" {
+		dst = append(dst, `,"customer":`...)
+		dst = jsontok.AppendString(dst, r.Customer)
+	}
+	if len(r.Tags) > 0 {
+		dst = append(dst, `,"tags":`...)
+		dst = appendStrings(dst, r.Tags)
+	}
+	if f := r.Fallback; f != nil {
+		dst = append(dst, `,"fallback":{"limit_id":`...)
+		dst = jsontok.AppendString(dst, f.LimitID)
+		dst = append(dst, `,"model":`...)
+		dst = jsontok.AppendString(dst, f.Model)
+		dst = append(dst, '}')
+	}
+	if len(r.Overflow) > 0 {
+		dst = append(dst, `,"overflow":`...)
+		dst = appendStrings(dst, r.Overflow)
+	}
 	dst = append(dst, `,"cost":`...)
 	dst = r.Cost.appendJSON(dst)
 	return append(dst, '}')

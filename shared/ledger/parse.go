@@ -133,6 +133,10 @@ func (s *scanner) row(r *Row) error {
 		fLeaseTTL
 		fCut
 		fReplaced
+		fCustomer
+		fTags
+		fFallback
+		fOverflow
 	)
 	var seen uint64
 	for first := true; s.next(first, '}'); first = false {
@@ -258,6 +262,21 @@ func (s *scanner) row(r *Row) error {
 			if !s.literal("null") {
 				r.Replaced = new(Replaced)
 				err = s.replaced(at, r.Replaced)
+			}
+		case "customer":
+			bit = fCustomer
+			r.Customer, err = s.string(at)
+		case "tags":
+			bit = fTags
+			r.Tags, err = s.strings(at)
+		case "overflow":
+			bit = fOverflow
+			r.Overflow, err = s.strings(at)
+		case "fallback":
+			bit = fFallback
+			if !s.literal("null") {
+				r.Fallback = new(Fallback)
+				err = s.fallback(at, r.Fallback)
 			}
 		case "cost":
 			bit = fCost
@@ -494,6 +513,21 @@ func (s *scanner) ref(at loc, f *Ref) error {
 		}
 		return true, err
 	}, "limit_id", "limit_type", "node")
+}
+
+func (s *scanner) fallback(at loc, f *Fallback) error {
+	return s.object(at, func(k string, at loc) (bool, error) {
+		var err error
+		switch k {
+		case "limit_id":
+			f.LimitID, err = s.string(at)
+		case "model":
+			f.Model, err = s.string(at)
+		default:
+			return false, nil
+		}
+		return true, err
+	}, "limit_id", "model")
 }
 
 func (s *scanner) refs(at loc) ([]Ref, error) {

@@ -135,6 +135,21 @@ type Row struct {
 	// figures replace it (a reader subtracts it and adds the end), never
 	// add to it. Set by the accountant; written only when set.
 	Replaced *Replaced `json:"replaced,omitempty"`
+	// Customer is the request's customer (X-Tt-Customer, or a body field
+	// such as OpenAI's user), "" when it named none. Written only when set.
+	Customer string `json:"customer,omitempty"`
+	// Tags are the request's tags (X-Tt-Tags), sorted, each once. Written
+	// only when there are some.
+	Tags []string `json:"tags,omitempty"`
+	// Fallback names the limit whose refusal the request escaped by being
+	// served with another model, and that model (the body was rewritten:
+	// Model is what the caller asked for). Written only when set.
+	Fallback *Fallback `json:"fallback,omitempty"`
+	// Overflow lists the limits that count one counter per value (a
+	// model, customer or tag pattern) and counted this request in their
+	// overflow counter: the values past max_distinct share it. Written
+	// only when there are some.
+	Overflow []string `json:"overflow,omitempty"`
 	// Cost is set by the accountant when it prices the row; the filter
 	// leaves it nil.
 	Cost *Cost `json:"cost"`
@@ -205,6 +220,21 @@ type Replaced struct {
 	End   time.Time `json:"end"`
 	Usage Usage     `json:"usage"`
 	Cost  *Cost     `json:"cost"`
+}
+
+// Fallback is a request served with a limit's fallback model.
+type Fallback struct {
+	LimitID string `json:"limit_id"`
+	Model   string `json:"model"`
+}
+
+// Sent is the model the request was sent upstream with: the fallback's
+// when it fell back, else the one it asked for.
+func (r *Row) Sent() string {
+	if r.Fallback != nil && r.Fallback.Model != "" {
+		return r.Fallback.Model
+	}
+	return r.Model
 }
 
 // Usage is what the provider reported (or the filter estimated).

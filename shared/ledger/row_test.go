@@ -71,6 +71,16 @@ func fullRow() Row {
 	}
 }
 
+// policyRow carries the members of customers, tags, fallback and
+// per-value overflow.
+func policyRow() Row {
+	r := minimalRow()
+	r.Customer, r.Tags = "cus_42@acme", []string{"batch", "nightly"}
+	r.Fallback = &Fallback{LimitID: "team_quarter", Model: "gpt-4o-mini"}
+	r.Overflow = []string{"customer_daily"}
+	return r
+}
+
 func minimalRow() Row {
 	return Row{RequestID: "tt_e6gbpncee32dbu7y5jpsfr4ax4", Start: start, End: start, Status: 200, Decision: Admitted}
 }
@@ -98,7 +108,7 @@ func normalize(r Row) Row {
 }
 
 func TestRowRoundTrip(t *testing.T) {
-	for _, r := range []Row{fullRow(), minimalRow()} {
+	for _, r := range []Row{fullRow(), minimalRow(), policyRow()} {
 		got, err := ParseRow(r.AppendJSON(nil))
 		if err != nil {
 			t.Fatal(err)
@@ -120,6 +130,7 @@ func TestAgreesWithEncodingJSON(t *testing.T) {
 		}
 		rows = append(rows, r)
 	}
+	rows = append(rows, policyRow())
 	for _, r := range rows {
 		var back Row
 		if err := json.Unmarshal(r.AppendJSON(nil), &back); err != nil {
@@ -207,6 +218,16 @@ func (randRow) Generate(r *rand.Rand, _ int) reflect.Value {
 		}
 		if r.Intn(2) == 0 {
 			row.Replaced = &Replaced{End: randTime(r).UTC().Round(0), Usage: Usage{Input: r.Int63n(9)}}
+		}
+	}
+	if r.Intn(2) == 0 {
+		row.Customer = randString(r)
+		for i := r.Intn(3); i > 0; i-- {
+			row.Tags = append(row.Tags, randString(r))
+			row.Overflow = append(row.Overflow, randString(r))
+		}
+		if r.Intn(2) == 0 {
+			row.Fallback = &Fallback{LimitID: randString(r), Model: randString(r)}
 		}
 	}
 	return reflect.ValueOf(randRow{row})

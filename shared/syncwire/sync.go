@@ -164,6 +164,13 @@ const CreditSuffix = "#credit"
 // replica's rows added something; rows with no replica id fold into none.
 const ReplicaSuffix = "#replica:"
 
+// DistinctSuffix ends the id of an entry that counts how many values of a
+// per-value limit's instance (govern.DistinctBase, then this suffix) have
+// a counter of their own in the period: at its max_distinct, a value with
+// no counter is judged by the instance's overflow counter
+// (govern.OverflowIdentity).
+const DistinctSuffix = "#distinct"
+
 // Prices carries the price catalog the accountant prices ledger rows with
 // (its built-in table and the operator's --pricing file), so the filter can
 // bound a call's cost at the same rates. Models maps every name the catalog

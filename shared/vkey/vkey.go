@@ -32,12 +32,16 @@ const (
 // Scopes restrict what a key may call. A nil list means unrestricted.
 // Models are path.Match patterns checked against the requested model;
 // providers and endpoints are compared exactly. AllowPassthrough permits
-// paths that are not one of the governed provider endpoints.
+// paths that are not one of the governed provider endpoints. Customers
+// are path.Match patterns the request's customer (X-Tt-Customer, or the
+// body's user fields) must match: a key restricted to customers serves no
+// request that names none.
 type Scopes struct {
 	Models           []string `json:"models"`
 	Providers        []string `json:"providers"`
 	Endpoints        []string `json:"endpoints"`
 	AllowPassthrough bool     `json:"allow_passthrough"`
+	Customers        []string `json:"customers,omitempty"`
 }
 
 // Mint returns a new key and its kid, drawing randomness from r. Characters

@@ -25,12 +25,14 @@ type Me struct {
 	Limits []MeLimit
 }
 
-// Scopes are a key's scopes as /tt/v1/me shows them.
+// Scopes are a key's scopes as /tt/v1/me shows them. Customers is written
+// only when the key has that scope.
 type Scopes struct {
 	Models           []string
 	Providers        []string
 	Endpoints        []string
 	AllowPassthrough bool
+	Customers        []string
 }
 
 // MeLimit is one resolved limit instance. A budget_usd instance is shown in
@@ -73,8 +75,8 @@ type MeLimit struct {
 //	"customer":"c1"                the customer this counter is (also "")
 //	"tag":"batch"                  the tag this counter is
 //	"overflow":true                the counter values past max_distinct share
-//	"distinct":12,"max_distinct":N the instance's counters this period and
-//	                               its bound
+//	"distinct":12,"max_distinct":N the instance's counters this period (when
+//	                               the accountant counts them) and its bound
 type LimitExtra struct {
 	Evaluated   string
 	Metric      string
@@ -122,7 +124,7 @@ func (x *LimitExtra) appendJSON(dst []byte, counter bool) []byte {
 		dst = append(dst, `,"overflow":true`...)
 	}
 	if x.MaxDistinct > 0 {
-		if counter {
+		if counter && x.Distinct >= 0 {
 			dst = append(dst, `,"distinct":`...)
 			dst = strconv.AppendInt(dst, x.Distinct, 10)
 		}
@@ -182,6 +184,10 @@ func (s Scopes) appendJSON(dst []byte) []byte {
 	dst = appendStrings(dst, s.Endpoints)
 	dst = append(dst, `,"allow_passthrough":`...)
 	dst = appendBool(dst, s.AllowPassthrough)
+	if s.Customers != nil {
+		dst = append(dst, `,"customers":`...)
+		dst = appendStrings(dst, s.Customers)
+	}
 	return append(dst, '}')
 }
 

@@ -151,6 +151,7 @@ const (
 	ScopeProviders        Scope = "providers"
 	ScopeEndpoints        Scope = "endpoints"
 	ScopeAllowPassthrough Scope = "allow_passthrough"
+	ScopeCustomers        Scope = "customers"
 )
 
 // ScopeDenied is the 403 for a request outside one of the key's scopes:
@@ -167,6 +168,14 @@ func ScopeDenied(requestID, kid string, scope Scope, value string, allowed []str
 		b.WriteString(" may not use provider ")
 	case ScopeEndpoints:
 		b.WriteString(" may not call endpoint ")
+	case ScopeCustomers:
+		if value == "" {
+			b.WriteString(" serves only the customers of its customers scope ")
+			b.Write(appendStrings(nil, allowed))
+			b.WriteString(", and the request names none; send the customer in the X-Tt-Customer header (or the body's user field)")
+			return Rejection{Status: 403, Type: TypeScopeDenied, RequestID: requestID, Message: b.String()}
+		}
+		b.WriteString(" may not serve customer ")
 	default:
 		b.WriteString(" may not call ")
 		b.Write(jsontok.AppendString(nil, value))
@@ -216,6 +225,16 @@ func ModelNotFound(requestID, kid, model string, scope Scope, value string, allo
 func BadBody(requestID, endpoint, what string) Rejection {
 	return Rejection{Status: 400, Type: TypeInvalidRequest, RequestID: requestID,
 		Message: "unreadable request body for " + endpoint + ": " + what + "; send the JSON body the provider's API expects"}
+}
+
+// BadIdentifier is the 400 for an identifier the caller sent (a model
+// name, a customer id, a tag) that is out of its bound: where names where
+// it came from ("the X-Tt-Customer header", "the body's user member"),
+// problem is govern.IDKind.Check's text, param the body member (for
+// OpenAI's param) or "".
+func BadIdentifier(requestID, where, problem, param string) Rejection {
+	return Rejection{Status: 400, Type: TypeInvalidRequest, RequestID: requestID, Param: param,
+		Message: where + ": " + problem + "; send an identifier within that bound"}
 }
 
 // EncodedBody is the 415 for a governed request whose body is compressed:
