@@ -36,7 +36,7 @@ func (e *FieldError) Error() string {
 // different times, and a row a newer filter wrote must not be lost by an
 // older accountant. Times are returned in UTC, empty lists as nil.
 func ParseRow(data []byte) (Row, error) {
-	s := scanner{src: string(data)}
+	s := newScanner(data)
 	var r Row
 	err := s.row(&r)
 	if err == nil && !s.fail {
@@ -85,7 +85,7 @@ func (l loc) String() string {
 // wants, unless the value is not valid JSON at all.
 func (s *scanner) mismatch(at loc, want string) error {
 	text := s.raw()
-	if !s.skip(0) {
+	if !s.skip() {
 		return nil // s.fail is set: ParseRow reports invalid JSON
 	}
 	return &FieldError{at.String(), want + ", got " + text}
@@ -93,7 +93,7 @@ func (s *scanner) mismatch(at loc, want string) error {
 
 func (s *scanner) row(r *Row) error {
 	if s.peek() != '{' {
-		if !s.skip(0) {
+		if !s.skip() {
 			return nil
 		}
 		s.i = 0
@@ -285,7 +285,7 @@ func (s *scanner) row(r *Row) error {
 				err = s.cost(at, r.Cost)
 			}
 		default:
-			if !s.skip(0) {
+			if !s.skip() {
 				return nil
 			}
 			continue
@@ -394,7 +394,7 @@ func (s *scanner) object(at loc, member func(key string, at loc) (bool, error), 
 			return err
 		}
 		if !known {
-			if !s.skip(0) {
+			if !s.skip() {
 				return nil
 			}
 			continue

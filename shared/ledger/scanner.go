@@ -1,36 +1,36 @@
 package ledger
 
 import (
-	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
 
-// scanner is a strict single-pass JSON reader over one row: RFC 8259
-// grammar, UTF-8 checked, no reflection. Strings that need no unescaping
-// are substrings of one copy of the input, so a row costs one allocation for
-// all its plain strings.
+// scanner is ParseRow's single-pass reader of one row. It pulls the
+// members a row knows with the project's tokenizer's scanning functions
+// under the strict rules (RFC 8259, UTF-8 checked; see RATIONALE.md, "Why
+// one JSON tokenizer?"), and skips every other value with jsontok.Skip.
+// Strings that need no unescaping are substrings of one copy of the
+// input, so a row costs one allocation for all its plain strings.
 type scanner struct {
 	src  string // the input, copied once
+	b    []byte // src for the tokenizer's functions, not a copy
 	i    int
 	fail bool // the input is not valid JSON, or nests too deep
 	deep bool // the failure is nesting deeper than maxDepth
 }
 
-// maxDepth bounds the nesting of unknown members, so no input can grow the
-// stack without limit.
-const maxDepth = 512
+// maxDepth bounds the nesting of a member's value, so no input can grow
+// memory without limit: jsontok.Strict's bound.
+const maxDepth = jsontok.DefaultMaxDepth
 
-func (s *scanner) ws() {
-	for s.i < len(s.src) {
-		switch s.src[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
+// newScanner reads a copy of data.
+func newScanner(data []byte) scanner {
+	src := string(data)
+	return scanner{src: src, b: unsafe.Slice(unsafe.StringData(src), len(src))}
 }
+
+func (s *scanner) ws() { s.i = jsontok.SkipSpace(s.b, s.i) }
 
 func (s *scanner) peek() byte {
 	s.ws()
@@ -73,171 +73,39 @@ func (s *scanner) key() (string, bool) {
 	return k, true
 }
 
-// str reads a string.
+// str reads a string; false without fail when the next value is not one.
 func (s *scanner) str() (string, bool) {
 	if s.peek() != '"' {
 		return "", false
 	}
-	s.i++
 	start := s.i
-	for s.i < len(s.src) {
-		c := s.src[s.i]
-		switch {
-		case c == '"':
-			out := s.src[start:s.i]
-			s.i++
-			return out, true
-		case c == '\\':
-			return s.escaped(start)
-		case c < 0x20:
-			s.fail = true
-			return "", false
-		case c < utf8.RuneSelf:
-			s.i++
-		default:
-			r, n := utf8.DecodeRuneInString(s.src[s.i:])
-			if r == utf8.RuneError && n == 1 {
-				s.fail = true
-				return "", false
-			}
-			s.i += n
-		}
-	}
-	s.fail = true
-	return "", false
-}
-
-// escaped finishes a string holding escapes, from its first escape on.
-func (s *scanner) escaped(start int) (string, bool) {
-	buf := []byte(s.src[start:s.i])
-	for s.i < len(s.src) {
-		c := s.src[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return string(buf), true
-		case c == '\\':
-			if s.i+1 >= len(s.src) {
-				s.fail = true
-				return "", false
-			}
-			e := s.src[s.i+1]
-			s.i += 2
-			switch e {
-			case '"', '\\', '/':
-				buf = append(buf, e)
-			case 'b':
-				buf = append(buf, '\b')
-			case 'f':
-				buf = append(buf, '\f')
-			case 'n':
-				buf = append(buf, '\n')
-			case 'r':
-				buf = append(buf, '\r')
-			case 't':
-				buf = append(buf, '\t')
-			case 'u':
-				r, ok := s.hex4()
-				if !ok {
-					return "", false
-				}
-				if utf16.IsSurrogate(r) {
-					r2 := rune(utf8.RuneError)
-					if s.i+1 < len(s.src) && s.src[s.i] == '\\' && s.src[s.i+1] == 'u' {
-						save := s.i
-						s.i += 2
-						if lo, ok := s.hex4(); ok {
-							if d := utf16.DecodeRune(r, lo); d != utf8.RuneError {
-								r2 = d
-							} else {
-								s.i = save // not a pair: the second escape stands alone
-							}
-						} else {
-							return "", false
-						}
-					}
-					r = r2
-				}
-				buf = utf8.AppendRune(buf, r)
-			default:
-				s.fail = true
-				return "", false
-			}
-		case c < 0x20:
-			s.fail = true
-			return "", false
-		case c < utf8.RuneSelf:
-			buf = append(buf, c)
-			s.i++
-		default:
-			r, n := utf8.DecodeRuneInString(s.src[s.i:])
-			if r == utf8.RuneError && n == 1 {
-				s.fail = true
-				return "", false
-			}
-			buf = append(buf, s.src[s.i:s.i+n]...)
-			s.i += n
-		}
-	}
-	s.fail = true
-	return "", false
-}
-
-func (s *scanner) hex4() (rune, bool) {
-	if s.i+4 > len(s.src) {
+	end, shrink, code := jsontok.ScanString(s.b, start, true)
+	s.i = end
+	if code != jsontok.ErrNone {
 		s.fail = true
-		return 0, false
+		return "", false
 	}
-	v, err := strconv.ParseUint(s.src[s.i:s.i+4], 16, 16)
-	if err != nil || s.src[s.i] == '+' || s.src[s.i] == '-' {
-		s.fail = true
-		return 0, false
+	if shrink == 0 {
+		return s.src[start+1 : end-1], true
 	}
-	s.i += 4
-	return rune(v), true
+	return jsontok.Text(s.b[start:end], false), true
 }
 
-// number reads a JSON number and returns its text.
+// number reads a JSON number and returns its text; false without fail
+// when the next value does not start as one.
 func (s *scanner) number() (string, bool) {
 	s.ws()
 	start := s.i
-	if s.i < len(s.src) && s.src[s.i] == '-' {
-		s.i++
-	}
-	switch {
-	case s.i < len(s.src) && s.src[s.i] == '0':
-		s.i++
-	case s.digits() == 0:
-		s.i = start
+	if start == len(s.src) || s.src[start] != '-' && (s.src[start] < '0' || s.src[start] > '9') {
 		return "", false
 	}
-	if s.i < len(s.src) && s.src[s.i] == '.' {
-		s.i++
-		if s.digits() == 0 {
-			s.fail = true
-			return "", false
-		}
+	end, code := jsontok.ScanNumber(s.b, start)
+	s.i = end
+	if code != jsontok.ErrNone {
+		s.fail = true
+		return "", false
 	}
-	if s.i < len(s.src) && (s.src[s.i] == 'e' || s.src[s.i] == 'E') {
-		s.i++
-		if s.i < len(s.src) && (s.src[s.i] == '+' || s.src[s.i] == '-') {
-			s.i++
-		}
-		if s.digits() == 0 {
-			s.fail = true
-			return "", false
-		}
-	}
-	return s.src[start:s.i], true
-}
-
-func (s *scanner) digits() int {
-	n := 0
-	for s.i < len(s.src) && s.src[s.i] >= '0' && s.src[s.i] <= '9' {
-		s.i++
-		n++
-	}
-	return n
+	return s.src[start:end], true
 }
 
 // literal reads true, false or null.
@@ -251,59 +119,22 @@ func (s *scanner) literal(word string) bool {
 }
 
 // skip reads and discards any value (an unknown member's), checking it.
-func (s *scanner) skip(depth int) bool {
-	if depth >= maxDepth {
-		s.fail, s.deep = true, true
+func (s *scanner) skip() bool {
+	end, e := jsontok.Skip(s.b, s.i, jsontok.Strict)
+	if e.Code != jsontok.ErrNone {
+		s.i, s.fail, s.deep = e.At(), true, e.Code == jsontok.ErrDepth
 		return false
 	}
-	switch s.peek() {
-	case '"':
-		_, ok := s.str()
-		return ok
-	case '{':
-		s.i++
-		for first := true; s.next(first, '}'); first = false {
-			if _, ok := s.key(); !ok || !s.skip(depth+1) {
-				return false
-			}
-		}
-		return !s.fail
-	case '[':
-		s.i++
-		for first := true; s.next(first, ']'); first = false {
-			if !s.skip(depth + 1) {
-				return false
-			}
-		}
-		return !s.fail
-	case 't':
-		return s.literal("true") || s.invalid()
-	case 'f':
-		return s.literal("false") || s.invalid()
-	case 'n':
-		return s.literal("null") || s.invalid()
-	}
-	if _, ok := s.number(); ok {
-		return true
-	}
-	return s.invalid()
+	s.i = end
+	return true
 }
 
-func (s *scanner) invalid() bool {
-	s.fail = true
-	return false
-}
-
-// raw returns the text of the value starting at the cursor, for an error
-// message, without moving the cursor; cut at 40 bytes.
+// raw returns the text of the (valid) value starting at the cursor, for
+// an error message, without moving the cursor; cut at 40 bytes.
 func (s *scanner) raw() string {
-	save, fail := s.i, s.fail
-	s.ws()
-	start := s.i
-	s.skip(0)
-	end := s.i
-	s.i, s.fail = save, fail
-	if end <= start {
+	start := jsontok.SkipSpace(s.b, s.i)
+	end, e := jsontok.Skip(s.b, start, jsontok.Strict)
+	if e.Code != jsontok.ErrNone || end <= start {
 		end = min(start+1, len(s.src))
 	}
 	return excerpt(s.src[start:end])
