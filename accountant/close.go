@@ -26,6 +26,7 @@ func (s *Server) closeExpired(now time.Time) {
 		return
 	}
 	s.metrics.closed.Add(float64(res.Accepted))
+	s.metrics.requests.Add(float64(folded.Requests))
 	s.log.Warn("accountant: closed calls whose end never came within their lease_ttl (their proxy died) at their reserved estimate, marked estimated; an end that comes later replaces the estimate",
 		"calls", res.Accepted, "first", rows[0].RequestID, "replica", rows[0].Replica)
 	s.spendAcknowledged(rows, res)

@@ -193,6 +193,12 @@ func TestCallsWhoseEndNeverCame(t *testing.T) {
 	if got := spendLine(&rep.Total); !strings.HasPrefix(got, "501 req, 0 refused, 600/20 tokens") {
 		t.Errorf("spend with a summary of 500: %s", got)
 	}
+	// Since the restart: the summary's 500 requests (the metric counts what
+	// this process recorded).
+	_, metrics := f.do(t, http.MethodGet, "/metrics", nil)
+	if !strings.Contains(string(metrics), "tt_accountant_requests_recorded_total 500\n") {
+		t.Error("tt_accountant_requests_recorded_total is not 500")
+	}
 }
 
 // TestStartsOfADeadReplicaCloseAfterARestart: the accountant that held a

@@ -15,6 +15,7 @@ import (
 type metrics struct {
 	reg        *prometheus.Registry
 	ingested   prometheus.Counter
+	requests   prometheus.Counter
 	duplicates prometheus.Counter
 	rejected   prometheus.Counter
 	unpriced   prometheus.Counter
@@ -47,6 +48,7 @@ func newMetrics(s *Server) *metrics {
 		return c
 	}
 	m.ingested = f("rows_ingested_total", "Ledger rows newly recorded (durable before acknowledged).")
+	m.requests = f("requests_recorded_total", "Requests the recorded rows stand for: a summary row its count, a call's start none, its close one, a late end none more than the estimate it replaces. What was served, once recorded.")
 	m.duplicates = f("rows_deduplicated_total", "Ledger rows already recorded, acknowledged without counting again.")
 	m.rejected = f("rows_rejected_total", "Ledger rows rejected as unreadable or too old to deduplicate.")
 	m.unpriced = f("rows_unpriced_total", "Recorded rows whose model has no price in the catalog (UNPRICED: no dollars added).")
@@ -134,6 +136,7 @@ func newMetrics(s *Server) *metrics {
 // what Commit did with its rows (nothing when the commit failed).
 func (m *metrics) observeIngest(admitted, folded core.Result, unreadable int, now time.Time) {
 	m.ingested.Add(float64(folded.Accepted))
+	m.requests.Add(float64(folded.Requests))
 	m.duplicates.Add(float64(admitted.Duplicates))
 	m.rejected.Add(float64(admitted.Rejected + unreadable))
 	m.unpriced.Add(float64(folded.Unpriced))

@@ -46,6 +46,10 @@ type Result struct {
 	Redated     int
 	Skew        time.Duration
 	SkewReplica string
+	// Requests is what the rows Commit recorded stand for: a summary its
+	// count, a start none, a late end none more than the estimate it
+	// replaces (ledger.Row.Requests).
+	Requests int64
 	// Replaced lists the rows (by index) whose Replaced Admit set: ends
 	// that came after the accountant closed their call at its estimate.
 	// The caller encodes their lines again before writing them.
@@ -221,6 +225,10 @@ func (c *Core) commit(now time.Time, tag uint64, live bool) Result {
 	c.deltas, c.targets, c.values = c.deltas[:0], c.targets[:0], c.values[:0]
 	for i, r := range p.rows {
 		res.Accepted++
+		res.Requests += r.Requests()
+		if r.Replaced != nil && r.Kind == ledger.KindEnd {
+			res.Requests--
+		}
 		switch r.Kind {
 		case ledger.KindStart:
 			c.stats.Starts++

@@ -153,6 +153,11 @@ type Options struct {
 	// the last word of a call in flight the accountant closes it at its
 	// estimate. 0 is the plugin's default (15 minutes).
 	LeaseTTL time.Duration
+	// AccountantFault, when set, stands between the filter and the
+	// accountant: the filter's callouts reach the accountant's handler
+	// through it, in process (tests and benchmarks that take the
+	// accountant away). Nil: the callouts go to its address.
+	AccountantFault func(http.Handler) http.Handler
 	// MaxConnections caps the gateway's client connections (conns.go):
 	// past it a new connection closes the one idle longest, or is refused
 	// when none is idle. 0 means DefaultMaxConnections().
@@ -371,7 +376,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		RootID:       "tokentriage",
 		Workers:      o.Workers,
 		Clock:        wasmtest.RealClock(),
-		Clusters:     map[string]wasmtest.Cluster{AccountantCluster: {URL: s.acctURL}},
+		Clusters:     map[string]wasmtest.Cluster{AccountantCluster: s.accountantCluster(acct)},
 		Upstream:     up,
 		Log:          o.FilterLog,
 		LogLevel:     wasmtest.LogInfo,
@@ -420,6 +425,15 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	s.armed.Store(true)
 	s.log.Info("gateway listening", "addr", gwLn.Addr().String(), "workers", o.Workers, "upstream", desc, "max_connections", o.MaxConnections)
 	return s, nil
+}
+
+// accountantCluster is how the filter reaches the accountant: its address,
+// or its handler behind Options.AccountantFault.
+func (s *Server) accountantCluster(acct *accountant.Server) wasmtest.Cluster {
+	if s.opts.AccountantFault != nil {
+		return wasmtest.Cluster{Handler: s.opts.AccountantFault(acct.Handler())}
+	}
+	return wasmtest.Cluster{URL: s.acctURL}
 }
 
 // bufferLimit is the embedded host's per-direction buffer limit (Envoy's
