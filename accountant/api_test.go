@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tokentriage/tokentriage/accountant/api"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 const overrideConfig = `governance:
@@ -57,8 +58,9 @@ func TestRuntimeWritesReachSyncAndCounters(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("put override: %d %s", code, body)
 	}
-	after := f.sync(t, "runtime="+before.Runtime.Version)
-	if after.Runtime.Version == before.Runtime.Version || len(after.Runtime.Overrides) != 1 || after.Runtime.Overrides[0].Amount != 20000 {
+	after := f.sync(t, "runtime="+before.Runtime.Cursor)
+	if after.Runtime.Cursor == before.Runtime.Cursor || after.Runtime.Reset || len(after.Runtime.Keys)+len(after.Runtime.Nodes) != 0 ||
+		len(after.Runtime.Overrides) != 1 || after.Runtime.Overrides[0].Amount != 20000 {
 		t.Fatalf("runtime after the override: %+v", after.Runtime)
 	}
 	if amt, ok := f.s.Armed().Override("team_budget", "org:acme/team:ml"); !ok || amt != 20000 {
@@ -73,8 +75,8 @@ func TestRuntimeWritesReachSyncAndCounters(t *testing.T) {
 	if code/100 != 2 {
 		t.Fatalf("create node: %d %s", code, body)
 	}
-	s := f.sync(t, "")
-	if len(s.Runtime.Nodes) != 1 || len(s.Snapshot.Entries) != 2 || s.Snapshot.Version == after.Snapshot.Version {
+	s := f.sync(t, "runtime="+after.Runtime.Cursor+"&snapshot="+after.Snapshot.Cursor)
+	if len(s.Runtime.Nodes) != 2 || s.Runtime.Nodes[1] != (syncwire.Node{ID: "org:acme/team:ai", Tree: true}) || len(s.Snapshot.Entries) != 1 || s.Snapshot.Cursor == after.Snapshot.Cursor {
 		t.Errorf("after the runtime node: nodes %v, entries %+v", s.Runtime.Nodes, s.Snapshot.Entries)
 	}
 

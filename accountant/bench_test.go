@@ -159,12 +159,6 @@ func BenchmarkPlanePropagation(b *testing.B) {
 
 // holdsKey reports whether the key table s serves in its sync has kid.
 func (s *Server) holdsKey(kid string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, k := range s.keys.Items {
-		if k.KID == kid {
-			return true
-		}
-	}
-	return false
+	_, err := s.db.Key(kid)
+	return err == nil
 }

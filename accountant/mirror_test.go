@@ -99,7 +99,7 @@ func (n *node) sync(id, plan, runtime string) syncwire.Sync {
 
 // key finds the key table entry of kid in n's sync.
 func (n *node) key(kid string) (syncwire.Key, bool) {
-	for _, k := range n.sync("", "", "").Keys.Items {
+	for _, k := range n.sync("", "", "").Runtime.Keys {
 		if k.KID == kid {
 			return k, true
 		}
@@ -156,8 +156,8 @@ func TestMirrorServesTheOwnersKeys(t *testing.T) {
 			return ok && got.SHA256 == vkey.Hash(k.Key) && !got.Revoked, "not there"
 		})
 		s := m.sync("r-"+m.addr, "", "")
-		if s.Keys.Version != want.Keys.Version || s.Runtime.Version != want.Runtime.Version {
-			t.Errorf("mirror %s serves keys %s runtime %s, the owner %s %s", m.addr, s.Keys.Version, s.Runtime.Version, want.Keys.Version, want.Runtime.Version)
+		if s.Runtime.Cursor != want.Runtime.Cursor {
+			t.Errorf("mirror %s serves the runtime feed to %s, the owner to %s", m.addr, s.Runtime.Cursor, want.Runtime.Cursor)
 		}
 	}
 	if _, err := owner.admin().RevokeKey(ctx, k.KID); err != nil {
@@ -379,8 +379,8 @@ func TestPlaneRoles(t *testing.T) {
 		t.Fatalf("promoting: %v", err)
 	}
 	defer p.Close()
-	if keys := p.keys.Items; len(keys) != 1 {
-		t.Errorf("the promoted mirror holds %d keys, want the 1 it mirrored", len(keys))
+	if owners, err := p.db.KeyOwners(); err != nil || len(owners) != 1 {
+		t.Errorf("the promoted mirror holds keys of %v (%v), want the 1 it mirrored", owners, err)
 	}
 }
 
@@ -413,7 +413,7 @@ func TestOverrideInForceMeansTheWholeFleet(t *testing.T) {
 
 	// Two filter replicas, one on each accountant, both current.
 	hold := func(n *node, id string, s syncwire.Sync) syncwire.Sync {
-		return n.sync(id, s.Plan.Version, s.Runtime.Version)
+		return n.sync(id, s.Plan.Version, s.Runtime.Cursor)
 	}
 	r1 := owner.sync("r1", "", "")
 	r2 := m.sync("r2", "", "")

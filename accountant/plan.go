@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/tokentriage/tokentriage/internal/configfile"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
-	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // compile loads and compiles the config file, returning every problem. A
@@ -91,27 +89,46 @@ func CompileFileRedis(path, redisAddr string) (*govern.Plan, error) {
 // armed tree (a reload dropped it from tenants, or a runtime node under it
 // was deleted): the key still authenticates, and its chain meets only the
 // limits of the nodes above it that are still in the tree, so a template
-// at the owner's level no longer binds it. The set is logged when it
+// at the owner's level no longer binds it. The owners are read from
+// governance.db (as many as the nodes keys hang from), and at most
+// maxOrphanLines keys are named per owner. The set is logged when it
 // changes, not at every re-arm. s.mu is held.
 func (s *Server) noteOrphanKeysLocked() {
+	owners, err := s.db.KeyOwners()
+	if err != nil {
+		s.log.Error("listing the owners of live keys", "err", err)
+		return
+	}
 	var orphans []string
-	for _, k := range s.keys.Items {
-		if !k.Revoked && k.Owner != "" && !s.armed.HasNode(k.Owner) {
-			orphans = append(orphans, k.KID+" "+k.Owner)
+	for _, o := range owners {
+		if o != "" && !s.armed.HasNode(o) {
+			orphans = append(orphans, o)
 		}
 	}
-	sort.Strings(orphans)
 	sig := strings.Join(orphans, "\n")
 	if sig == s.orphanKeys {
 		return
 	}
 	s.orphanKeys = sig
-	for _, o := range orphans {
-		kid, owner, _ := strings.Cut(o, " ")
-		s.log.Warn(fmt.Sprintf("key %s is owned by %s, which is no longer a node of the tenancy tree: it still authenticates, and limits templated at that node's level do not bind it; declare the node again in tenants (or create it with POST %snodes), or revoke the key", kid, owner, api.Prefix),
-			"kid", kid, "owner", owner)
+	for _, owner := range orphans {
+		kids, total, err := s.db.LiveKIDs(owner, maxOrphanLines)
+		if err != nil {
+			s.log.Error("listing the keys of a node no longer in the tree", "owner", owner, "err", err)
+			continue
+		}
+		for _, kid := range kids {
+			s.log.Warn(fmt.Sprintf("key %s is owned by %s, which is no longer a node of the tenancy tree: it still authenticates, and limits templated at that node's level do not bind it; declare the node again in tenants (or create it with POST %snodes), or revoke the key", kid, owner, api.Prefix),
+				"kid", kid, "owner", owner)
+		}
+		if total > len(kids) {
+			s.log.Warn(fmt.Sprintf("%d more keys are owned by %s, which is no longer a node of the tenancy tree (GET %skeys?owner=%s lists them)", total-len(kids), owner, api.Prefix, owner),
+				"owner", owner, "keys", total)
+		}
 	}
 }
+
+// maxOrphanLines bounds the keys named per owner that left the tree.
+const maxOrphanLines = 20
 
 // ConfigError is a config file that does not decode (Compile false) or
 // does not compile: every problem, each with its config path. A boot
@@ -215,20 +232,18 @@ func (s *Server) Changed() {
 	s.alerts.emit(alerts)
 }
 
-// refreshRuntime reads the key table and the runtime plane from
-// governance.db.
+// refreshRuntime reads the runtime plane (the nodes and overrides the
+// accountant arms with) and the position of its change feed from
+// governance.db; the key table stays there (the sync feed and the API read
+// it a page or a key at a time).
 func (s *Server) refreshRuntime() error {
-	kv, keys, err := s.db.Keys()
+	_, rt, err := s.db.Runtime()
 	if err != nil {
 		return fmt.Errorf("accountant: %w", err)
 	}
-	rv, rt, err := s.db.Runtime()
+	feed, err := s.db.FeedCursor()
 	if err != nil {
 		return fmt.Errorf("accountant: %w", err)
-	}
-	wrt := syncwire.Runtime{Version: rv, Nodes: rt.Nodes}
-	for _, o := range rt.Overrides {
-		wrt.Overrides = append(wrt.Overrides, syncwire.Override{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount})
 	}
 	adjs, err := s.db.Adjustments(s.now())
 	if err != nil {
@@ -236,8 +251,7 @@ func (s *Server) refreshRuntime() error {
 	}
 	s.adjust.set(adjs)
 	s.mu.Lock()
-	s.keys = syncwire.Keys{Version: kv, Items: keys}
-	s.runtime = wrt
+	s.feed = feed
 	s.rt = rt
 	s.mu.Unlock()
 	return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
@@ -30,6 +31,7 @@ func TestLostWALStopsTheStart(t *testing.T) {
 	if _, err := n.admin().MintKey(context.Background(), "org:acme", vkey.Scopes{}); err != nil {
 		t.Fatal(err)
 	}
+	held := n.sync("r1", "", "").Runtime.Cursor // a filter holding both keys
 	// A copy of the data directory without the WAL, taken while it runs.
 	lost := filepath.Join(dir, "lost")
 	if err := os.MkdirAll(lost, 0o700); err != nil {
@@ -59,8 +61,16 @@ func TestLostWALStopsTheStart(t *testing.T) {
 		t.Fatalf("with AcceptPlaneRollback: %v", err)
 	}
 	defer s.Close()
-	if n := len(s.keys.Items); n != 1 {
-		t.Errorf("the rolled-back plane holds %d keys, want 1", n)
+	if _, keys, err := s.db.Keys(); err != nil || len(keys) != 1 {
+		t.Errorf("the rolled-back plane holds %d keys (%v), want 1", len(keys), err)
+	}
+	// Its filters start their copy over: the plane they hold is gone, and
+	// the change numbers they hold are used again by the next write.
+	if _, _, err := s.db.MintKey(runtime.ArmedPlan(s.Armed()), "org:acme", vkey.Scopes{}, runtime.Stamp{Who: "admin", At: s.now()}); err != nil {
+		t.Fatal(err)
+	}
+	if pg, err := s.Sync(Held{Runtime: held}, syncwire.DefaultPageBytes); err != nil || !pg.Runtime.Reset || len(pg.Runtime.Keys) != 2 {
+		t.Errorf("a filter holding the lost plane: %+v %v", pg.Runtime, err)
 	}
 	if got := logs.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "started on a rolled-back runtime plane") || !strings.Contains(got, "audit_entry=1 checkpointed_entry=2") {
 		t.Errorf("the accepted rollback was not logged as an error:\n%s", got)

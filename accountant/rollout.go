@@ -4,18 +4,19 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/api"
-	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // An override reads as in force only once every live filter replica holds
-// it. A replica says what it holds with each sync poll (?plan=&runtime=,
-// the versions of the parts it has loaded), so the accountant keeps, per
-// armed override, the point it was armed at: the runtime plane's change
-// count and the plan's generation (a count of the plan hashes armed since
-// start). A replica holds the override when it reports a runtime version of
-// this governance.db with a count at least that, and a plan hash that was
-// current at that generation or later.
+// it. A replica says what it holds with each sync poll (?plan= the plan
+// version it has loaded, ?runtime= its cursor into the runtime plane's
+// change feed, everything up to which it has written), so the accountant
+// keeps, per armed override, the point it was armed at: the feed's
+// position and the plan's generation (a count of the plan hashes armed
+// since start). A replica holds the override when it reports a cursor of
+// this governance.db at least that far, and a plan hash that was current
+// at that generation or later.
 
 // overrideKey names an instance an override applies to.
 type overrideKey struct{ limit, node string }
@@ -24,7 +25,7 @@ type overrideKey struct{ limit, node string }
 // armed at.
 type armedAt struct {
 	amount  int64
-	runtime int64 // the runtime plane's change count
+	runtime int64 // the runtime plane's change feed position
 	plan    int64 // the plan generation
 }
 
@@ -52,7 +53,8 @@ func (s *Server) noteArmedLocked() {
 			delete(s.planGens, oldest)
 		}
 	}
-	id, n, _ := runtime.VersionSeq(s.runtime.Version)
+	id, seq, _ := syncwire.ParseCursor(s.feed)
+	n := int64(seq)
 	if id != s.runtimeID {
 		s.runtimeID, s.since = id, nil // another database: nothing carries over
 	}
@@ -83,8 +85,8 @@ func (s *Server) noteHeldLocked(rep *replica, plan, rt string) {
 	if g, ok := s.planGens[plan]; ok {
 		rep.plan = g
 	}
-	if id, n, ok := runtime.VersionSeq(rt); ok && id == s.runtimeID {
-		rep.runtime = n
+	if id, n, ok := syncwire.ParseCursor(rt); ok && id == s.runtimeID {
+		rep.runtime = int64(n)
 	}
 	if !was.polled || was.plan != rep.plan || was.runtime != rep.runtime {
 		if s.mirror != nil {

@@ -15,22 +15,22 @@ import (
 // versions it holds and takes up what the answer carries, as filter/sync.go
 // does.
 type poller struct {
-	id                            string
-	plan, keys, runtime, snapshot string
+	id                      string
+	plan, runtime, snapshot string
 }
 
 // poll asks for what changed and loads the answer.
 func (p *poller) poll(t *testing.T, f *fixture) {
 	t.Helper()
-	s := f.sync(t, fmt.Sprintf("replica=%s&plan=%s&keys=%s&runtime=%s&snapshot=%s", p.id, p.plan, p.keys, p.runtime, p.snapshot))
-	p.plan, p.keys, p.runtime, p.snapshot = s.Plan.Version, s.Keys.Version, s.Runtime.Version, s.Snapshot.Version
+	s := f.sync(t, fmt.Sprintf("replica=%s&plan=%s&runtime=%s&snapshot=%s", p.id, p.plan, p.runtime, p.snapshot))
+	p.plan, p.runtime, p.snapshot = s.Plan.Version, s.Runtime.Cursor, s.Snapshot.Cursor
 }
 
 // report polls with the versions held and does not load the answer: a
 // replica whose poll answer has not reached it yet.
 func (p *poller) report(t *testing.T, f *fixture) {
 	t.Helper()
-	f.sync(t, fmt.Sprintf("replica=%s&plan=%s&keys=%s&runtime=%s&snapshot=%s", p.id, p.plan, p.keys, p.runtime, p.snapshot))
+	f.sync(t, fmt.Sprintf("replica=%s&plan=%s&runtime=%s&snapshot=%s", p.id, p.plan, p.runtime, p.snapshot))
 }
 
 func (f *fixture) overrideState(t *testing.T) string {

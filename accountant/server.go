@@ -39,6 +39,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/accountant/core"
 	"github.com/tokentriage/tokentriage/accountant/dashboard"
+	"github.com/tokentriage/tokentriage/accountant/feed"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/accountant/pricing"
 	"github.com/tokentriage/tokentriage/accountant/redisstore"
@@ -161,13 +162,16 @@ type Server struct {
 	spend      *spend.Rollup
 	spendState spendState
 
-	mu       sync.Mutex // guards core, plan, armed, the cached runtime plane
-	core     *core.Core
-	plan     *govern.Plan
-	armed    *govern.Armed
-	keys     syncwire.Keys
-	runtime  syncwire.Runtime
-	rt       govern.Runtime
+	mu    sync.Mutex // guards core, plan, armed, the cached runtime plane
+	core  *core.Core
+	plan  *govern.Plan
+	armed *govern.Armed
+	// feed is the runtime plane's change feed cursor as of the last
+	// refresh (what a filter holding everything reports).
+	feed string
+	rt   govern.Runtime
+	// snapFeed is the spend snapshot's change feed.
+	snapFeed *feed.Snapshot
 	replicas map[string]replica
 	// droppedGone keeps the dropped counts of replicas no longer tracked.
 	droppedGone int64
@@ -246,8 +250,8 @@ type replica struct {
 	seen    time.Time
 	dropped int64
 	// polled: plan and runtime are what the replica's last poll reported
-	// holding, as the plan generation and the runtime plane's change count
-	// (-1 when it held none the accountant knows).
+	// holding, as the plan generation and the position in the runtime
+	// plane's change feed (-1 when it held none the accountant knows).
 	polled        bool
 	plan, runtime int64
 }
@@ -359,6 +363,7 @@ func New(opts Options) (*Server, error) {
 		Store:         s.adjust,
 		VersionPrefix: strconv.FormatInt(start.UnixNano(), 36),
 	})
+	s.snapFeed = feed.NewSnapshot(strconv.FormatInt(start.UnixNano(), 36) + "-" + s.instance)
 	db, err := runtime.OpenWith(filepath.Join(opts.DataDir, "governance.db"), runtime.OpenOptions{
 		AcceptRollback: opts.AcceptPlaneRollback,
 		OnCheckpointError: func(err error) {

@@ -226,9 +226,9 @@ func TestIngestAndSyncGolden(t *testing.T) {
 	full, _ := json.MarshalIndent(normalize(f, f.sync(t, "replica=r1")), "", "  ")
 	golden(t, "sync_full.golden", append(full, '\n'))
 
-	// A current poll gets versions only.
+	// A current poll gets versions and cursors only.
 	s := f.sync(t, "replica=r1")
-	q := fmt.Sprintf("replica=r1&plan=%s&keys=%s&runtime=%s&snapshot=%s&prices=%s", s.Plan.Version, s.Keys.Version, s.Runtime.Version, s.Snapshot.Version, s.Prices.Version)
+	q := fmt.Sprintf("replica=r1&plan=%s&runtime=%s&snapshot=%s&prices=%s", s.Plan.Version, s.Runtime.Cursor, s.Snapshot.Cursor, s.Prices.Version)
 	small, _ := json.MarshalIndent(normalize(f, f.sync(t, q)), "", "  ")
 	golden(t, "sync_current.golden", append(small, '\n'))
 
@@ -248,13 +248,12 @@ func TestIngestAndSyncGolden(t *testing.T) {
 	}
 }
 
-// normalize replaces the runtime database's random version prefix.
+// normalize replaces the feeds' random ids in their cursors.
 func normalize(f *fixture, s syncwire.Sync) syncwire.Sync {
-	if s.Keys.Version != "" {
-		s.Keys.Version = "KEYS"
-	}
-	if s.Runtime.Version != "" {
-		s.Runtime.Version = "RUNTIME"
+	for _, c := range []*string{&s.Runtime.Cursor, &s.Snapshot.Cursor} {
+		if _, seq, ok := syncwire.ParseCursor(*c); ok {
+			*c = fmt.Sprintf("ID.%d", seq)
+		}
 	}
 	return s
 }
@@ -295,8 +294,8 @@ func TestRestartReplaysCurrentPeriods(t *testing.T) {
 	if fmt.Sprint(before.Snapshot.Entries) != fmt.Sprint(after.Snapshot.Entries) {
 		t.Errorf("snapshot after restart:\n%v\nwant\n%v", after.Snapshot.Entries, before.Snapshot.Entries)
 	}
-	if before.Snapshot.Version == after.Snapshot.Version {
-		t.Errorf("a restarted accountant reuses snapshot version %s", after.Snapshot.Version)
+	if id, _, _ := syncwire.ParseCursor(before.Snapshot.Cursor); strings.HasPrefix(after.Snapshot.Cursor, id+".") {
+		t.Errorf("a restarted accountant reuses snapshot feed %s", id)
 	}
 	// Every id in the current periods is still known.
 	ack := f.ingest(t, batch(rows...))

@@ -7,28 +7,43 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/pricing"
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // serveSync answers a filter's poll:
 //
-//	GET /tt/internal/v1/sync?plan=P&keys=K&runtime=R&snapshot=S&prices=C&replica=ID[&dropped=N]
+//	GET /tt/internal/v1/sync?plan=P&prices=C&runtime=CURSOR&snapshot=CURSOR&page=BYTES&replica=ID[&dropped=N][&building=1]
 //
-// Each part is sent whole when the version the filter holds differs, and as
-// its version alone when it is current. replica names the polling host
+// The plan and the prices are sent whole when the version the filter
+// holds differs, and as their version alone when it is current; the
+// runtime plane and the spend snapshot as one page each of their change
+// feeds after the filter's cursors, each bounded by page bytes
+// (syncwire.DefaultPageBytes when absent). replica names the polling host
 // process; replicas polling within LivenessWindow are counted in Replicas,
-// and the plan and runtime versions each reports holding tell the
-// management API whether an armed override is in force at every one.
+// and the plan version and runtime cursor each reports holding tell the
+// management API whether an armed override is in force at every one
+// (building: the replica is rebuilding its copy of the runtime plane from
+// the start and holds none the accountant knows until it is whole).
 // dropped is the replica's cumulative count of ledger rows it had to drop
 // (its buffer overflowed), exported as a metric.
 func (s *Server) serveSync(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	s.noteReplica(r, true)
-	resp, err := s.sync(held{plan: q.Get("plan"), keys: q.Get("keys"), runtime: q.Get("runtime"),
-		snapshot: q.Get("snapshot"), prices: q.Get("prices")})
+	page := syncwire.DefaultPageBytes
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "sync: page="+strconv.Quote(v)+" is not a number of bytes")
+			return
+		}
+		page = min(max(n, syncwire.MinPageBytes), syncwire.MaxPageBytes)
+	}
+	resp, err := s.sync(Held{Plan: q.Get("plan"), Prices: q.Get("prices"), Runtime: q.Get("runtime"), Snapshot: q.Get("snapshot")}, page)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "sync: "+err.Error())
 		return
@@ -38,50 +53,64 @@ func (s *Server) serveSync(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(resp)
 }
 
-// Sync builds the answer to a poll from the versions the filter holds, for
-// a filter that holds no prices (they are sent whole).
-func (s *Server) Sync(plan, keys, runtime, snapshot string) (syncwire.Sync, error) {
-	return s.sync(held{plan: plan, keys: keys, runtime: runtime, snapshot: snapshot})
+// Held is what a poll reports holding: the plan and price versions, and a
+// cursor into each change feed ("" for none: the feed starts over).
+type Held struct {
+	Plan, Prices, Runtime, Snapshot string
 }
 
-// held are the versions a poll reports holding, one per part.
-type held struct {
-	plan, keys, runtime, snapshot, prices string
-}
+// Sync builds the answer to a poll from what the filter holds, each feed
+// page bounded by page bytes.
+func (s *Server) Sync(h Held, page int) (syncwire.Sync, error) { return s.sync(h, page) }
 
-func (s *Server) sync(h held) (syncwire.Sync, error) {
+func (s *Server) sync(h Held, page int) (syncwire.Sync, error) {
 	now := s.now()
+	rt, skipped, err := s.db.Feed(h.Runtime, page)
+	if err != nil {
+		return syncwire.Sync{}, err
+	}
+	for _, why := range skipped {
+		s.log.Error("sync: a runtime plane item is unreadable and is sent as gone", "item", why)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap, err := s.core.Snapshot()
 	if err != nil {
 		return syncwire.Sync{}, err
 	}
+	s.snapFeed.Update(snap, s.perValueLocked)
 	out := syncwire.Sync{
 		Plan:     syncwire.Plan{Version: s.plan.Hash},
-		Keys:     syncwire.Keys{Version: s.keys.Version},
-		Runtime:  syncwire.Runtime{Version: s.runtime.Version},
-		Snapshot: syncwire.Snapshot{Version: snap.Version, GeneratedAt: snap.GeneratedAt, Fleet: s.fleetStale()},
 		Prices:   syncwire.Prices{Version: s.prices.Version},
+		Runtime:  rt,
+		Snapshot: s.snapFeed.Page(h.Snapshot, page),
 		Replicas: s.shareReplicasLocked(now),
 		Redis:    s.redis != nil,
 	}
-	if h.plan != out.Plan.Version {
+	out.Snapshot.GeneratedAt, out.Snapshot.Fleet = snap.GeneratedAt, s.fleetStale()
+	if h.Plan != out.Plan.Version {
 		out.Plan.Governance = s.plan.Source
 	}
-	if h.keys != out.Keys.Version {
-		out.Keys = s.keys
-	}
-	if h.runtime != out.Runtime.Version {
-		out.Runtime = s.runtime
-	}
-	if h.snapshot != out.Snapshot.Version {
-		out.Snapshot.Entries = snap.Entries
-	}
-	if h.prices != out.Prices.Version {
+	if h.Prices != out.Prices.Version {
 		out.Prices = s.prices
 	}
 	return out, nil
+}
+
+// perValueLocked says whether the armed limit with id limitID keeps a
+// counter per value, and the start of the dims its values share
+// (feed.PerValue); s.mu is held.
+func (s *Server) perValueLocked(limitID string) (string, bool) {
+	if s.armed == nil {
+		return "", false
+	}
+	l := s.armed.Plan.Limit(limitID)
+	if l == nil || !l.PerValue() {
+		return "", false
+	}
+	// The identity at node "" is <id>|<type>||<dims>.
+	base := govern.DistinctBase(l, "")
+	return strings.TrimPrefix(base, l.ID+"|"+l.Type.String()+"||"), true
 }
 
 // pricesPart is the prices part of the sync answer for catalog c: every
@@ -119,7 +148,13 @@ func (s *Server) noteReplica(r *http.Request, poll bool) {
 		rep.seen = now
 	}
 	if poll {
-		s.noteHeldLocked(&rep, q.Get("plan"), q.Get("runtime"))
+		held := q.Get("runtime")
+		if q.Get("building") != "" {
+			// Its VMs read the copy it had until the rebuild the cursor
+			// counts is whole: no override armed since is in force there.
+			held = ""
+		}
+		s.noteHeldLocked(&rep, q.Get("plan"), held)
 	}
 	if dropped > rep.dropped {
 		rep.dropped = dropped

@@ -55,8 +55,8 @@ func TestSyncPrices(t *testing.T) {
 	}
 
 	// A current filter gets the version alone, and the version is stable.
-	q := fmt.Sprintf("replica=r1&plan=%s&keys=%s&runtime=%s&snapshot=%s&prices=%s",
-		full.Plan.Version, full.Keys.Version, full.Runtime.Version, full.Snapshot.Version, p.Version)
+	q := fmt.Sprintf("replica=r1&plan=%s&runtime=%s&snapshot=%s&prices=%s",
+		full.Plan.Version, full.Runtime.Cursor, full.Snapshot.Cursor, p.Version)
 	code, body := f.do(t, http.MethodGet, syncwire.SyncPath+"?"+q, nil)
 	if code != http.StatusOK {
 		t.Fatalf("sync: %d %s", code, body)

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant"
 	"github.com/tokentriage/tokentriage/internal/devserver"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // The distinct-values flood (issue: no tenant can take the gateway down):
@@ -117,19 +119,27 @@ func floodDistinct(ctx context.Context, t testing.TB, x *distinctRun) {
 		st := s.Accountant().CoreStats()
 		return st.Accepted >= int64(total)+x.otherSent, fmt.Sprintf("%d rows of %d", st.Accepted, int64(total)+x.otherSent)
 	})
-	snap, err := s.Accountant().Sync("", "", "", "")
-	if err != nil {
-		t.Fatal(err)
+	var entries []syncwire.Entry
+	for cursor := ""; ; {
+		page, err := s.Accountant().Sync(accountant.Held{Snapshot: cursor}, syncwire.MaxPageBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, page.Snapshot.Entries...)
+		if !page.Snapshot.More {
+			break
+		}
+		cursor = page.Snapshot.Cursor
 	}
 	perValue := map[string]int{}
-	for _, e := range snap.Snapshot.Entries {
+	for _, e := range entries {
 		limit, _, _ := strings.Cut(e.ID, "|")
 		perValue[limit]++
 		if strings.Contains(e.ID, "made-up-") {
 			t.Errorf("a counter for a model the upstream refused: %s", e.ID)
 		}
 	}
-	x.entries = len(snap.Snapshot.Entries)
+	x.entries = len(entries)
 	// Per limit: its own counters, the overflow, #distinct, and the
 	// budgets' #estimated and #unpriced companions of those.
 	for limit, n := range perValue {

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant"
 	"github.com/tokentriage/tokentriage/internal/devserver"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
@@ -181,7 +183,7 @@ func counter(t testing.TB, s *devserver.Server, id, node string) int64 {
 	if ident == "" {
 		t.Fatalf("no instance of %s at %s in the accountant's plan", id, node)
 	}
-	snap, err := s.Accountant().Sync("", "", "", "")
+	snap, err := s.Accountant().Sync(accountant.Held{}, syncwire.MaxPageBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,28 +5,39 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant/feed"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // fakeAccountant serves the accountant's side of shared/syncwire from the
-// test: sync answers built from the state the test sets (each part whole
-// when the filter's version differs, its version alone when current, as the
-// accountant does), and an ingest endpoint that records rows by request id.
+// test: sync answers built from the state the test sets (the plan and
+// prices whole when the filter's version differs, its version alone when
+// current; the runtime plane and the snapshot as pages of change feeds
+// after the filter's cursors, as the accountant does), and an ingest
+// endpoint that records rows by request id. The test sets whole tables;
+// the fake diffs each into its feed.
 type fakeAccountant struct {
 	clock interface{ Now() time.Time }
 
 	mu       sync.Mutex
 	plan     syncwire.Plan
-	keys     syncwire.Keys
-	runtime  syncwire.Runtime
+	rtFeed   *feed.Log[string] // "k"+kid, "n"+node, "o"+limit+"@"+node -> the item's JSON
+	snapFeed *feed.Snapshot
 	snapshot syncwire.Snapshot
 	prices   syncwire.Prices
 	replicas int
+	// pageBytes, when set, bounds the pages below what the filter asks.
+	pageBytes int
+	// perValue names the limits counted per value (for the fullest
+	// entries); nil: every limit whose identity carries a model.
+	perValue feed.PerValue
 	// redis says the accountant has the fleet's shared Redis.
 	redis bool
 	// heartbeat refreshes snapshot.generated_at to the clock on every poll
@@ -41,6 +52,7 @@ type fakeAccountant struct {
 	loseAcks int
 
 	polls   []string // the query of every poll
+	answers []int    // the bytes of every sync answer
 	batches [][]ledger.Row
 	rows    map[string]ledger.Row // by request id
 	starts  map[string]ledger.Row // start rows, by request id
@@ -63,7 +75,7 @@ type fakeAccountant struct {
 
 func newFakeAccountant(clock interface{ Now() time.Time }) *fakeAccountant {
 	return &fakeAccountant{clock: clock, heartbeat: true, rows: map[string]ledger.Row{}, starts: map[string]ledger.Row{},
-		kinds: syncwire.RowKinds}
+		kinds: syncwire.RowKinds, rtFeed: feed.New[string]("fake-rt", 0), snapFeed: feed.NewSnapshot("fake-snap")}
 }
 
 func (a *fakeAccountant) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -115,32 +127,79 @@ func (a *fakeAccountant) serveSync(w http.ResponseWriter, r *http.Request) {
 	if a.heartbeat {
 		a.snapshot.GeneratedAt = a.clock.Now()
 	}
+	page, _ := strconv.Atoi(q.Get("page"))
+	if page <= 0 {
+		page = syncwire.DefaultPageBytes
+	}
+	if a.pageBytes > 0 {
+		page = min(page, a.pageBytes)
+	}
 	out := syncwire.Sync{
 		Plan:     syncwire.Plan{Version: a.plan.Version},
-		Keys:     syncwire.Keys{Version: a.keys.Version},
-		Runtime:  syncwire.Runtime{Version: a.runtime.Version},
-		Snapshot: syncwire.Snapshot{Version: a.snapshot.Version, GeneratedAt: a.snapshot.GeneratedAt},
 		Prices:   syncwire.Prices{Version: a.prices.Version},
+		Runtime:  a.runtimePage(q.Get("runtime"), page),
 		Replicas: a.replicas,
 		Redis:    a.redis,
 	}
+	perValue := a.perValue
+	if perValue == nil {
+		perValue = func(string) (string, bool) { return "model=", true }
+	}
+	a.snapFeed.Update(a.snapshot, perValue)
+	out.Snapshot = a.snapFeed.Page(q.Get("snapshot"), page)
+	out.Snapshot.GeneratedAt, out.Snapshot.Fleet = a.snapshot.GeneratedAt, a.snapshot.Fleet
 	if q.Get("prices") != out.Prices.Version {
 		out.Prices = a.prices
 	}
 	if q.Get("plan") != out.Plan.Version {
 		out.Plan = a.plan
 	}
-	if q.Get("keys") != out.Keys.Version {
-		out.Keys = a.keys
-	}
-	if q.Get("runtime") != out.Runtime.Version {
-		out.Runtime = a.runtime
-	}
-	if q.Get("snapshot") != out.Snapshot.Version {
-		out.Snapshot.Entries = a.snapshot.Entries
-	}
+	b, _ := json.Marshal(out)
+	a.answers = append(a.answers, len(b))
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(out)
+	w.Write(b)
+}
+
+// runtimePage is a page of the runtime plane's feed.
+func (a *fakeAccountant) runtimePage(cursor string, maxBytes int) syncwire.RuntimePage {
+	changes, p := a.rtFeed.Page(cursor, maxBytes, func(c feed.Change[string]) int { return len(c.Value) + len(c.Key) })
+	out := syncwire.RuntimePage{Page: p}
+	for _, c := range changes {
+		kind, id := c.Key[:1], c.Key[1:]
+		switch kind {
+		case "k":
+			k := syncwire.Key{KID: id, Gone: c.Gone}
+			if !c.Gone {
+				json.Unmarshal([]byte(c.Value), &k)
+			}
+			out.Keys = append(out.Keys, k)
+		case "n":
+			out.Nodes = append(out.Nodes, syncwire.Node{ID: id, Tree: !c.Gone})
+		case "o":
+			o := syncwire.Override{Gone: c.Gone}
+			o.LimitID, o.Node, _ = strings.Cut(id, "@")
+			if !c.Gone {
+				json.Unmarshal([]byte(c.Value), &o)
+			}
+			out.Overrides = append(out.Overrides, o)
+		}
+	}
+	return out
+}
+
+// setRuntimeItems makes the runtime feed's items of kind exactly items
+// (by id, their JSON).
+func (a *fakeAccountant) setRuntimeItems(kind string, items map[string]string) {
+	for id, js := range items {
+		a.rtFeed.Put(kind+id, js)
+	}
+	a.rtFeed.Retain(func(k string) bool {
+		if k[:1] != kind {
+			return true
+		}
+		_, ok := items[k[1:]]
+		return ok
+	})
 }
 
 func (a *fakeAccountant) serveIngest(w http.ResponseWriter, r *http.Request) {
@@ -207,17 +266,47 @@ func (a *fakeAccountant) setPlan(version, governance string) {
 	}
 }
 
-// setKeys publishes a key table under a version.
+// setKeys makes the key table exactly keys (the version names the state
+// in the test; the feed carries what changed).
 func (a *fakeAccountant) setKeys(version string, keys ...syncwire.Key) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.keys = syncwire.Keys{Version: version, Items: keys}
+	items := make(map[string]string, len(keys))
+	for _, k := range keys {
+		b, _ := json.Marshal(k)
+		items[k.KID] = string(b)
+	}
+	a.setRuntimeItems("k", items)
 }
 
+// putKeys adds or replaces keys, as mints and revocations do.
+func (a *fakeAccountant) putKeys(keys ...syncwire.Key) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, k := range keys {
+		b, _ := json.Marshal(k)
+		a.rtFeed.Put("k"+k.KID, string(b))
+	}
+}
+
+// setRuntime makes the runtime nodes and the overrides exactly these. A
+// node is sent with every node above it, as the accountant does.
 func (a *fakeAccountant) setRuntime(version string, nodes []string, overrides ...syncwire.Override) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.runtime = syncwire.Runtime{Version: version, Nodes: nodes, Overrides: overrides}
+	ns := map[string]string{}
+	for _, n := range nodes {
+		for end := len(n); end > 0; end = strings.LastIndexByte(n[:end], '/') {
+			ns[n[:end]] = "tree"
+		}
+	}
+	a.setRuntimeItems("n", ns)
+	os := map[string]string{}
+	for _, o := range overrides {
+		b, _ := json.Marshal(o)
+		os[o.LimitID+"@"+o.Node] = string(b)
+	}
+	a.setRuntimeItems("o", os)
 }
 
 // setSnapshot publishes counters under a version.
@@ -251,6 +340,13 @@ func (a *fakeAccountant) row(id string) (ledger.Row, bool) {
 	defer a.mu.Unlock()
 	r, ok := a.rows[id]
 	return r, ok
+}
+
+// answerSizes returns the bytes of every sync answer, in order.
+func (a *fakeAccountant) answerSizes() []int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]int(nil), a.answers...)
 }
 
 func (a *fakeAccountant) pollQueries() []string {

@@ -33,16 +33,30 @@ type Engine struct {
 	syncEvery, flushEvery, leaseTTL time.Duration
 
 	// What is armed. static is the plan of the plugin configuration, when
-	// it carries one; otherwise plan comes from the accountant.
-	static   *govern.Plan
-	plan     *govern.Plan
-	armed    *govern.Armed
-	runtime  govern.Runtime
-	keys     keyTable
-	snap     *snapshot
-	prices   map[string]pricing.Rates // the accountant's catalog, by lowercase name and alias
-	replicas int
-	sync     syncState
+	// it carries one; otherwise plan comes from the accountant. The plan
+	// is armed with the config's tree alone: the runtime plane's nodes and
+	// overrides are looked up per request, for the nodes of its chain.
+	static     *govern.Plan
+	plan       *govern.Plan
+	armed      *govern.Armed
+	staticKeys staticKeys
+	prices     map[string]pricing.Rates // the accountant's catalog, by lowercase name and alias
+	replicas   int
+	sync       syncState
+
+	// The synced tables in shared data (table.go, state.go): their
+	// layouts and the change log record last read, the VM's bounded cache
+	// of what it decoded from them, the hash key, and scratch.
+	tabs    [numTables]layout
+	logSeq  uint64
+	cache   caches
+	seed    [2]uint64
+	keyBuf  []byte
+	probeBk bucket
+	// The polling VM's scratch: table writers, a record, the change log.
+	tw     [numTables]tableWriter
+	recBuf []byte
+	clog   changeLog
 	// fleetDown is set while the fleet store (store: redis) is not
 	// deciding, as this VM last saw it: its transitions are logged once.
 	fleetDown bool
@@ -81,8 +95,9 @@ type Engine struct {
 	summedRows, sumLogged, cutRows uint64
 	dropLogNext                    time.Time
 
-	free []*Stream // finished streams, reused
-	inst []govern.Instance
+	free  []*Stream // finished streams, reused
+	inst  []govern.Instance
+	facts []govern.NodeFacts // the runtime plane's say on the chain resolved
 	// fields is scratch for the body fields gate 2 reads (attributes).
 	fields []gjson.Result
 	buf    []byte
@@ -148,10 +163,14 @@ func NewEngine(cfg *pluginconf.Config, h Host) (*Engine, error) {
 		return nil, fmt.Errorf("filter: engine: naming the replica: %w", err)
 	}
 	e.replica = replica
-	e.keys = buildKeyTable(cfg.Keys, nil, nil)
+	if err := e.ensureSeed(); err != nil {
+		return nil, fmt.Errorf("filter: engine: drawing the table hash key: %w", err)
+	}
+	e.staticKeys = buildStaticKeys(cfg.Keys)
+	e.cache.keys.max, e.cache.nodes.max, e.cache.counters.max = keyCacheMax, nodeCacheMax, counterCacheMax
 	if cfg.Plan != nil {
 		e.static = cfg.Plan
-		e.arm(cfg.Plan, govern.Runtime{})
+		e.arm(cfg.Plan)
 	}
 	// Pick up whatever another VM of this host already synced.
 	e.refresh(h.Now())
@@ -185,13 +204,36 @@ func (e *Engine) ensureReplica() (string, error) {
 
 var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// arm makes plan the plan in force, with the runtime plane applied.
-func (e *Engine) arm(plan *govern.Plan, rt govern.Runtime) {
-	armed, problems := plan.Arm(rt)
+// ensureSeed reads the host's table hash key, drawing it when this is the
+// first VM: the first proposal to land is every VM's.
+func (e *Engine) ensureSeed() error {
+	var raw [16]byte
+	binary.LittleEndian.PutUint64(raw[:], e.rng.Uint64())
+	binary.LittleEndian.PutUint64(raw[8:], e.rng.Uint64())
+	for attempt := 0; attempt < maxCASRetries; attempt++ {
+		v, cas, found, err := e.host.Store.Get(syncSeedKey)
+		if err != nil {
+			return err
+		}
+		if found && len(v) == 16 {
+			e.seed = [2]uint64{binary.LittleEndian.Uint64(v), binary.LittleEndian.Uint64(v[8:])}
+			return nil
+		}
+		if _, err := e.cells.setNew(syncSeedKey, raw[:], cas, found); err != nil {
+			return err
+		}
+	}
+	return errContention
+}
+
+// arm makes plan the plan in force, armed with the config's tree: the
+// runtime plane comes in per request (chainFacts).
+func (e *Engine) arm(plan *govern.Plan) {
+	armed, problems := plan.Arm(govern.Runtime{})
 	for _, p := range problems {
 		e.logf(LogWarn, "governance: %s: %s", p.Path, p.Message)
 	}
-	e.plan, e.armed, e.runtime = plan, armed, rt
+	e.plan, e.armed = plan, armed
 }
 
 // active reports whether governance is armed and enabled.
@@ -208,8 +250,8 @@ func (e *Engine) Tick() {
 	e.drainTotals(now)
 	e.flushRows(now, e.rows.full())
 	e.setQueued()
-	if e.snap != nil {
-		e.host.Metrics.Set(GaugeSyncAge, int64(now.Sub(e.snap.generatedAt)/time.Second))
+	if at := e.sync.loaded.generatedAt; !at.IsZero() {
+		e.host.Metrics.Set(GaugeSyncAge, int64(now.Sub(at)/time.Second))
 	}
 	e.sendAlerts()
 	if now.Sub(e.lastRefresh) >= e.leaseTTL/3 || e.teeChanged() {

@@ -2,15 +2,20 @@ package filter
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
 	"github.com/tokentriage/tokentriage/shared/rate"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 var nativeT0 = time.Date(2026, 8, 9, 20, 44, 50, 0, time.UTC)
@@ -340,8 +345,9 @@ func TestRowQueueBound(t *testing.T) {
 func TestVersionRecordRoundTrip(t *testing.T) {
 	for _, v := range []syncVersions{
 		{},
-		{plan: "p", keys: "k1", runtime: "r2", snapshot: "s3", prices: "c4", generatedAt: nativeT0, replicas: 3},
-		{plan: string(make([]byte, 300)), snapshot: "x", replicas: 1 << 20},
+		{plan: "p", prices: "c4", generatedAt: nativeT0, replicas: 3, redis: true, fleet: "redis down", logSeq: 7,
+			tables: [numTables]layout{{gen: 1, level: 3, split: 2, count: 40}, {gen: 2}, {gen: 9, level: 20, split: 1 << 19, count: 1 << 22}}},
+		{plan: string(make([]byte, 300)), replicas: 1 << 20},
 	} {
 		b := v.append(nil)
 		got, ok := decodeVersions(b)
@@ -357,30 +363,73 @@ func TestVersionRecordRoundTrip(t *testing.T) {
 			t.Error("a record with a trailing byte decoded")
 		}
 	}
-}
-
-// TestSnapshotRoundTrip: the binary snapshot part decodes to what was
-// encoded, and truncations are errors.
-func TestSnapshotRoundTrip(t *testing.T) {
-	ids := []string{"a|budget_usd|org:acme||month|", "b|quota_tokens|org:acme/team:ml||day|"}
-	b := appendSnapshot(nil, nativeT0, "redis down", ids, []int64{100, 200}, []int64{12600, 7})
-	s, err := decodeSnapshot(b, "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !s.generatedAt.Equal(nativeT0) || s.fleet != "redis down" || len(s.entries) != 2 || s.entries[ids[0]] != (snapEntry{100, 12600}) || s.entries[ids[1]] != (snapEntry{200, 7}) {
-		t.Errorf("decoded %+v", s)
+	f := feedState{rtCursor: "db.7", snapCursor: "s.9", rtReady: true, snapBuild: true,
+		build: [numTables]layout{2: {gen: 3, level: 1, count: 9}}, high: [numTables][2]uint32{{1, 2}, {3, 4}, {5, 6}}, sweep: [numTables]uint32{7, 8, 9}}
+	b := f.append(nil)
+	if got, ok := decodeFeeds(b); !ok || got != f {
+		t.Errorf("feed state round trip: %+v %v", got, ok)
 	}
 	for n := 0; n < len(b); n++ {
-		if _, err := decodeSnapshot(b[:n], "v1"); err == nil {
-			t.Errorf("a snapshot truncated to %d of %d bytes decoded", n, len(b))
+		if _, ok := decodeFeeds(b[:n]); ok {
+			t.Errorf("a feed state truncated to %d of %d bytes decoded", n, len(b))
 		}
 	}
 }
 
-// TestSyncThroughSharedData: what the polling VM writes (the parts and the
-// version record) is what every other VM loads, on both rule sets; the
-// replica name is the same for every VM of the host.
+// TestRecordsRoundTrip: a key's and a node's records decode to what was
+// encoded, and every truncation is refused (a key then does not
+// authenticate: never read as less restricted than it is).
+func TestRecordsRoundTrip(t *testing.T) {
+	sha, prev := strings.Repeat("ab", 32), strings.Repeat("0f", 32)
+	for _, k := range []syncwire.Key{
+		{KID: "vk_AAAAAAAAAAAA", SHA256: sha, Owner: "org:acme"},
+		{KID: "vk_AAAAAAAAAAAB", SHA256: sha, Owner: "org:acme/team:ml/user:dev1", Revoked: true, Name: "ci runner",
+			ExpiresAt: 1_900_000_000, PrevSHA256: prev, PrevUntil: 1_800_000_000,
+			Scopes: vkey.Scopes{Models: []string{"gpt-*", ""}, Providers: []string{}, AllowPassthrough: true, Customers: []string{"acme-*"}}},
+	} {
+		if why := keyProblem(&k); why != "" {
+			t.Fatalf("%s: %s", k.KID, why)
+		}
+		b := appendKeyRecord(nil, &k)
+		got, ok := decodeKeyRecord(k.KID, b)
+		if !ok {
+			t.Fatalf("%s: the record does not decode", k.KID)
+		}
+		want := &keyEntry{kid: k.KID, owner: k.Owner, name: k.Name, scopes: k.Scopes, revoked: k.Revoked, expiresAt: k.ExpiresAt,
+			hasPrev: k.PrevSHA256 != "", prevUntil: k.PrevUntil}
+		hex.Decode(want.sha256[:], []byte(k.SHA256))
+		if want.hasPrev {
+			hex.Decode(want.prev[:], []byte(k.PrevSHA256))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: decoded %+v, want %+v", k.KID, got, want)
+		}
+		for n := 0; n < len(b); n++ {
+			if _, ok := decodeKeyRecord(k.KID, b[:n]); ok {
+				t.Errorf("%s: a record truncated to %d of %d bytes decoded", k.KID, n, len(b))
+			}
+		}
+	}
+	for _, k := range []syncwire.Key{{KID: "vk_short", SHA256: sha}, {KID: "vk_AAAAAAAAAAAA", SHA256: "ab"}, {KID: "vk_AAAAAAAAAAAA", SHA256: sha, PrevSHA256: "x"}} {
+		if keyProblem(&k) == "" {
+			t.Errorf("%+v passed", k)
+		}
+	}
+	nf := govern.NodeFacts{Tree: true, Overrides: []govern.Override{{LimitID: "b", Amount: 5}, {LimitID: "c", Amount: 1 << 50}}}
+	b := appendNodeRecord(nil, nf)
+	if got, ok := decodeNodeRecord(b); !ok || !reflect.DeepEqual(got, nf) {
+		t.Errorf("node record: %+v %v", got, ok)
+	}
+	for n := 0; n < len(b); n++ {
+		if _, ok := decodeNodeRecord(b[:n]); ok {
+			t.Errorf("a node record truncated to %d of %d bytes decoded", n, len(b))
+		}
+	}
+}
+
+// TestSyncThroughSharedData: what the polling VM writes (the tables, the
+// change log and the version record) is what every other VM reads, on
+// both rule sets; the replica name is the same for every VM of the host.
 func TestSyncThroughSharedData(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
@@ -393,6 +442,9 @@ func TestSyncThroughSharedData(t *testing.T) {
 			for i, e := range es {
 				if e.replica != es[0].replica || len(e.replica) < 10 {
 					t.Errorf("VM %d names the replica %q, VM 0 %q", i, e.replica, es[0].replica)
+				}
+				if e.seed != es[0].seed || e.seed == [2]uint64{} {
+					t.Errorf("VM %d hashes with %x, VM 0 with %x", i, e.seed, es[0].seed)
 				}
 				callers[i] = &fakeCaller{}
 				e.host.Caller = callers[i]
@@ -416,26 +468,36 @@ func TestSyncThroughSharedData(t *testing.T) {
 				}
 				clock.Advance(time.Second)
 			}
-			answer(`{"plan":{"version":"p"},"keys":{"version":"k1","items":[{"kid":"vk_AAAAAAAAAAAA","sha256":"` + strings.Repeat("a", 64) + `","owner":"org:acme","scopes":{}}]},
-				"runtime":{"version":"r1","overrides":[{"limit_id":"b","node":"org:acme","amount":5}]},
-				"snapshot":{"version":"s1","generated_at":"2026-08-09T20:44:50Z","entries":[{"id":"b|budget_usd|org:acme||month|","period_start":"2026-08-01T00:00:00Z","value":42}]},"replicas":2}`)
+			const id = "b|budget_usd|org:acme||month|"
+			answer(`{"plan":{"version":"p"},"runtime":{"cursor":"db.3","reset":true,"keys":[{"kid":"vk_AAAAAAAAAAAA","sha256":"` + strings.Repeat("a", 64) + `","owner":"org:acme","scopes":{}}],
+				"overrides":[{"limit_id":"b","node":"org:acme","amount":5}]},
+				"snapshot":{"cursor":"s.1","reset":true,"generated_at":"2026-08-09T20:44:50Z","entries":[{"id":"` + id + `","period_start":"2026-08-01T00:00:00Z","value":42}]},"replicas":2}`)
 			for i, e := range es {
 				e.refresh(clock.Now())
-				if e.keys["vk_AAAAAAAAAAAA"] == nil || e.snap == nil || e.snap.entries["b|budget_usd|org:acme||month|"].value != 42 || e.replicas != 2 {
-					t.Errorf("VM %d after sync: keys %d, snapshot %+v, replicas %d", i, len(e.keys), e.snap, e.replicas)
+				if e.lookupKey("vk_AAAAAAAAAAAA") == nil || e.counter(id).value != 42 || e.replicas != 2 {
+					t.Errorf("VM %d after sync: key %v, counter %+v, replicas %d", i, e.lookupKey("vk_AAAAAAAAAAAA"), e.counter(id), e.replicas)
 				}
-				if amt, ok := e.armed.Override("b", "org:acme"); !ok || amt != 5 {
-					t.Errorf("VM %d: override %d %v", i, amt, ok)
+				in := e.armed.ResolveFacts([]string{"org:acme", govern.Global}, e.chainFacts([]string{"org:acme", govern.Global}, nil), govern.Dims{}, govern.Gate2, nil)
+				if len(in) != 1 || in[0].Amount != 5 || !in[0].Overridden {
+					t.Errorf("VM %d: instances %+v, want the override of 5", i, in)
 				}
 			}
 			// A heartbeat: nothing moved but generated_at.
-			answer(`{"plan":{"version":"p"},"keys":{"version":"k1"},"runtime":{"version":"r1"},
-				"snapshot":{"version":"s1","generated_at":"2026-08-09T20:44:52Z"},"replicas":2}`)
+			answer(`{"plan":{"version":"p"},"runtime":{"cursor":"db.3"},"snapshot":{"cursor":"s.1","generated_at":"2026-08-09T20:44:52Z"},"replicas":2}`)
 			for i, e := range es {
 				e.refresh(clock.Now())
-				if e.keys["vk_AAAAAAAAAAAA"] == nil || e.snap.entries["b|budget_usd|org:acme||month|"].value != 42 ||
-					!e.snap.generatedAt.Equal(nativeT0.Add(2*time.Second)) {
-					t.Errorf("VM %d after a heartbeat: keys %d, snapshot %+v", i, len(e.keys), e.snap)
+				if e.lookupKey("vk_AAAAAAAAAAAA") == nil || e.counter(id).value != 42 || !e.snapshotAt().Equal(nativeT0.Add(2*time.Second)) {
+					t.Errorf("VM %d after a heartbeat: counter %+v, snapshot at %v", i, e.counter(id), e.snapshotAt())
+				}
+			}
+			// A revocation and a counter that moved: every VM drops what it
+			// cached of them at its next look.
+			answer(`{"plan":{"version":"p"},"runtime":{"cursor":"db.4","keys":[{"kid":"vk_AAAAAAAAAAAA","sha256":"` + strings.Repeat("a", 64) + `","owner":"org:acme","revoked":true}]},
+				"snapshot":{"cursor":"s.2","generated_at":"2026-08-09T20:44:53Z","entries":[{"id":"` + id + `","period_start":"2026-08-01T00:00:00Z","value":43}]},"replicas":2}`)
+			for i, e := range es {
+				e.refresh(clock.Now())
+				if k := e.lookupKey("vk_AAAAAAAAAAAA"); k == nil || !k.revoked || e.counter(id).value != 43 {
+					t.Errorf("VM %d after a revocation: key %+v, counter %+v", i, k, e.counter(id))
 				}
 			}
 		})

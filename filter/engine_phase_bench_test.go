@@ -45,14 +45,14 @@ func BenchmarkDevPhases(b *testing.B) {
 	e.Tick()
 	for _, call := range caller.take() {
 		if strings.HasPrefix(call.path, "/tt/internal/v1/sync") {
-			call.cb(200, []byte(`{"plan":{"version":"p"},"keys":{"version":"k1"},"runtime":{"version":"r1"},
-				"snapshot":{"version":"s1","generated_at":"2026-08-09T20:44:50Z","entries":[
+			call.cb(200, []byte(`{"plan":{"version":"p"},"runtime":{"cursor":"db.0","reset":true},
+				"snapshot":{"cursor":"s.2","reset":true,"generated_at":"2026-08-09T20:44:50Z","entries":[
 				{"id":"acme_month|budget_usd|org:acme||month|","period_start":"2026-08-01T00:00:00Z","value":42},
 				{"id":"ml_daily|budget_usd|org:acme/team:ml||day|","period_start":"2026-08-09T00:00:00Z","value":42}]},"replicas":1}`))
 		}
 	}
 	e.refresh(clock.Now())
-	if e.snap == nil {
+	if e.snapshotAt().IsZero() {
 		b.Fatal("no snapshot")
 	}
 	head := RequestHead{Method: "POST", Path: "/v1/chat/completions", Authorization: "Bearer " + benchKey}

@@ -138,7 +138,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		s.ep = endpointOf(h.Method, s.path)
 		s.governs = s.ep != llm.Unknown && e.host.Caller != nil && !h.EndOfStream
 		s.passthrough = s.ep == llm.Unknown
-		if a, ent, kid := e.keys.authenticate(c.key, e.host.Now()); a == authOK {
+		if a, ent, kid := e.authenticate(c.key, now); a == authOK {
 			s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
 		}
 		if s.governs {
@@ -152,7 +152,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		return v // governance is off: the filter is transparent
 	}
 
-	auth, ent, kid := e.keys.authenticate(c.key, e.host.Now())
+	auth, ent, kid := e.authenticate(c.key, now)
 	switch auth {
 	case authUnknown:
 		return e.reject(s, v, wire.UnknownKey(s.id, kid))
@@ -244,7 +244,8 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	}
 
 	s.hadLength = h.ContentLength >= 0
-	e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate1, e.inst[:0])
+	e.facts = e.chainFacts(s.chain, e.facts)
+	e.inst = e.armed.ResolveFacts(s.chain, e.facts, s.dims, govern.Gate1, e.inst[:0])
 	if asked := e.fleetPrefix(s, e.inst, now); len(asked) > 0 {
 		// The request waits for the fleet's answer, its headers already
 		// edited as they go on (see holdOrGo); held headers are edited when

@@ -140,7 +140,8 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 		e.releaseLeases(s, now)
 		return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeCustomers, s.dims.Customer, sc.Customers))
 	}
-	e.inst = e.armed.Resolve(s.chain, s.dims, govern.Gate2, e.inst[:0])
+	e.facts = e.chainFacts(s.chain, e.facts)
+	e.inst = e.armed.ResolveFacts(s.chain, e.facts, s.dims, govern.Gate2, e.inst[:0])
 	e.bindValues(s, e.inst, now)
 	s.fleet.reset() // gate 1's question is answered and done with
 	if asked := e.fleetPrefix2(s, e.inst, now); len(asked) > 0 {
@@ -273,19 +274,19 @@ func (e *Engine) checkSettled(s *Stream, in *govern.Instance, now time.Time, v V
 // fleetDistrust says why the snapshot's fleet totals are only as last read
 // (the accountant lost the fleet's shared Redis), or "".
 func (e *Engine) fleetDistrust() string {
-	if e.snap == nil {
+	if e.snapshotAt().IsZero() {
 		return ""
 	}
-	return e.snap.fleet
+	return e.sync.loaded.fleet
 }
 
 // snapshotDistrust says why the spend snapshot cannot be read now (none
 // yet, or older than seed 000's 30 s), or "" when it can.
 func (e *Engine) snapshotDistrust(now time.Time) string {
-	if e.snap == nil {
+	if e.snapshotAt().IsZero() {
 		return wire.NoSnapshot
 	}
-	if age := now.Sub(e.snap.generatedAt); age > snapshotTrust {
+	if age := now.Sub(e.snapshotAt()); age > snapshotTrust {
 		return wire.StaleSnapshot(age, snapshotTrust)
 	}
 	return ""
@@ -337,11 +338,11 @@ func (e *Engine) observed(in *govern.Instance, now time.Time) int64 {
 // snapValue is the snapshot's value for id in the current period of in's
 // limit, 0 when absent.
 func (e *Engine) snapValue(id string, in *govern.Instance, now time.Time) int64 {
-	if e.snap == nil {
+	if e.snapshotAt().IsZero() {
 		return 0
 	}
-	ent, ok := e.snap.entries[id]
-	if !ok || ent.periodStart != calendar.Start(in.Limit.Period.Calendar, now).Unix() {
+	ent := e.counter(id)
+	if !ent.found || ent.start != calendar.Start(in.Limit.Period.Calendar, now).Unix() {
 		return 0
 	}
 	return ent.value

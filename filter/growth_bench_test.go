@@ -2,22 +2,16 @@ package filter_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tokentriage/tokentriage/internal/cputime"
 	"github.com/tokentriage/tokentriage/internal/stub"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
-	"github.com/tokentriage/tokentriage/shared/syncwire"
-	"github.com/tokentriage/tokentriage/shared/vkey"
 	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
@@ -258,118 +252,4 @@ func BenchmarkGrowthLimits(b *testing.B) {
 	}
 	noop := growthNoop(b, st)
 	curveHosts(b, "limit", filters, noop, sizes, fullRequest(), 200)
-}
-
-// keysAccountant answers the filter's sync with n virtual keys and their
-// n user nodes, encoded once per version (so that the process's CPU is the
-// filter's reading of them, not the encoding), and the full answer only
-// to a filter that lacks the current versions.
-type keysAccountant struct {
-	mu      sync.Mutex
-	version int
-	full    []byte
-	short   []byte
-	items   []syncwire.Key
-	nodes   []string
-}
-
-func newKeysAccountant(n int) (*keysAccountant, []testKey) {
-	a := &keysAccountant{}
-	var keys []testKey
-	for i := 0; i < n; i++ {
-		kid := fmt.Sprintf("vk_%012d", i)
-		owner := fmt.Sprintf("org:acme/team:ml/user:u%d", i)
-		k := newTestKey(kid, owner)
-		keys = append(keys, k)
-		a.items = append(a.items, syncwire.Key{KID: k.kid, SHA256: vkey.Hash(k.key), Owner: owner})
-		a.nodes = append(a.nodes, owner)
-	}
-	a.bump()
-	return a, keys
-}
-
-// bump publishes the same keys and nodes under new versions.
-func (a *keysAccountant) bump() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.version++
-	v := strconv.Itoa(a.version)
-	out := syncwire.Sync{Keys: syncwire.Keys{Version: "k" + v, Items: a.items}, Runtime: syncwire.Runtime{Version: "r" + v, Nodes: a.nodes},
-		Snapshot: syncwire.Snapshot{Version: "s", GeneratedAt: time.Now()}, Replicas: 1}
-	a.full, _ = json.Marshal(out)
-	out.Keys.Items, out.Runtime.Nodes = nil, nil
-	a.short, _ = json.Marshal(out)
-}
-
-func (a *keysAccountant) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a.mu.Lock()
-	full, short, v := a.full, a.short, strconv.Itoa(a.version)
-	a.mu.Unlock()
-	if !strings.HasPrefix(r.URL.Path, "/tt/internal/v1/sync") {
-		io.Copy(io.Discard, r.Body)
-		w.Write([]byte(`{}`))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if r.URL.Query().Get("keys") == "k"+v && r.URL.Query().Get("runtime") == "r"+v {
-		w.Write(short)
-		return
-	}
-	w.Write(full)
-}
-
-// BenchmarkGrowthKeys: the accountant's runtime plane at 100, 10,000 and
-// 100,000 virtual keys, each owned by its own user node. Per size it
-// reports the CPU of one full sync of the keys and nodes into every VM
-// (sync-cpu@n: the poll's answer read, the parts written to shared data,
-// the other VM's reload), the linear memory of the larger VM after it
-// (pages@n, of 64 KiB), and the CPU of one request by a key among them
-// (req-cpu@n); then the slopes per key. It does a fixed amount of work:
-// run it with -benchtime 1x.
-func BenchmarkGrowthKeys(b *testing.B) {
-	sizes := []int{100, 10_000, 100_000}
-	syncCPU := make([]float64, len(sizes))
-	reqCPU := make([]float64, len(sizes))
-	pages := make([]float64, len(sizes))
-	b.ResetTimer()
-	for k, n := range sizes {
-		b.StopTimer()
-		acct, keys := newKeysAccountant(n)
-		r := newRig(b, rigOptions{governance: gov(benchGate1Limits + "," + benchGate2Limits), workers: 2,
-			upstream: stub.New(stub.Options{History: -1}), accountant: true, acctHandler: acct})
-		r.sync()
-		key := keys[n/2]
-		q := req{path: "/v1/chat/completions", key: key, body: chatBody("gpt-4o-mini", germany)}
-		if resp := r.do(q); resp.Status != 200 {
-			b.Fatalf("%d keys: status %d: %s", n, resp.Status, resp.Body)
-		}
-		b.StartTimer()
-		const rounds = 3
-		for i := 0; i < rounds; i++ {
-			acct.bump()
-			c := cputime.Now()
-			r.sync()
-			syncCPU[k] += float64(cputime.Now() - c)
-		}
-		syncCPU[k] /= rounds
-		for i := 1; i <= r.h.Workers(); i++ {
-			pages[k] = math.Max(pages[k], float64(r.h.MemoryPages(i)))
-		}
-		c := cputime.Now()
-		const requests = 200
-		for i := 0; i < requests; i++ {
-			r.do(q)
-		}
-		reqCPU[k] = float64(cputime.Now()-c) / requests
-	}
-	xs := make([]float64, len(sizes))
-	for k, n := range sizes {
-		xs[k] = float64(n)
-		b.ReportMetric(syncCPU[k], "sync-cpu@"+strconv.Itoa(n))
-		b.ReportMetric(pages[k], "pages@"+strconv.Itoa(n))
-		b.ReportMetric(reqCPU[k], "req-cpu@"+strconv.Itoa(n))
-	}
-	b.ReportMetric(slope(xs, syncCPU), "sync-ns/key")
-	b.ReportMetric(slope(xs, pages)*65536, "bytes/key")
-	b.ReportMetric(slope(xs, reqCPU), "req-ns/key")
 }

@@ -1,7 +1,11 @@
 package filter
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/binary"
+	"encoding/hex"
+	"strconv"
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/govern"
@@ -10,56 +14,49 @@ import (
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
-// keyEntry is one virtual key the VM knows: from the plugin configuration's
-// static table or minted by the accountant.
+// keyEntry is one virtual key as a VM knows it: from the plugin
+// configuration's static table, or decoded from its record in the key
+// table in shared data (the accountant's keys) and kept in the VM's
+// bounded cache (lookup.go).
 type keyEntry struct {
 	kid     string
-	sha256  string
+	sha256  [sha256.Size]byte
 	owner   string
+	name    string
 	scopes  vkey.Scopes
 	revoked bool
-	// name is the key's name ("" none); expiresAt when it stops
-	// authenticating (Unix seconds, 0 never); prevSHA256 the hash of its
-	// secret before the last rotation, accepted until prevUntil.
-	name       string
-	expiresAt  int64
-	prevSHA256 string
-	prevUntil  int64
-	// verified is the last presented key that hashed to sha256, so a key
-	// in steady use costs a constant-time compare instead of a SHA-256.
-	verified string
-	// verifiedPrev is verified for prevSHA256; it authenticates only
-	// while the grace period lasts.
-	verifiedPrev string
+	// expiresAt: the key stops authenticating at this Unix second (0:
+	// never).
+	expiresAt int64
+	// prev is the hash of the secret before the last rotation, accepted
+	// until prevUntil (Unix seconds); hasPrev says there is one.
+	prev      [sha256.Size]byte
+	hasPrev   bool
+	prevUntil int64
+	// verified is the last presented key that hashed to sha256 (and
+	// verifiedPrev to prev), so a key in steady use costs a constant-time
+	// compare instead of a SHA-256.
+	verified, verifiedPrev string
 	// chain is the key's resolution chain (govern.AppendChain), built at
-	// the key's first request and kept: a table of 100,000 keys most of
-	// which are idle does not hold 100,000 chains.
+	// the key's first request and kept with the entry.
 	chain []string
 }
 
-// keyTable maps kid to key. Synced keys replace static ones with the same
-// kid (the accountant is the later word).
-type keyTable map[string]*keyEntry
+// staticKeys is the plugin configuration's key table, by kid: it grows
+// with the configuration, so every VM holds it. A key the accountant
+// syncs with the same kid replaces it (the accountant is the later word).
+type staticKeys map[string]*keyEntry
 
-func buildKeyTable(static []pluginconf.StaticKey, synced []syncwire.Key, old keyTable) keyTable {
-	t := make(keyTable, len(static)+len(synced))
+func buildStaticKeys(static []pluginconf.StaticKey) staticKeys {
+	t := make(staticKeys, len(static))
 	for _, k := range static {
-		t[k.KID] = &keyEntry{kid: k.KID, sha256: k.SHA256, owner: k.Owner, scopes: k.Scopes}
-	}
-	for _, k := range synced {
-		t[k.KID] = &keyEntry{kid: k.KID, sha256: k.SHA256, owner: k.Owner, scopes: k.Scopes, revoked: k.Revoked,
-			name: k.Name, expiresAt: k.ExpiresAt, prevSHA256: k.PrevSHA256, prevUntil: k.PrevUntil}
-	}
-	for kid, e := range t {
-		if o := old[kid]; o != nil && o.sha256 == e.sha256 {
-			e.verified = o.verified
-			if o.prevSHA256 == e.prevSHA256 {
-				e.verifiedPrev = o.verifiedPrev
-			}
-			if o.owner == e.owner {
-				e.chain = o.chain
-			}
+		e := &keyEntry{kid: k.KID, owner: k.Owner, scopes: k.Scopes}
+		if b, err := hex.DecodeString(k.SHA256); err == nil && len(b) == sha256.Size {
+			copy(e.sha256[:], b)
+		} else {
+			e.revoked = true // never the case: the configuration is checked at start
 		}
+		t[k.KID] = e
 	}
 	return t
 }
@@ -73,15 +70,14 @@ const (
 	authMalformed // something presented that is not a virtual key
 	authUnknown   // a well-formed key whose kid is unknown or whose secret is wrong
 	authRevoked
-	authExpired // a key past its expires_at
+	authExpired
 )
 
-// authenticate checks a presented key at now. The kid is derived from
-// the key itself; the secret is compared by hash in constant time, with
-// the secret before the key's last rotation accepted until its grace
-// period ends. A key past its expiry is authExpired, once its secret is
-// right (a wrong secret learns nothing of the key).
-func (t keyTable) authenticate(key string, now time.Time) (authResult, *keyEntry, string) {
+// authenticate checks a presented key. The kid is derived from the key
+// itself and looked up (the VM's cache, else the key table in shared data,
+// else the static table); the secret is compared by hash in constant
+// time: the key's own, or until prevUntil the one it was rotated from.
+func (e *Engine) authenticate(key string, now time.Time) (authResult, *keyEntry, string) {
 	if key == "" {
 		return authAnonymous, nil, ""
 	}
@@ -89,41 +85,39 @@ func (t keyTable) authenticate(key string, now time.Time) (authResult, *keyEntry
 	if err != nil {
 		return authMalformed, nil, ""
 	}
-	e := t[kid]
-	if e == nil {
+	k := e.lookupKey(kid)
+	if k == nil {
 		return authUnknown, nil, kid
 	}
-	if !e.secretMatches(key, now.Unix()) {
+	if !k.verify(key, now) {
 		return authUnknown, nil, kid
 	}
-	if e.revoked {
-		return authRevoked, e, kid
+	if k.revoked {
+		return authRevoked, k, kid
 	}
-	if e.expiresAt != 0 && now.Unix() >= e.expiresAt {
-		return authExpired, e, kid
+	if k.expiresAt != 0 && now.Unix() >= k.expiresAt {
+		return authExpired, k, kid
 	}
-	return authOK, e, kid
+	return authOK, k, kid
 }
 
-// secretMatches reports whether key is the key's secret, or its secret
-// before the last rotation while that is still accepted (until
-// prevUntil, Unix seconds).
-func (e *keyEntry) secretMatches(key string, now int64) bool {
-	if e.verified != "" && subtle.ConstantTimeCompare([]byte(e.verified), []byte(key)) == 1 {
+// verify reports whether key is the entry's secret, or its previous one
+// while that is still accepted.
+func (k *keyEntry) verify(key string, now time.Time) bool {
+	if k.verified != "" && subtle.ConstantTimeCompare([]byte(k.verified), []byte(key)) == 1 {
 		return true
 	}
-	if e.prevSHA256 != "" && now < e.prevUntil {
-		if e.verifiedPrev != "" && subtle.ConstantTimeCompare([]byte(e.verifiedPrev), []byte(key)) == 1 {
-			return true
-		}
+	if k.hasPrev && k.verifiedPrev != "" && subtle.ConstantTimeCompare([]byte(k.verifiedPrev), []byte(key)) == 1 {
+		return now.Unix() < k.prevUntil
 	}
-	if vkey.Verify(key, e.sha256) {
-		e.verified = key
+	sum := sha256.Sum256([]byte(key))
+	if subtle.ConstantTimeCompare(sum[:], k.sha256[:]) == 1 {
+		k.verified = key
 		return true
 	}
-	if e.prevSHA256 != "" && now < e.prevUntil && vkey.Verify(key, e.prevSHA256) {
-		e.verifiedPrev = key
-		return true
+	if k.hasPrev && subtle.ConstantTimeCompare(sum[:], k.prev[:]) == 1 {
+		k.verifiedPrev = key
+		return now.Unix() < k.prevUntil
 	}
 	return false
 }
@@ -135,3 +129,200 @@ func (k *keyEntry) chainOf() []string {
 	}
 	return k.chain
 }
+
+// A key's record in the key table (its name is the kid):
+//
+//	u8 keyFormat | u8 flags | [32] sha256 | i64 expires_at
+//	[ [32] prev_sha256 | i64 prev_until ]          with keyPrev
+//	u16 len, owner | u16 len, name
+//	per scope list present (keyModels, keyProviders, keyEndpoints,
+//	keyCustomers, in that order): u16 n | n × (u16 len, value)
+//
+// A list absent is unrestricted; present and empty, it allows nothing.
+const (
+	keyFormat = 1
+
+	keyRevoked     = 1 << 0
+	keyPassthrough = 1 << 1
+	keyModels      = 1 << 2
+	keyProviders   = 1 << 3
+	keyEndpoints   = 1 << 4
+	keyPrev        = 1 << 5
+	keyCustomers   = 1 << 6
+)
+
+// keyProblem says why a synced key cannot be stored ("" when it can): it
+// is then left out, so it does not authenticate, rather than kept in a
+// form that might allow more than the accountant said.
+func keyProblem(k *syncwire.Key) string {
+	switch {
+	case !vkey.ValidKID(k.KID):
+		return "kid " + strconv.Quote(k.KID) + " is not a kid"
+	case !hexHash(k.SHA256):
+		return "sha256 is not 64 hex digits"
+	case k.PrevSHA256 != "" && !hexHash(k.PrevSHA256):
+		return "prev_sha256 is not 64 hex digits"
+	case len(k.Owner) > govern.MaxNodeIDBytes:
+		return "owner is longer than a node id"
+	}
+	return ""
+}
+
+func hexHash(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == sha256.Size
+}
+
+// appendKeyRecord appends the record of k, which keyProblem passed.
+func appendKeyRecord(dst []byte, k *syncwire.Key) []byte {
+	var flags byte
+	if k.Revoked {
+		flags |= keyRevoked
+	}
+	if k.Scopes.AllowPassthrough {
+		flags |= keyPassthrough
+	}
+	if k.Scopes.Models != nil {
+		flags |= keyModels
+	}
+	if k.Scopes.Providers != nil {
+		flags |= keyProviders
+	}
+	if k.Scopes.Endpoints != nil {
+		flags |= keyEndpoints
+	}
+	if k.PrevSHA256 != "" {
+		flags |= keyPrev
+	}
+	if k.Scopes.Customers != nil {
+		flags |= keyCustomers
+	}
+	dst = append(dst, keyFormat, flags)
+	dst, _ = hex.AppendDecode(dst, []byte(k.SHA256))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(k.ExpiresAt))
+	if k.PrevSHA256 != "" {
+		dst, _ = hex.AppendDecode(dst, []byte(k.PrevSHA256))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(k.PrevUntil))
+	}
+	dst = appendStr16(dst, k.Owner)
+	dst = appendStr16(dst, clip(k.Name, 1024))
+	for _, list := range [...][]string{k.Scopes.Models, k.Scopes.Providers, k.Scopes.Endpoints, k.Scopes.Customers} {
+		if list == nil {
+			continue
+		}
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(min(len(list), 0xffff)))
+		for i, v := range list {
+			if i == 0xffff {
+				break
+			}
+			dst = appendStr16(dst, v)
+		}
+	}
+	return dst
+}
+
+// decodeKeyRecord decodes the record of kid; ok is false for a record
+// this build cannot read (it is then unknown: refused, never widened).
+func decodeKeyRecord(kid string, b []byte) (*keyEntry, bool) {
+	r := reader{b: b}
+	if r.u8() != keyFormat {
+		return nil, false
+	}
+	flags := r.u8()
+	k := &keyEntry{kid: kid, revoked: flags&keyRevoked != 0}
+	copy(k.sha256[:], r.bytes(sha256.Size))
+	k.expiresAt = int64(r.u64())
+	if flags&keyPrev != 0 {
+		k.hasPrev = true
+		copy(k.prev[:], r.bytes(sha256.Size))
+		k.prevUntil = int64(r.u64())
+	}
+	k.owner = r.str16()
+	k.name = r.str16()
+	k.scopes.AllowPassthrough = flags&keyPassthrough != 0
+	for _, f := range [...]struct {
+		bit byte
+		dst *[]string
+	}{{keyModels, &k.scopes.Models}, {keyProviders, &k.scopes.Providers}, {keyEndpoints, &k.scopes.Endpoints}, {keyCustomers, &k.scopes.Customers}} {
+		if flags&f.bit == 0 {
+			continue
+		}
+		n := int(r.u16())
+		list := make([]string, 0, min(n, 64))
+		for i := 0; i < n && !r.bad; i++ {
+			list = append(list, r.str16())
+		}
+		*f.dst = list
+	}
+	if r.bad || r.p != len(r.b) {
+		return nil, false
+	}
+	return k, true
+}
+
+func appendStr16(dst []byte, s string) []byte {
+	s = clip(s, maxEntryBytes)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s)))
+	return append(dst, s...)
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// reader reads the binary records; a read past the end sets bad and
+// returns zeros.
+type reader struct {
+	b   []byte
+	p   int
+	bad bool
+}
+
+//go:noinline
+func (r *reader) bytes(n int) []byte {
+	if r.bad || n < 0 || r.p+n > len(r.b) {
+		r.bad = true
+		return nil
+	}
+	s := r.b[r.p : r.p+n]
+	r.p += n
+	return s
+}
+
+//go:noinline
+func (r *reader) u8() byte {
+	if b := r.bytes(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+//go:noinline
+func (r *reader) u16() uint16 {
+	if b := r.bytes(2); b != nil {
+		return binary.LittleEndian.Uint16(b)
+	}
+	return 0
+}
+
+//go:noinline
+func (r *reader) u32() uint32 {
+	if b := r.bytes(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+//go:noinline
+func (r *reader) u64() uint64 {
+	if b := r.bytes(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+//go:noinline
+func (r *reader) str16() string { return string(r.bytes(int(r.u16()))) }

@@ -26,7 +26,7 @@ func (e *Engine) answerLocal(s *Stream, c credential, query string, h *RequestHe
 		return e.reject(s, v, wire.Rejection{Status: 503, Type: wire.TypeLimitUnavailable, RequestID: s.id,
 			Message: "no governance plan is in force yet: the filter is waiting for its first sync with the accountant; try again in a few seconds"})
 	}
-	auth, ent, kid := e.keys.authenticate(c.key, e.host.Now())
+	auth, ent, kid := e.authenticate(c.key, e.host.Now())
 	switch auth {
 	case authUnknown:
 		return e.reject(s, v, wire.UnknownKey(s.id, kid))
@@ -84,7 +84,8 @@ func (e *Engine) answerLocal(s *Stream, c credential, query string, h *RequestHe
 				return e.reject(s, v, wire.BadIdentifier(s.id, "the customer asked for", msg, ""))
 			}
 		}
-		e.inst = e.armed.ResolveAll(s.chain, q, e.inst[:0])
+		e.facts = e.chainFacts(s.chain, e.facts)
+		e.inst = e.armed.ResolveAllFacts(s.chain, e.facts, q, e.inst[:0])
 		for i := range e.inst {
 			in := &e.inst[i]
 			x := e.meBind(in, now)
@@ -266,22 +267,18 @@ func unhex(c byte) byte {
 
 // fullestModel shows, for a spend or quota limit counted per model when
 // the caller named no model, the fullest of its per-model counters in the
-// snapshot (ask /tt/v1/me?model=NAME for one model's). A rate limit's
+// snapshot (syncwire.FullestSuffix; ask /tt/v1/me?model=NAME for one
+// model's). A rate limit's
 // per-model cells cannot be listed from the gateway's shared data: its row
 // shows no model's use.
 func (e *Engine) fullestModel(in *govern.Instance, m *wire.MeLimit, now time.Time) {
 	l := in.Limit
-	if l.Type.Class() != govern.LedgerSettled || e.snap == nil {
+	if l.Type.Class() != govern.LedgerSettled {
 		return
 	}
-	prefix := govern.DistinctBase(l, in.Node)
-	start := calendar.Start(l.Period.Calendar, now).Unix()
-	var fullest int64
-	for id, ent := range e.snap.entries {
-		if ent.periodStart == start && strings.HasPrefix(id, prefix) && !strings.Contains(id, "#") && ent.value > fullest {
-			fullest = ent.value
-		}
-	}
+	// The accountant keeps the fullest of the instance's per-value
+	// counters as an entry of its own: the values are not listed here.
+	fullest := e.snapValue(govern.DistinctBase(l, in.Node)+syncwire.FullestSuffix, in, now)
 	remaining := max(in.Amount-fullest, 0)
 	if l.Type == govern.BudgetUSD {
 		m.ObservedUSD.Nanos, m.RemainingUSD.Nanos = fullest, remaining

@@ -13,85 +13,26 @@ import (
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
 	"github.com/tokentriage/tokentriage/shared/pricing"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
-	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // One VM of the host polls the accountant per interval, elected by a lease
-// cell; it writes what changed into shared data and then a version record.
-// Every VM compares that record with its own on each request (one small
-// read) and decodes a part only when its version moved.
-const (
-	syncLeaseKey  = "tt/sync/lease"
-	syncVerKey    = "tt/sync/ver"
-	syncPlanKey   = "tt/sync/plan"
-	syncKeysKey   = "tt/sync/keys"
-	syncRTKey     = "tt/sync/rt"
-	syncSnapKey   = "tt/sync/snap"
-	syncPricesKey = "tt/sync/prices"
-	verFormat     = 2
+// cell. It asks for the plan and prices it does not hold and a page of
+// each change feed after its cursors (shared/syncwire), writes what
+// changed into the tables in shared data (table.go), then a change log
+// record and the version record that tell every VM (state.go). When a
+// page was cut at its byte bound it asks for the next one at once.
 
+const (
 	// snapshotTrust is how long a snapshot is trusted (seed 000).
 	snapshotTrust = pluginconf.SnapshotTrust
+	// pageBytes is the page bound the filter asks the accountant for: a
+	// page is read, written into shared data and dropped before the next
+	// is asked for, so a VM never holds more of a feed than this.
+	pageBytes = syncwire.DefaultPageBytes
+	// sweepPerPage bounds the buckets of an old table generation one
+	// answer frees.
+	sweepPerPage = 1024
 )
-
-// syncVersions is the version record in shared data.
-type syncVersions struct {
-	plan, keys, runtime, snapshot, prices string
-	generatedAt                           time.Time
-	replicas                              int
-	// redis: the accountant has the fleet's shared Redis
-	// (syncwire.Sync.Redis).
-	redis bool
-}
-
-func (v *syncVersions) append(dst []byte) []byte {
-	dst = append(dst, verFormat)
-	for _, s := range [...]string{v.plan, v.keys, v.runtime, v.snapshot, v.prices} {
-		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s)))
-		dst = append(dst, s...)
-	}
-	var ns int64 // 0: no heartbeat time (a zero time has no UnixNano)
-	if !v.generatedAt.IsZero() {
-		ns = v.generatedAt.UnixNano()
-	}
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(ns))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(v.replicas))
-	if v.redis {
-		dst = append(dst, 1)
-	}
-	return dst
-}
-
-func decodeVersions(b []byte) (syncVersions, bool) {
-	var v syncVersions
-	if len(b) < 1 || b[0] != verFormat {
-		return v, false
-	}
-	p := 1
-	var parts [5]string
-	for i := range parts {
-		if p+2 > len(b) {
-			return v, false
-		}
-		n := int(binary.LittleEndian.Uint16(b[p:]))
-		p += 2
-		if p+n > len(b) {
-			return v, false
-		}
-		parts[i] = string(b[p : p+n])
-		p += n
-	}
-	if p+12 != len(b) && (p+13 != len(b) || b[p+12] != 1) {
-		return v, false
-	}
-	v.redis = p+13 == len(b)
-	v.plan, v.keys, v.runtime, v.snapshot, v.prices = parts[0], parts[1], parts[2], parts[3], parts[4]
-	if ns := int64(binary.LittleEndian.Uint64(b[p:])); ns != 0 {
-		v.generatedAt = time.Unix(0, ns).UTC()
-	}
-	v.replicas = int(binary.LittleEndian.Uint32(b[p+8:]))
-	return v, true
-}
 
 // syncState is what this VM has loaded.
 type syncState struct {
@@ -122,33 +63,6 @@ func (e *Engine) refresh(now time.Time) {
 	}
 	cur := &e.sync.loaded
 	complete := true
-	armAgain := false
-	if v.keys != cur.keys {
-		if b, ok := e.part(syncKeysKey); ok {
-			keys, err := decodeKeys(b)
-			if err != nil {
-				e.logf(LogError, "sync: decoding the key table: %v", err)
-			}
-			e.keys = buildKeyTable(e.cfg.Keys, keys, e.keys)
-			cur.keys = v.keys
-		} else {
-			complete = false
-		}
-	}
-	if v.runtime != cur.runtime {
-		if b, ok := e.part(syncRTKey); ok {
-			if rt, err := decodeRuntime(b); err != nil {
-				e.logf(LogError, "sync: decoding the runtime plane: %v", err)
-			} else {
-				e.runtime = runtimeOf(rt)
-				armAgain = true
-			}
-			cur.runtime = v.runtime
-		} else {
-			complete = false
-		}
-	}
-	plan := e.plan
 	if v.plan != cur.plan {
 		switch {
 		case e.static != nil:
@@ -167,29 +81,13 @@ func (e *Engine) refresh(now time.Time) {
 				} else if err != nil {
 					e.logf(LogError, "sync: the accountant's plan %s does not compile here; keeping the plan in force: %v", short(v.plan), err)
 				} else {
-					plan = p
-					armAgain = true
+					e.arm(p)
 					e.warnProviders(p)
 				}
 				cur.plan = v.plan
 			} else {
 				complete = false
 			}
-		}
-	}
-	if armAgain && plan != nil {
-		e.arm(plan, e.runtime)
-	}
-	if v.snapshot != cur.snapshot {
-		if b, ok := e.part(syncSnapKey); ok {
-			if s, err := decodeSnapshot(b, v.snapshot); err != nil {
-				e.logf(LogError, "sync: %v", err)
-			} else {
-				e.snap = s
-			}
-			cur.snapshot = v.snapshot
-		} else {
-			complete = false
 		}
 	}
 	if v.prices != cur.prices {
@@ -204,9 +102,8 @@ func (e *Engine) refresh(now time.Time) {
 			complete = false
 		}
 	}
-	if e.snap != nil && v.generatedAt.After(e.snap.generatedAt) {
-		e.snap.generatedAt = v.generatedAt
-	}
+	e.applyLog(&v)
+	cur.generatedAt, cur.fleet = v.generatedAt, v.fleet
 	if v.replicas > 0 {
 		e.replicas = v.replicas
 	}
@@ -253,330 +150,108 @@ func (e planError) Error() string { return string(e) }
 
 const errNoPlan = planError("the accountant has no governance block")
 
-// decodeKeys reads the key table part, a JSON array of syncwire.Key, with
-// gjson. A missing or null field reads as its zero value (a null scope list
-// stays nil: unrestricted). An entry of the wrong shape is left out rather
-// than read loosely (a scope list misread as absent would widen the key);
-// the error names the first one.
-//
-// Each entry is read in one pass over its members (decodeKey); an entry
-// that pass is not sure of (a repeated or escaped member name) is read by
-// the path lookups of checkShape, which decide it as before. A table of
-// 100,000 keys used to take a path lookup per field and per key, tens of
-// microseconds a key in the guest (see BenchmarkGrowthKeys).
-func decodeKeys(b []byte) ([]syncwire.Key, error) {
-	r := gjson.ParseBytes(b)
-	if r.Type == gjson.Null {
-		return nil, nil
-	}
-	if !r.IsArray() {
-		return nil, shapeError("keys", "a list", r)
-	}
-	var keys []syncwire.Key
-	var first error
-	i := 0
-	r.ForEach(func(_, v gjson.Result) bool {
-		k, ok := decodeKey(v)
-		if !ok {
-			var err error
-			if k, err = decodeKeySlow(v, i); err != nil {
-				if first == nil {
-					first = err
-				}
-				i++
-				return true
-			}
-		}
-		keys = append(keys, k)
-		i++
-		return true
-	})
-	return keys, first
-}
-
-// decodeKeySlow reads one entry of the key table with path lookups.
-func decodeKeySlow(v gjson.Result, i int) (syncwire.Key, error) {
-	if err := checkShape(v, "keys["+strconv.Itoa(i)+"]", keyShape); err != nil {
-		return syncwire.Key{}, err
-	}
-	return syncwire.Key{
-		KID:        v.Get("kid").Str,
-		SHA256:     v.Get("sha256").Str,
-		Owner:      v.Get("owner").Str,
-		Revoked:    v.Get("revoked").Type == gjson.True,
-		Name:       v.Get("name").Str,
-		ExpiresAt:  v.Get("expires_at").Int(),
-		PrevSHA256: v.Get("prev_sha256").Str,
-		PrevUntil:  v.Get("prev_until").Int(),
-		Scopes: vkey.Scopes{
-			Models:           stringList(v.Get("scopes.models")),
-			Providers:        stringList(v.Get("scopes.providers")),
-			Endpoints:        stringList(v.Get("scopes.endpoints")),
-			AllowPassthrough: v.Get("scopes.allow_passthrough").Type == gjson.True,
-			Customers:        stringList(v.Get("scopes.customers")),
-		},
-	}, nil
-}
-
-// decodeKey reads one well-formed entry of the key table in one pass over
-// its members: what decodeKeySlow reads, or ok false when the entry is of
-// the wrong shape or has a member name repeated or spelt with escapes
-// (decodeKeySlow then decides it).
-func decodeKey(v gjson.Result) (k syncwire.Key, ok bool) {
-	if !v.IsObject() {
-		return k, false
-	}
-	ok = true
-	var seen uint16
-	once := func(key gjson.Result, bit uint16) bool {
-		if seen&bit != 0 || len(key.Raw) != len(key.Str)+2 {
-			ok = false // repeated, or spelt with escapes
-			return false
-		}
-		seen |= bit
-		return true
-	}
-	v.ForEach(func(key, f gjson.Result) bool {
-		switch key.Str {
-		case "kid", "sha256", "owner", "name", "prev_sha256":
-			var bit uint16
-			var dst *string
-			switch key.Str {
-			case "kid":
-				bit, dst = 1, &k.KID
-			case "sha256":
-				bit, dst = 2, &k.SHA256
-			case "owner":
-				bit, dst = 4, &k.Owner
-			case "name":
-				bit, dst = 32, &k.Name
-			default:
-				bit, dst = 64, &k.PrevSHA256
-			}
-			if !once(key, bit) {
-				return false
-			}
-			switch f.Type {
-			case gjson.String:
-				*dst = f.Str
-			case gjson.Null:
-			default:
-				ok = false
-			}
-		case "expires_at", "prev_until":
-			bit, dst := uint16(128), &k.ExpiresAt
-			if key.Str == "prev_until" {
-				bit, dst = 256, &k.PrevUntil
-			}
-			if !once(key, bit) {
-				return false
-			}
-			switch f.Type {
-			case gjson.Number:
-				n, err := strconv.ParseInt(f.Raw, 10, 64)
-				if err != nil {
-					ok = false
-				}
-				*dst = n
-			case gjson.Null:
-			default:
-				ok = false
-			}
-		case "revoked":
-			if !once(key, 8) {
-				return false
-			}
-			switch f.Type {
-			case gjson.True:
-				k.Revoked = true
-			case gjson.False, gjson.Null:
-			default:
-				ok = false
-			}
-		case "scopes":
-			if !once(key, 16) {
-				return false
-			}
-			if f.Type != gjson.Null && !decodeScopes(f, &k.Scopes) {
-				ok = false
-			}
-		default:
-			if len(key.Raw) != len(key.Str)+2 {
-				ok = false // an escaped name may spell one of the above
-			}
-		}
-		return ok
-	})
-	return k, ok
-}
-
-// decodeScopes reads a key's scopes object in one pass; false as decodeKey.
-func decodeScopes(v gjson.Result, sc *vkey.Scopes) bool {
-	if !v.IsObject() {
-		return false
-	}
-	ok := true
-	var seen uint8
-	v.ForEach(func(key, f gjson.Result) bool {
-		if len(key.Raw) != len(key.Str)+2 {
-			ok = false
-			return false
-		}
-		var bit uint8
-		var dst *[]string
-		switch key.Str {
-		case "models":
-			bit, dst = 1, &sc.Models
-		case "providers":
-			bit, dst = 2, &sc.Providers
-		case "endpoints":
-			bit, dst = 4, &sc.Endpoints
-		case "allow_passthrough":
-			bit = 8
-		case "customers":
-			bit, dst = 16, &sc.Customers
-		default:
-			return true
-		}
-		if seen&bit != 0 {
-			ok = false
-			return false
-		}
-		seen |= bit
-		if dst == nil {
-			switch f.Type {
-			case gjson.True:
-				sc.AllowPassthrough = true
-			case gjson.False, gjson.Null:
-			default:
-				ok = false
-			}
-			return ok
-		}
-		switch {
-		case f.Type == gjson.Null:
-		case f.IsArray():
-			list := []string{}
-			f.ForEach(func(_, e gjson.Result) bool {
-				if e.Type != gjson.String {
-					ok = false
-					return false
-				}
-				list = append(list, e.Str)
-				return true
-			})
-			*dst = list
-		default:
-			ok = false
-		}
-		return ok
-	})
-	return ok
-}
-
-// decodeRuntime reads the runtime plane part, a JSON syncwire.Runtime,
-// with gjson; a part of the wrong shape is refused whole.
-func decodeRuntime(b []byte) (syncwire.Runtime, error) {
-	r := gjson.ParseBytes(b)
-	if err := checkShape(r, "runtime", runtimeShape); err != nil {
-		return syncwire.Runtime{}, err
-	}
-	rt := syncwire.Runtime{Version: r.Get("version").Str, Nodes: stringList(r.Get("nodes"))}
-	for i, v := range r.Get("overrides").Array() {
-		if err := checkShape(v, "runtime.overrides["+strconv.Itoa(i)+"]", overrideShape); err != nil {
-			return syncwire.Runtime{}, err
-		}
-		n, _ := strconv.ParseInt(v.Get("amount").Raw, 10, 64)
-		rt.Overrides = append(rt.Overrides, syncwire.Override{LimitID: v.Get("limit_id").Str, Node: v.Get("node").Str, Amount: n})
-	}
-	return rt, nil
-}
-
-// syncField is one member a synced object may carry and the kind it must
-// have when present and not null: 's' string, 'b' boolean, 'i' integer
-// (int64), 'o' object, 'l' list of strings, 'a' list.
-type syncField struct {
-	path string
-	kind byte
-}
-
-var (
-	keyShape      = []syncField{{"kid", 's'}, {"sha256", 's'}, {"owner", 's'}, {"revoked", 'b'}, {"name", 's'}, {"expires_at", 'i'}, {"prev_sha256", 's'}, {"prev_until", 'i'}, {"scopes", 'o'}, {"scopes.models", 'l'}, {"scopes.providers", 'l'}, {"scopes.endpoints", 'l'}, {"scopes.allow_passthrough", 'b'}, {"scopes.customers", 'l'}}
-	runtimeShape  = []syncField{{"version", 's'}, {"nodes", 'l'}, {"overrides", 'a'}}
-	overrideShape = []syncField{{"limit_id", 's'}, {"node", 's'}, {"amount", 'i'}}
-	kindNames     = map[byte]string{'s': "a string", 'b': "true or false", 'i': "an integer", 'o': "an object", 'l': "a list of strings", 'a': "a list"}
-)
-
-// checkShape checks that v is an object whose fields have their kinds.
-func checkShape(v gjson.Result, at string, fields []syncField) error {
-	if !v.IsObject() {
-		return shapeError(at, "an object", v)
-	}
-	for _, f := range fields {
-		x := v.Get(f.path)
-		bad := x
-		ok := x.Type == gjson.Null
-		switch f.kind {
-		case 's':
-			ok = ok || x.Type == gjson.String
-		case 'b':
-			ok = ok || x.Type == gjson.True || x.Type == gjson.False
-		case 'i':
-			_, err := strconv.ParseInt(x.Raw, 10, 64)
-			ok = ok || x.Type == gjson.Number && err == nil
-		case 'o':
-			ok = ok || x.IsObject()
-		case 'a':
-			ok = ok || x.IsArray()
-		case 'l':
-			ok = ok || x.IsArray()
-			if ok && x.IsArray() {
-				x.ForEach(func(_, e gjson.Result) bool {
-					if e.Type != gjson.String {
-						ok, bad = false, e
-					}
-					return ok
-				})
-			}
-		}
-		if !ok {
-			return shapeError(at+"."+f.path, kindNames[f.kind], bad)
-		}
-	}
-	return nil
-}
-
-func shapeError(at, want string, got gjson.Result) error {
-	return planError(at + ": expected " + want + ", got " + got.Type.String())
-}
-
-// stringList reads a list checkShape has checked: null or absent is nil,
-// [] is empty.
-func stringList(v gjson.Result) []string {
-	if !v.IsArray() {
-		return nil
-	}
-	out := []string{}
-	v.ForEach(func(_, e gjson.Result) bool {
-		out = append(out, e.Str)
-		return true
-	})
-	return out
-}
-
-func runtimeOf(rt syncwire.Runtime) govern.Runtime {
-	out := govern.Runtime{Nodes: rt.Nodes}
-	for _, o := range rt.Overrides {
-		out.Overrides = append(out.Overrides, govern.Override{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount})
-	}
-	return out
-}
-
 func short(h string) string {
 	if len(h) > 12 {
 		return h[:12]
 	}
 	return h
+}
+
+// feedState is the polling VM's side of the sync, kept in shared data
+// (tt/sync/feeds) so that whichever VM polls next goes on from it: the
+// cursors, whether each feed's tables hold a whole copy (ready), the
+// layouts of a rebuild in progress (the feed started over while the
+// tables held a whole copy, which VMs keep reading until the rebuild is
+// complete), and the sweep of each table's other namespace.
+type feedState struct {
+	rtCursor, snapCursor string
+	rtReady, snapReady   bool
+	rtBuild, snapBuild   bool
+	build                [numTables]layout
+	// high is, per table and namespace, the most buckets ever used there;
+	// sweep is the next bucket of the other namespace to free (sweeping
+	// while below high of that namespace).
+	high  [numTables][2]uint32
+	sweep [numTables]uint32
+}
+
+const (
+	feedsFormat = 1
+
+	feedRTReady   = 1 << 0
+	feedSnapReady = 1 << 1
+	feedRTBuild   = 1 << 2
+	feedSnapBuild = 1 << 3
+)
+
+// u8 feedsFormat | u16 len, runtime cursor | u16 len, snapshot cursor | u8 flags
+// | numTables × layout (rebuilds) | numTables × (u32 high[0], u32 high[1], u32 sweep)
+func (f *feedState) append(dst []byte) []byte {
+	dst = append(dst, feedsFormat)
+	dst = appendStr16(dst, f.rtCursor)
+	dst = appendStr16(dst, f.snapCursor)
+	var flags byte
+	if f.rtReady {
+		flags |= feedRTReady
+	}
+	if f.snapReady {
+		flags |= feedSnapReady
+	}
+	if f.rtBuild {
+		flags |= feedRTBuild
+	}
+	if f.snapBuild {
+		flags |= feedSnapBuild
+	}
+	dst = append(dst, flags)
+	for _, l := range f.build {
+		dst = l.append(dst)
+	}
+	for t := range numTables {
+		dst = binary.LittleEndian.AppendUint32(dst, f.high[t][0])
+		dst = binary.LittleEndian.AppendUint32(dst, f.high[t][1])
+		dst = binary.LittleEndian.AppendUint32(dst, f.sweep[t])
+	}
+	return dst
+}
+
+func decodeFeeds(b []byte) (feedState, bool) {
+	var f feedState
+	r := reader{b: b}
+	if r.u8() != feedsFormat {
+		return f, false
+	}
+	f.rtCursor, f.snapCursor = r.str16(), r.str16()
+	flags := r.u8()
+	f.rtReady, f.snapReady = flags&feedRTReady != 0, flags&feedSnapReady != 0
+	f.rtBuild, f.snapBuild = flags&feedRTBuild != 0, flags&feedSnapBuild != 0
+	for t := range f.build {
+		if lb := r.bytes(layoutBytes); lb != nil {
+			f.build[t] = decodeLayout(lb)
+		}
+	}
+	for t := range numTables {
+		f.high[t][0], f.high[t][1], f.sweep[t] = r.u32(), r.u32(), r.u32()
+	}
+	return f, !r.bad && r.p == len(b)
+}
+
+// readSyncState reads the version record and the feed state as shared
+// data holds them now (zero values before the first sync).
+func (e *Engine) readSyncState() (syncVersions, feedState) {
+	var v syncVersions
+	if b, _, found, err := e.host.Store.Get(syncVerKey); err == nil && found {
+		if d, ok := decodeVersions(b); ok {
+			v = d
+		}
+	}
+	var f feedState
+	if b, _, found, err := e.host.Store.Get(syncFeedsKey); err == nil && found {
+		if d, ok := decodeFeeds(b); ok {
+			f = d
+		}
+	}
+	return v, f
 }
 
 // poll asks the accountant for what changed, when this VM holds the sync
@@ -586,16 +261,26 @@ func (e *Engine) poll(now time.Time) {
 		return
 	}
 	e.sync.nextPoll = now.Add(e.syncEvery)
+	e.pollNow(now)
+}
+
+// pollNow polls, under the sync lease.
+func (e *Engine) pollNow(now time.Time) {
 	if !e.takeSyncLease(now) {
 		return
 	}
-	v, _ := decodeVersions(e.sync.raw)
+	v, f := e.readSyncState()
 	q := append(e.buf[:0], syncwire.SyncPath...)
 	q = appendQuery(q, '?', "plan", v.plan)
-	q = appendQuery(q, '&', "keys", v.keys)
-	q = appendQuery(q, '&', "runtime", v.runtime)
-	q = appendQuery(q, '&', "snapshot", v.snapshot)
 	q = appendQuery(q, '&', "prices", v.prices)
+	q = appendQuery(q, '&', "runtime", f.rtCursor)
+	q = appendQuery(q, '&', "snapshot", f.snapCursor)
+	q = appendQuery(q, '&', "page", strconv.Itoa(pageBytes))
+	if f.rtBuild {
+		// The VMs read another copy than the cursor's until the rebuild
+		// is in: this replica holds no override armed since.
+		q = appendQuery(q, '&', "building", "1")
+	}
 	q = appendQuery(q, '&', "replica", e.replica)
 	// The host's rows dropped on overflow, every VM's (the accountant
 	// exports the count).
@@ -610,13 +295,17 @@ func (e *Engine) poll(now time.Time) {
 			e.logf(LogWarn, "sync: the accountant answered %d%s; spend snapshots age until it answers", status, refusedToken(status))
 			return
 		}
-		if err := e.applySync(body, v); err != nil {
+		more, err := e.applySync(body, t)
+		if err != nil {
 			e.host.Metrics.Add(MetricSyncFailed, 1)
 			e.logf(LogError, "sync: %v", err)
 			return
 		}
 		e.host.Metrics.Add(MetricSyncOK, 1)
 		e.refresh(t)
+		if more {
+			e.pollNow(t) // the next page at once
+		}
 	})
 	if err != nil {
 		e.sync.polling = false
@@ -659,7 +348,8 @@ func (e *Engine) callTimeout() time.Duration {
 	return 2 * time.Second
 }
 
-// takeSyncLease elects this VM to poll for one interval.
+// takeSyncLease elects this VM to poll for one interval (and the answer's
+// time to come back).
 func (e *Engine) takeSyncLease(now time.Time) bool {
 	v, cas, found, err := e.host.Store.Get(syncLeaseKey)
 	if err != nil {
@@ -674,6 +364,18 @@ func (e *Engine) takeSyncLease(now time.Time) bool {
 	until := now.Add(e.syncEvery + e.callTimeout()).UnixNano()
 	ok, err := e.cells.setNew(syncLeaseKey, leaseValue(e.cells.scratch[:0], e.vm, until), cas, found)
 	return err == nil && ok
+}
+
+// holdsSyncLease reports whether this VM still holds the sync lease, so
+// an answer that came back after another VM took over is not written over
+// that VM's.
+func (e *Engine) holdsSyncLease(now time.Time) bool {
+	v, _, found, err := e.host.Store.Get(syncLeaseKey)
+	if err != nil || !found {
+		return false
+	}
+	holder, until := decodeLease(v)
+	return holder == e.vm && now.UnixNano() < until
 }
 
 // The sync lease cell holds the polling VM and when its lease ends:
@@ -691,61 +393,40 @@ func decodeLease(b []byte) (vm uint32, until int64) {
 	return binary.LittleEndian.Uint32(b), int64(binary.LittleEndian.Uint64(b[4:]))
 }
 
-// applySync writes an accountant answer into shared data: each part that
-// moved, then the version record that tells every VM to reload.
-func (e *Engine) applySync(body []byte, sent syncVersions) error {
+// applySync writes an accountant answer into shared data: the plan and
+// prices when they moved, each feed's page into its tables, then the
+// change log record, the version record every VM reads, and the feed
+// state. It reports whether a feed has more to send. An item of a page
+// that cannot be read is logged and left out (a key then does not
+// authenticate: never read as less restricted than it is); the page's
+// other items are written.
+func (e *Engine) applySync(body []byte, now time.Time) (more bool, err error) {
 	if !gjson.ValidBytes(body) {
-		return planError("the accountant's sync answer is not valid JSON")
+		return false, planError("the accountant's sync answer is not valid JSON")
+	}
+	if !e.holdsSyncLease(now) {
+		return false, nil // another VM polls now; it will ask again
 	}
 	r := gjson.ParseBytes(body)
-	v := sent
+	v, f := e.readSyncState()
+	sent, sentFeeds := v, f
+	defer func() {
+		// A feed that says more but did not move is asked again at the
+		// next interval, not at once.
+		more = more && (f.rtCursor != sentFeeds.rtCursor || f.snapCursor != sentFeeds.snapCursor)
+	}()
+	e.clog.reset()
 	if p := r.Get("plan"); p.Exists() {
 		v.plan = p.Get("version").String()
 		if g := p.Get("governance"); g.Exists() {
-			if err := e.setPart(syncPlanKey, []byte(g.Raw)); err != nil {
-				return err
+			if err := e.cells.put(syncPlanKey, []byte(g.Raw)); err != nil {
+				return false, err
 			}
 		} else if v.plan != sent.plan {
 			// A new version with no governance block: say so, or every VM
 			// would wait for a part that never comes.
-			if err := e.setPart(syncPlanKey, []byte("null")); err != nil {
-				return err
-			}
-		}
-	}
-	if k := r.Get("keys"); k.Exists() {
-		v.keys = k.Get("version").String()
-		if items := k.Get("items"); items.Exists() || v.keys != sent.keys {
-			raw := items.Raw
-			if raw == "" {
-				raw = "[]"
-			}
-			if err := e.setPart(syncKeysKey, []byte(raw)); err != nil {
-				return err
-			}
-		}
-	}
-	if rt := r.Get("runtime"); rt.Exists() {
-		v.runtime = rt.Get("version").String()
-		if v.runtime != sent.runtime {
-			if err := e.setPart(syncRTKey, []byte(rt.Raw)); err != nil {
-				return err
-			}
-		}
-	}
-	if s := r.Get("snapshot"); s.Exists() {
-		v.snapshot = s.Get("version").String()
-		gen, err := time.Parse(time.RFC3339Nano, s.Get("generated_at").String())
-		if err == nil {
-			v.generatedAt = gen
-		}
-		if v.snapshot != sent.snapshot {
-			b, err := encodeSnapshotPart(s, v.generatedAt)
-			if err != nil {
-				return err
-			}
-			if err := e.setPart(syncSnapKey, b); err != nil {
-				return err
+			if err := e.cells.put(syncPlanKey, []byte("null")); err != nil {
+				return false, err
 			}
 		}
 	}
@@ -756,35 +437,340 @@ func (e *Engine) applySync(body []byte, sent syncVersions) error {
 			if raw == "" {
 				raw = "{}"
 			}
-			if err := e.setPart(syncPricesKey, []byte(raw)); err != nil {
-				return err
+			if err := e.cells.put(syncPricesKey, []byte(raw)); err != nil {
+				return false, err
 			}
 		}
+	}
+	if rt := r.Get("runtime"); rt.Exists() {
+		m, err := e.applyRuntime(rt, &v, &f)
+		if err != nil {
+			return false, err
+		}
+		more = more || m
+	}
+	if s := r.Get("snapshot"); s.Exists() {
+		m, err := e.applySnapshot(s, &v, &f)
+		if err != nil {
+			return false, err
+		}
+		more = more || m
+	}
+	if err := e.sweepOld(&v, &f); err != nil {
+		return false, err
 	}
 	if n := r.Get("replicas").Int(); n > 0 {
 		v.replicas = int(n)
 	}
 	v.redis = r.Get("redis").Bool()
-	return e.cells.put(syncVerKey, v.append(nil))
+	if e.clog.dirty {
+		v.logSeq++
+		if err := e.cells.put(logKey(v.logSeq), e.clog.record(e.cells.scratch[:0], v.logSeq)); err != nil {
+			return false, err
+		}
+	}
+	// The version record before the feed state: a VM that stops between
+	// the two leaves the cursors behind, and the next poll writes the same
+	// pages again, which changes nothing.
+	if err := e.cells.put(syncVerKey, v.append(nil)); err != nil {
+		return false, err
+	}
+	return more, e.cells.put(syncFeedsKey, f.append(nil))
 }
 
-func (e *Engine) setPart(key string, b []byte) error { return e.cells.put(key, b) }
-
-func encodeSnapshotPart(s gjson.Result, generatedAt time.Time) ([]byte, error) {
-	entries := s.Get("entries").Array()
-	ids := make([]string, 0, len(entries))
-	starts := make([]int64, 0, len(entries))
-	values := make([]int64, 0, len(entries))
-	for i, en := range entries {
-		start, err := time.Parse(time.RFC3339Nano, en.Get("period_start").String())
-		if err != nil {
-			return nil, planError("snapshot entry " + strconv.Itoa(i) + ": period_start: " + err.Error())
-		}
-		ids = append(ids, en.Get("id").String())
-		starts = append(starts, start.Unix())
-		values = append(values, en.Get("value").Int())
+// writer returns the writer of table t: the copy being rebuilt, or the
+// one VMs read.
+func (e *Engine) writer(t tableID, v *syncVersions, f *feedState, building bool) *tableWriter {
+	w := &e.tw[t]
+	w.e, w.t, w.log = e, t, &e.clog
+	if building {
+		w.l, w.log = f.build[t], nil // no VM reads it yet: nothing to tell
+	} else {
+		w.l = v.tables[t]
 	}
-	return appendSnapshot(nil, generatedAt, s.Get("fleet").String(), ids, starts, values), nil
+	return w
+}
+
+// set is put, noting a change in the change log of the copy VMs read.
+func (w *tableWriter) set(name string, value []byte, remove bool) error {
+	changed, err := w.put(name, value, remove)
+	if changed && w.log != nil {
+		w.log.note(w.t, name)
+	}
+	return err
+}
+
+// done stores the writer's layout back where it came from.
+func (w *tableWriter) done(v *syncVersions, f *feedState, building bool) {
+	ns := w.l.gen & 1
+	f.high[w.t][ns] = max(f.high[w.t][ns], w.l.buckets())
+	if building {
+		f.build[w.t] = w.l
+	} else {
+		v.tables[w.t] = w.l
+	}
+}
+
+// startOver begins a copy of the tables of a feed that started over: in
+// a new generation the VMs switch to when it is whole, when the tables
+// hold a whole copy now; otherwise in place (the VMs read it as it fills:
+// a first sync's keys authenticate as their page is in).
+func (e *Engine) startOver(tables []tableID, ready bool, building *bool, v *syncVersions, f *feedState) {
+	for _, t := range tables {
+		switch {
+		case ready && *building:
+			// Another start over during a rebuild: the rebuild's namespace
+			// again, in a newer generation.
+			f.build[t] = layout{gen: f.build[t].gen + 2}
+			f.sweep[t] = 0
+		case ready:
+			f.build[t] = layout{gen: v.tables[t].gen + 1}
+			f.sweep[t] = 0
+		default:
+			v.tables[t] = layout{gen: v.tables[t].gen + 1}
+			e.clog.dropAll(t)
+			f.sweep[t] = 0
+		}
+	}
+	*building = ready
+}
+
+// finish makes a rebuild the copy the VMs read, when its last page is in.
+func (e *Engine) finish(tables []tableID, building *bool, v *syncVersions, f *feedState) {
+	if !*building {
+		return
+	}
+	for _, t := range tables {
+		v.tables[t] = f.build[t]
+		f.build[t] = layout{}
+		f.sweep[t] = 0 // the old generation's namespace is swept from its first bucket
+		e.clog.dropAll(t)
+	}
+	*building = false
+}
+
+var (
+	runtimeTables  = []tableID{tabKeys, tabNodes}
+	snapshotTables = []tableID{tabCounters}
+)
+
+// applyRuntime writes one page of the runtime plane's feed.
+func (e *Engine) applyRuntime(p gjson.Result, v *syncVersions, f *feedState) (more bool, err error) {
+	if p.Get("reset").Bool() {
+		e.startOver(runtimeTables, f.rtReady, &f.rtBuild, v, f)
+		if !f.rtBuild {
+			f.rtReady = false
+		}
+	}
+	build := f.rtBuild
+	keys := e.writer(tabKeys, v, f, build)
+	var ferr error
+	p.Get("keys").ForEach(func(_, item gjson.Result) bool {
+		k, ok := decodeKey(item)
+		if !ok {
+			var err error
+			if k, err = decodeKeySlow(item); err != nil {
+				e.logf(LogError, "sync: a key of the accountant's feed is left out: %v", err)
+				if k.KID == "" {
+					return true
+				}
+				k = syncwire.Key{KID: k.KID, Gone: true}
+			}
+		}
+		if why := keyProblem(&k); why != "" && !k.Gone {
+			e.logf(LogError, "sync: key %s of the accountant's feed is left out: %s", strconv.Quote(k.KID), why)
+			k.Gone = true
+		}
+		if len(k.KID) > maxEntryBytes {
+			return true
+		}
+		var val []byte
+		if !k.Gone {
+			e.recBuf = appendKeyRecord(e.recBuf[:0], &k)
+			val = e.recBuf
+		}
+		ferr = keys.set(k.KID, val, k.Gone)
+		return ferr == nil
+	})
+	keys.done(v, f, build)
+	if ferr != nil {
+		return false, ferr
+	}
+	nodes := e.writer(tabNodes, v, f, build)
+	p.Get("nodes").ForEach(func(_, item gjson.Result) bool {
+		id, tree := item.Get("id"), item.Get("tree")
+		if id.Type != gjson.String || tree.Exists() && tree.Type != gjson.True && tree.Type != gjson.False {
+			e.logf(LogError, "sync: a node of the accountant's feed is left out: %s", clip(item.Raw, 200))
+			return true
+		}
+		if err := govern.ValidNodeID(id.Str); err != nil {
+			e.logf(LogError, "sync: a node of the accountant's feed is left out: %v", err)
+			return true
+		}
+		ferr = e.editNode(nodes, id.Str, func(nf *govern.NodeFacts) { nf.Tree = tree.Type == gjson.True })
+		return ferr == nil
+	})
+	if ferr == nil {
+		p.Get("overrides").ForEach(func(_, item gjson.Result) bool {
+			if err := checkShape(item, "override", overrideShape); err != nil {
+				e.logf(LogError, "sync: an override of the accountant's feed is left out: %v", err)
+				return true
+			}
+			o := govern.Override{LimitID: item.Get("limit_id").Str, Node: item.Get("node").Str}
+			o.Amount, _ = strconv.ParseInt(item.Get("amount").Raw, 10, 64)
+			gone := item.Get("gone").Type == gjson.True
+			if o.Node != govern.Global {
+				if _, _, leaf := govern.SplitKeyLeaf(o.Node); leaf {
+					err = govern.ValidKeyLeaf(o.Node)
+				} else {
+					err = govern.ValidNodeID(o.Node)
+				}
+				if err != nil {
+					e.logf(LogError, "sync: an override of limit %s is left out: %v", strconv.Quote(o.LimitID), err)
+					return true
+				}
+			}
+			ferr = e.editNode(nodes, o.Node, func(nf *govern.NodeFacts) {
+				i := slices.IndexFunc(nf.Overrides, func(x govern.Override) bool { return x.LimitID == o.LimitID })
+				switch {
+				case gone && i >= 0:
+					nf.Overrides = slices.Delete(nf.Overrides, i, i+1)
+				case gone:
+				case i >= 0:
+					nf.Overrides[i].Amount = o.Amount
+				default:
+					nf.Overrides = append(nf.Overrides, govern.Override{LimitID: o.LimitID, Amount: o.Amount})
+				}
+			})
+			return ferr == nil
+		})
+	}
+	nodes.done(v, f, build)
+	if ferr != nil {
+		return false, ferr
+	}
+	if c := p.Get("cursor"); c.Type == gjson.String {
+		f.rtCursor = c.Str
+	}
+	more = p.Get("more").Bool()
+	if !more {
+		e.finish(runtimeTables, &f.rtBuild, v, f)
+		f.rtReady = true
+	}
+	return more, nil
+}
+
+// editNode changes node's record with edit (read, edited, written; an
+// empty record is removed).
+func (e *Engine) editNode(w *tableWriter, node string, edit func(*govern.NodeFacts)) error {
+	val, found, err := e.probe(tabNodes, w.l, node)
+	if err != nil {
+		return err
+	}
+	var nf govern.NodeFacts
+	if found {
+		nf, _ = decodeNodeRecord(val)
+	}
+	nf.Overrides = slices.Clone(nf.Overrides)
+	edit(&nf)
+	empty := !nf.Tree && len(nf.Overrides) == 0
+	if !empty {
+		e.recBuf = appendNodeRecord(e.recBuf[:0], nf)
+	}
+	return w.set(node, e.recBuf, empty)
+}
+
+// applySnapshot writes one page of the spend snapshot's feed.
+func (e *Engine) applySnapshot(p gjson.Result, v *syncVersions, f *feedState) (more bool, err error) {
+	if p.Get("reset").Bool() {
+		e.startOver(snapshotTables, f.snapReady, &f.snapBuild, v, f)
+		if !f.snapBuild {
+			// Filled in place: no snapshot until it is whole.
+			f.snapReady, v.generatedAt = false, time.Time{}
+		}
+	}
+	build := f.snapBuild
+	w := e.writer(tabCounters, v, f, build)
+	var ferr error
+	var val [16]byte
+	p.Get("entries").ForEach(func(_, en gjson.Result) bool {
+		id, value := en.Get("id"), en.Get("value")
+		start, err := time.Parse(time.RFC3339Nano, en.Get("period_start").String())
+		n, nerr := strconv.ParseInt(value.Raw, 10, 64)
+		if id.Type != gjson.String || err != nil || value.Type != gjson.Number || nerr != nil {
+			e.logf(LogError, "sync: a counter of the accountant's snapshot is left out: %s", clip(en.Raw, 200))
+			return true
+		}
+		binary.LittleEndian.PutUint64(val[:], uint64(start.Unix()))
+		binary.LittleEndian.PutUint64(val[8:], uint64(n))
+		ferr = w.set(id.Str, val[:], false)
+		return ferr == nil
+	})
+	if ferr == nil {
+		p.Get("removed").ForEach(func(_, id gjson.Result) bool {
+			if id.Type != gjson.String {
+				return true
+			}
+			ferr = w.set(id.Str, nil, true)
+			return ferr == nil
+		})
+	}
+	w.done(v, f, build)
+	if ferr != nil {
+		return false, ferr
+	}
+	if c := p.Get("cursor"); c.Type == gjson.String {
+		f.snapCursor = c.Str
+	}
+	more = p.Get("more").Bool()
+	if !more {
+		e.finish(snapshotTables, &f.snapBuild, v, f)
+		f.snapReady = true
+	}
+	// The snapshot's time says how fresh the counters VMs read are: it
+	// moves only while they read a whole copy (not a rebuild's, nor a
+	// first copy still filling).
+	if f.snapReady && !f.snapBuild {
+		if gen, err := time.Parse(time.RFC3339Nano, p.Get("generated_at").String()); err == nil {
+			v.generatedAt = gen
+		}
+		v.fleet = p.Get("fleet").String()
+	}
+	return more, nil
+}
+
+// sweepOld frees up to sweepPerPage buckets of each table's other
+// namespace that belong to no generation in use: what a finished rebuild
+// left behind, or a rebuild started over.
+func (e *Engine) sweepOld(v *syncVersions, f *feedState) error {
+	tomb := []byte{0}
+	for t := range numTables {
+		read := v.tables[t]
+		if read.gen == 0 {
+			continue
+		}
+		ns := (read.gen + 1) & 1
+		live := uint32(0) // a rebuild's generation in that namespace
+		if f.rtBuild && (tableID(t) == tabKeys || tableID(t) == tabNodes) || f.snapBuild && tableID(t) == tabCounters {
+			live = f.build[t].gen
+		}
+		for n := 0; n < sweepPerPage && f.sweep[t] < f.high[t][ns]; n++ {
+			key := e.bucketKey(tableID(t), ns, f.sweep[t])
+			raw, cas, found, err := e.host.Store.Get(key)
+			if err != nil {
+				return err
+			}
+			if found && len(raw) >= bucketHeader && raw[0] == bucketFormat {
+				if g := binary.LittleEndian.Uint32(raw[1:]); g != live {
+					if _, err := e.host.Store.Set(key, tomb, cas); err != nil {
+						return err
+					}
+				}
+			}
+			f.sweep[t]++
+		}
+	}
+	return nil
 }
 
 // decodePrices reads the accountant's price catalog: an object of model

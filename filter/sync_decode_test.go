@@ -13,75 +13,64 @@ import (
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
-// TestDecodeSyncParts: what the accountant writes with encoding/json, the
+// TestDecodeFeedKeys: what the accountant writes with encoding/json, the
 // gjson readers read back as encoding/json would.
-func TestDecodeSyncParts(t *testing.T) {
+func TestDecodeFeedKeys(t *testing.T) {
 	keys := []syncwire.Key{
 		{KID: "vk_FEKZdMs2UQRi", SHA256: "ab", Owner: "org:acme/team:ml", Revoked: true,
-			Scopes: vkey.Scopes{Models: []string{"gpt-*", "caf\u00e9\"\\"}, Providers: []string{}, AllowPassthrough: true}},
+			Scopes: vkey.Scopes{Models: []string{"gpt-*", "caf\u00e9\"\\"}, Providers: []string{}, AllowPassthrough: true, Customers: []string{"c-1"}},
+			Name:   "ci", ExpiresAt: 1_900_000_000, PrevSHA256: "cd", PrevUntil: 1_800_000_000},
 		{KID: "vk_000000000000", Owner: "org:acme"},
+		{KID: "vk_000000000001", Gone: true},
 	}
-	b, _ := json.Marshal(keys)
-	got, err := decodeKeys(b)
-	if err != nil || !reflect.DeepEqual(got, keys) {
-		t.Errorf("decodeKeys(%s) = %+v, %v", b, got, err)
-	}
-	if got, err := decodeKeys([]byte(`[]`)); err != nil || got != nil {
-		t.Errorf("decodeKeys([]) = %#v, %v", got, err)
-	}
-
-	rt := syncwire.Runtime{Version: "r7", Nodes: []string{"org:acme/team:new"},
-		Overrides: []syncwire.Override{{LimitID: "org_monthly_budget", Node: "org:acme", Amount: 9223372036854775807}, {LimitID: "x", Node: "y", Amount: -3}}}
-	b, _ = json.Marshal(rt)
-	gotRT, err := decodeRuntime(b)
-	if err != nil || !reflect.DeepEqual(gotRT, rt) {
-		t.Errorf("decodeRuntime(%s) = %+v, %v", b, gotRT, err)
-	}
-	if gotRT, err := decodeRuntime([]byte(`{"version":"v","nodes":null}`)); err != nil || !reflect.DeepEqual(gotRT, syncwire.Runtime{Version: "v"}) {
-		t.Errorf("decodeRuntime(null nodes) = %+v, %v", gotRT, err)
+	for _, k := range keys {
+		b, _ := json.Marshal(k)
+		got, ok := decodeKey(gjson.ParseBytes(b))
+		slow, err := decodeKeySlow(gjson.ParseBytes(b))
+		if !ok || !reflect.DeepEqual(got, k) || err != nil || !reflect.DeepEqual(slow, k) {
+			t.Errorf("decodeKey(%s) = %+v, %v; slow %+v, %v", b, got, ok, slow, err)
+		}
 	}
 }
 
-// TestDecodeSyncPartsMalformed: a key entry of the wrong shape is left out
-// (never read as unrestricted); a malformed runtime plane is refused.
-func TestDecodeSyncPartsMalformed(t *testing.T) {
+// TestDecodeFeedMalformed: a key of the wrong shape is refused with the
+// member named (and left out, never read as unrestricted), its kid kept
+// when it can be read; an override of the wrong shape is refused.
+func TestDecodeFeedMalformed(t *testing.T) {
 	keyTests := []struct {
-		in   string
-		kids []string
-		err  string
+		in, kid, err string
 	}{
-		{in: `{"kid":"a"}`, err: "keys: expected a list, got JSON"},
-		{in: `[{"kid":"a"},7,{"kid":"b"}]`, kids: []string{"a", "b"}, err: "keys[1]: expected an object, got Number"},
-		{in: `[{"kid":"a","scopes":{"models":"gpt-*"}},{"kid":"b"}]`, kids: []string{"b"}, err: "keys[0].scopes.models: expected a list of strings, got String"},
-		{in: `[{"kid":"a","scopes":{"models":["x",1]}}]`, err: "keys[0].scopes.models: expected a list of strings, got Number"},
-		{in: `[{"kid":"a","scopes":[]}]`, err: "keys[0].scopes: expected an object, got JSON"},
-		{in: `[{"kid":"a","revoked":"yes"},{"kid":1}]`, err: "keys[0].revoked: expected true or false, got String"},
-		{in: `[{"kid":"a","scopes":{"allow_passthrough":1}}]`, err: "keys[0].scopes.allow_passthrough: expected true or false, got Number"},
+		{in: `7`, err: "key: expected an object, got Number"},
+		{in: `{"kid":"a","scopes":{"models":"gpt-*"}}`, kid: "a", err: "key.scopes.models: expected a list of strings, got String"},
+		{in: `{"kid":"a","scopes":{"models":["x",1]}}`, kid: "a", err: "key.scopes.models: expected a list of strings, got Number"},
+		{in: `{"kid":"a","scopes":[]}`, kid: "a", err: "key.scopes: expected an object, got JSON"},
+		{in: `{"kid":"a","revoked":"yes"}`, kid: "a", err: "key.revoked: expected true or false, got String"},
+		{in: `{"kid":1}`, err: "key.kid: expected a string, got Number"},
+		{in: `{"kid":"a","scopes":{"allow_passthrough":1}}`, kid: "a", err: "key.scopes.allow_passthrough: expected true or false, got Number"},
+		{in: `{"kid":"a","expires_at":"soon"}`, kid: "a", err: "key.expires_at: expected an integer, got String"},
+		{in: `{"kid":"a","prev_until":1.5}`, kid: "a", err: "key.prev_until: expected an integer, got Number"},
 	}
 	for _, tc := range keyTests {
-		got, err := decodeKeys([]byte(tc.in))
-		var kids []string
-		for _, k := range got {
-			kids = append(kids, k.KID)
+		v := gjson.Parse(tc.in)
+		if _, ok := decodeKey(v); ok {
+			t.Errorf("decodeKey(%s) read it", tc.in)
 		}
-		if err == nil || err.Error() != tc.err || !reflect.DeepEqual(kids, tc.kids) {
-			t.Errorf("decodeKeys(%s) = %v, %v; want %v, %q", tc.in, kids, err, tc.kids, tc.err)
+		k, err := decodeKeySlow(v)
+		if err == nil || err.Error() != tc.err || k.KID != tc.kid {
+			t.Errorf("decodeKeySlow(%s) = %q, %v; want %q, %q", tc.in, k.KID, err, tc.kid, tc.err)
 		}
 	}
-	rtTests := []struct{ in, err string }{
-		{in: `[]`, err: "runtime: expected an object, got JSON"},
-		{in: `{"nodes":"org:a"}`, err: "runtime.nodes: expected a list of strings, got String"},
-		{in: `{"overrides":{}}`, err: "runtime.overrides: expected a list, got JSON"},
-		{in: `{"overrides":[1]}`, err: "runtime.overrides[0]: expected an object, got Number"},
-		{in: `{"overrides":[{"amount":1.5}]}`, err: "runtime.overrides[0].amount: expected an integer, got Number"},
-		{in: `{"overrides":[{"amount":1e3}]}`, err: "runtime.overrides[0].amount: expected an integer, got Number"},
-		{in: `{"overrides":[{"amount":"5"}]}`, err: "runtime.overrides[0].amount: expected an integer, got String"},
-		{in: `{"overrides":[{"limit_id":5}]}`, err: "runtime.overrides[0].limit_id: expected a string, got Number"},
-		{in: `{"version":true}`, err: "runtime.version: expected a string, got True"},
+	ovTests := []struct{ in, err string }{
+		{in: `[]`, err: "override: expected an object, got JSON"},
+		{in: `{"amount":1.5}`, err: "override.amount: expected an integer, got Number"},
+		{in: `{"amount":1e3}`, err: "override.amount: expected an integer, got Number"},
+		{in: `{"amount":"5"}`, err: "override.amount: expected an integer, got String"},
+		{in: `{"limit_id":5}`, err: "override.limit_id: expected a string, got Number"},
+		{in: `{"gone":"no"}`, err: "override.gone: expected true or false, got String"},
 	}
-	for _, tc := range rtTests {
-		if _, err := decodeRuntime([]byte(tc.in)); err == nil || err.Error() != tc.err {
-			t.Errorf("decodeRuntime(%s) = %v, want %q", tc.in, err, tc.err)
+	for _, tc := range ovTests {
+		if err := checkShape(gjson.Parse(tc.in), "override", overrideShape); err == nil || err.Error() != tc.err {
+			t.Errorf("override %s: %v, want %q", tc.in, err, tc.err)
 		}
 	}
 }
@@ -91,10 +80,9 @@ func TestDecodeSyncPartsMalformed(t *testing.T) {
 // member in every type, repeated, spelt with escapes or missing.
 func TestDecodeKeyMatchesPathLookups(t *testing.T) {
 	rng := rand.New(rand.NewSource(6))
-	values := []string{`"vk_abc"`, `null`, `7`, `true`, `false`, `[]`, `["gpt-*","o3"]`, `["x",1]`, `{}`, `{"models":["a"]}`, `"caf\u00e9"`,
-		`1767225600`, `1.5`, `-3`, `99999999999999999999`}
-	names := []string{"kid", "sha256", "owner", "revoked", "scopes", "name", "expires_at", "prev_sha256", "prev_until", "extra", `k\u0069d`, `prev_unti\u006c`}
-	scopeNames := []string{"models", "providers", "endpoints", "allow_passthrough", "other", `m\u006fdels`}
+	values := []string{`"vk_abc"`, `null`, `7`, `true`, `false`, `[]`, `["gpt-*","o3"]`, `["x",1]`, `{}`, `{"models":["a"]}`, `"caf\u00e9"`, `-3`, `1.5`, `1e3`}
+	names := []string{"kid", "sha256", "owner", "revoked", "scopes", "extra", `k\u0069d`, "name", "expires_at", "prev_sha256", "prev_until", "gone"}
+	scopeNames := []string{"models", "providers", "endpoints", "allow_passthrough", "customers", "other", `m\u006fdels`}
 	took := 0
 	for i := 0; i < 20000; i++ {
 		var members []string
@@ -111,7 +99,7 @@ func TestDecodeKeyMatchesPathLookups(t *testing.T) {
 			members = append(members, `"`+name+`":`+v)
 		}
 		entry := gjson.Parse("{" + strings.Join(members, ",") + "}")
-		want, wantErr := decodeKeySlow(entry, 0)
+		want, wantErr := decodeKeySlow(entry)
 		got, ok := decodeKey(entry)
 		if !ok {
 			continue

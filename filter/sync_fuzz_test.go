@@ -11,21 +11,22 @@ import (
 )
 
 // FuzzSyncAnswer feeds an arbitrary accountant answer through everything a
-// filter does with one: applySync writes its parts to shared data, refresh
-// decodes each of them (the version record, the key table, the runtime
-// plane, the plan, the snapshot, the prices) into the VM, and a request
-// then goes through both gates on what was loaded. Nothing may panic, a
-// request still settles with every lease back, and a second VM loading
-// the same shared data reaches the same state. Each decoder is also fed
-// the raw bytes as a part of its own.
+// filter does with one: applySync writes its parts and feed pages to
+// shared data, refresh reads the version record, the plan and the prices
+// into the VM, and a request then goes through both gates on what was
+// loaded (its key, chain nodes and counters read from the tables). Nothing
+// may panic, a request still settles with every lease back, and a second
+// VM loading the same shared data reaches the same state. Each decoder is
+// also fed the raw bytes as a record of its own.
 func FuzzSyncAnswer(f *testing.F) {
 	key := "tt-vk_FEKZdMs2UQRi-3kLwQ0vX9bY2cD4eF6gH8iJ0kL2mN4oP"
 	good := syncwire.Sync{
-		Keys: syncwire.Keys{Version: "k1", Items: []syncwire.Key{{KID: "vk_FEKZdMs2UQRi", SHA256: vkey.Hash(key),
-			Owner: "org:acme/team:ml/user:dev1", Scopes: vkey.Scopes{Models: []string{"gpt-*"}, AllowPassthrough: true}}}},
-		Runtime: syncwire.Runtime{Version: "r1", Nodes: []string{"org:acme/team:new"},
+		Runtime: syncwire.RuntimePage{Page: syncwire.Page{Cursor: "db.3", Reset: true},
+			Keys: []syncwire.Key{{KID: "vk_FEKZdMs2UQRi", SHA256: vkey.Hash(key),
+				Owner: "org:acme/team:ml/user:dev1", Scopes: vkey.Scopes{Models: []string{"gpt-*"}, AllowPassthrough: true}}},
+			Nodes:     []syncwire.Node{{ID: "org:acme/team:new", Tree: true}, {ID: "org:acme", Tree: true}},
 			Overrides: []syncwire.Override{{LimitID: "o_budget", Node: "org:acme", Amount: 5}}},
-		Snapshot: syncwire.Snapshot{Version: "s1", GeneratedAt: nativeT0,
+		Snapshot: syncwire.SnapshotPage{Page: syncwire.Page{Cursor: "s.1", Reset: true}, GeneratedAt: nativeT0,
 			Entries: []syncwire.Entry{{ID: "o_budget|org:acme", PeriodStart: nativeT0.AddDate(0, 0, -1), Value: 7}}},
 	}
 	seed, err := json.Marshal(good)
@@ -35,8 +36,8 @@ func FuzzSyncAnswer(f *testing.F) {
 	f.Add(seed)
 	plan := []byte(`{"plan":{"version":"p1","governance":{"enabled":true,"limits":[{"id":"o_budget","attach":{"level":"org"},"type":"budget_usd","amount_usd":1,"period":"month"},{"id":"u_conc","attach":{"level":"user"},"type":"concurrency","amount":2}]}},`)
 	f.Add(append(plan, seed[bytes.IndexByte(seed, ',')+1:]...))
-	f.Add([]byte(`{"plan":{"version":"p2"},"keys":{"version":"k2","items":[{"kid":7}]},"runtime":{"version":"r2","overrides":[{"amount":"x"}]},"snapshot":{"version":"s2","entries":[{"period_start":"never"}]},"prices":{"version":"x","models":{"m":7}},"replicas":-3}`))
-	f.Add([]byte(`{"keys":{"version":"k3"},"prices":{"version":"x","models":{"gpt-4o":{"input":-1,"output":1e300}}},"replicas":1e30}`))
+	f.Add([]byte(`{"plan":{"version":"p2"},"runtime":{"cursor":7,"keys":[{"kid":7},{"kid":"vk_FEKZdMs2UQRi","sha256":"zz"}],"nodes":[{"id":"ORG"},{"id":1}],"overrides":[{"amount":"x"},{"limit_id":"o_budget","node":"bad node","amount":1}]},"snapshot":{"cursor":"s","entries":[{"period_start":"never"}],"removed":[1,"x"]},"prices":{"version":"x","models":{"m":7}},"replicas":-3}`))
+	f.Add([]byte(`{"runtime":{"cursor":"c","more":true,"reset":true},"snapshot":{"reset":true,"more":true},"prices":{"version":"x","models":{"gpt-4o":{"input":-1,"output":1e300}}},"replicas":1e30}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		store := newMemStore()
@@ -88,12 +89,16 @@ func FuzzSyncAnswer(f *testing.F) {
 				t.Fatalf("version record %x does not survive a round trip: %+v, %+v", body, v, again)
 			}
 		}
-		decodeKeys(body)
-		decodeRuntime(body)
+		if f, ok := decodeFeeds(body); ok {
+			if again, ok := decodeFeeds(f.append(nil)); !ok || again != f {
+				t.Fatalf("feed state %x does not survive a round trip: %+v, %+v", body, f, again)
+			}
+		}
+		decodeKeyRecord("vk_FEKZdMs2UQRi", body)
+		decodeNodeRecord(body)
+		var bk bucket
+		parseBucket(body, 1, &bk)
 		decodePrices(body)
 		compilePlan(body)
-		if s, err := decodeSnapshot(body, "v"); err == nil && s == nil {
-			t.Fatal("decodeSnapshot returned neither a snapshot nor an error")
-		}
 	})
 }

@@ -1,6 +1,7 @@
 package filter_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -53,19 +54,21 @@ func TestSyncKeys(t *testing.T) {
 	}
 }
 
-// TestSyncVersions: the filter polls with the versions it holds, one VM per
-// interval, and a part that did not change is not rewritten.
+// TestSyncVersions: the filter polls with the versions and cursors it
+// holds, one VM per interval; when nothing moved the answer is small and
+// no table is rewritten.
 func TestSyncVersions(t *testing.T) {
 	r := newRig(t, rigOptions{governance: gov(limOrgBudget), keys: []testKey{dev1Key}, accountant: true, workers: 4,
 		acct: func(a *fakeAccountant) {
 			a.setKeys("k1", syncKey(dev1Key, false))
 			a.setRuntime("r1", nil)
+			a.prices = syncwire.Prices{Version: "c1", Models: map[string]syncwire.ModelRates{"gpt-4o-mini": {Input: 150_000, Output: 600_000, Cached: 75_000}}}
 			seedSnapshot(a)
 		}})
 	r.sync()
-	_, keysCAS, ok := r.h.SharedData("tt/sync/keys")
-	if !ok {
-		t.Fatal("no key table in shared data")
+	tables := tableCAS(r)
+	if len(tables) == 0 {
+		t.Fatal("no table in shared data")
 	}
 	before := len(r.acct.pollQueries())
 	for i := 0; i < 10; i++ {
@@ -76,13 +79,16 @@ func TestSyncVersions(t *testing.T) {
 		t.Errorf("%d polls in 10 s from 4 VMs with a 1 s interval, want about 10 (one VM per interval)", n)
 	}
 	last := polls[len(polls)-1]
-	for _, want := range []string{"keys=k1", "runtime=r1", "snapshot=s1", "replica=r-"} {
+	for _, want := range []string{"runtime=fake-rt.1", "snapshot=fake-snap.", "prices=c1", "replica=r-"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("poll %q does not carry %s", last, want)
 		}
 	}
-	if _, cas, _ := r.h.SharedData("tt/sync/keys"); cas != keysCAS {
-		t.Errorf("the key table was rewritten although its version did not change")
+	if sizes := r.acct.answerSizes(); sizes[len(sizes)-1] > 400 {
+		t.Errorf("an answer with nothing new is %d bytes", sizes[len(sizes)-1])
+	}
+	if got := tableCAS(r); !maps.Equal(got, tables) {
+		t.Errorf("the tables were rewritten although nothing changed")
 	}
 	// The heartbeat keeps the unchanged snapshot fresh: a minute later the
 	// budget is still checked (not suspended) and still refuses.
@@ -91,6 +97,18 @@ func TestSyncVersions(t *testing.T) {
 		r.step(time.Second)
 	}
 	mustStatus(t, r.chat(dev1Key, chatGermany), 429)
+}
+
+// tableCAS is the cas of every table bucket in shared data.
+func tableCAS(r *rig) map[string]uint32 {
+	out := map[string]uint32{}
+	for _, k := range r.h.SharedDataKeys() {
+		if strings.HasPrefix(k, "tt/t/") {
+			_, cas, _ := r.h.SharedData(k)
+			out[k] = cas
+		}
+	}
+	return out
 }
 
 // TestSyncOverride: a per-node override of a spend limit takes effect at

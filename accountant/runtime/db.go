@@ -114,6 +114,11 @@ func OpenWith(path string, o OpenOptions) (*DB, error) {
 			return nil, err
 		}
 		db.rolledBack = rb
+		// Filters may hold changes the database lost: they start over.
+		if err := db.newFeedEpoch(); err != nil {
+			sdb.Close()
+			return nil, err
+		}
 	}
 	if err := db.checkpointNow(); err != nil {
 		sdb.Close()
@@ -191,6 +196,9 @@ func (db *DB) writeAll(fn func(tx *sql.Tx) ([]audit, []group, error)) error {
 		if err := a.insert(tx); err != nil {
 			return err
 		}
+	}
+	if err := recordChanges(tx, audits); err != nil {
+		return err
 	}
 	for _, g := range groups {
 		if _, err := tx.Exec(`UPDATE versions SET n = n + 1 WHERE grp = ?`, string(g)); err != nil {

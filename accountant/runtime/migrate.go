@@ -92,6 +92,8 @@ var migrations = []string{
 		who          TEXT NOT NULL
 	);
 	CREATE INDEX counter_adjustments_end ON counter_adjustments (period_end);`,
+	// 4: the runtime plane's change feed (feed.go).
+	changesMigration,
 }
 
 // SchemaVersion is the schema version this build writes.

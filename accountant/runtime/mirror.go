@@ -37,6 +37,7 @@ var mirroredTables = []struct {
 	{"overrides", []string{"limit_id", "node", "amount", "set_by", "set_at"}},
 	{"admins", []string{"id", "sha256", "scope", "created_at", "created_by", "revoked_at", "revoked_by"}},
 	{"counter_adjustments", []string{"seq", "kind", "limit_id", "node", "counter", "unit", "period_start", "period_end", "amount", "before", "at", "who"}},
+	{"changes", []string{"kind", "id", "node", "seq"}},
 }
 
 var auditColumns = []string{"seq", "at", "who", "action", "target", "node", "before", "after"}

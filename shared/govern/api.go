@@ -224,6 +224,19 @@ type Override struct {
 	Amount  int64 // count, or nanodollars for budget_usd
 }
 
+// NodeFacts is what the runtime plane says of one node of a request's
+// chain, for a resolver that looks the runtime plane up per request
+// (ResolveFacts) instead of arming every runtime node: whether the node is
+// in the tree, and the overrides stored at it.
+type NodeFacts struct {
+	// Tree: the runtime plane has the node in the tree (created through
+	// the management API, or above such a node).
+	Tree bool
+	// Overrides are the overrides stored at the node; their Node is
+	// unused (it is the chain node's).
+	Overrides []Override
+}
+
 // Runtime is the runtime plane the accountant publishes: API-created nodes
 // and per-node overrides.
 type Runtime struct {

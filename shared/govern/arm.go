@@ -45,6 +45,9 @@ type armedLimit struct {
 	over  map[string]int64 // instance node -> override amount
 	cache *modelCache      // glob model: identities per instance and model
 	keys  *keyCache        // key level: identities per key leaf (and model)
+	// rt: a level template's identities at runtime nodes that ResolveFacts
+	// meets in chains (not armed, so not in ids), per node (and model).
+	rt *keyCache
 }
 
 // Arm folds the runtime plane into the plan. Runtime nodes are checked
@@ -120,11 +123,15 @@ func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
 			a.keyLevel = true
 		case l.PerValue():
 			al.cache = &modelCache{m: make([]map[[3]string]string, len(nodes))}
+			al.rt = &keyCache{m: map[[4]string]string{}}
 		default:
 			al.ids = make([]string, len(nodes))
 			d := l.InstanceDims(Dims{}, "")
 			for k, n := range nodes {
 				al.ids[k] = Identity(l, n, d)
+			}
+			if l.Level != "" {
+				al.rt = &keyCache{m: map[[4]string]string{}}
 			}
 		}
 		g := l.Gate()
@@ -158,6 +165,13 @@ func (p *Plan) Arm(rt Runtime) (*Armed, []Problem) {
 		a.overrides = append(a.overrides, o)
 	}
 	return a, probs
+}
+
+// overrideFits applies the rules of checkOverride that need only the
+// limit and the amount, to an override met at one of the limit's
+// instances (ResolveFacts): one that fails them is not applied.
+func overrideFits(l *Limit, amount int64) bool {
+	return l.Type.Overridable() && l.OverrideAllow && amount > 0 && (l.OverrideMax < 0 || amount <= l.OverrideMax)
 }
 
 // checkOverride validates one per-node override against the plan and the

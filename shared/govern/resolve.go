@@ -1,6 +1,7 @@
 package govern
 
 import (
+	"math"
 	"path"
 	"strings"
 )
@@ -80,7 +81,32 @@ func (a *Armed) Resolve(chain []string, d Dims, g Gate, buf []Instance) []Instan
 	if g != Gate1 && g != Gate2 {
 		return buf[:0]
 	}
-	return a.resolve(chain, d, a.gate[g], false, buf[:0])
+	return a.resolve(chain, nil, d, a.gate[g], false, buf[:0])
+}
+
+// ResolveFacts is Resolve for a plan armed without the runtime plane
+// (Arm(Runtime{})), the runtime plane's say on each node of the chain
+// given in facts, parallel to chain: a node the config does not declare
+// is in the tree at its kind's level when its facts say Tree, and an
+// override in a node's facts replaces its instance's amount, as Arm would
+// have folded them in (an override that breaks the limit's rules is not
+// applied). The filter resolves so, looking up only the nodes of the
+// request's chain, so a runtime plane of any size costs it nothing per
+// node.
+func (a *Armed) ResolveFacts(chain []string, facts []NodeFacts, d Dims, g Gate, buf []Instance) []Instance {
+	if g != Gate1 && g != Gate2 || len(facts) != len(chain) {
+		return a.Resolve(chain, d, g, buf)
+	}
+	return a.resolve(chain, facts, d, a.gate[g], false, buf[:0])
+}
+
+// ResolveAllFacts is ResolveAll with the runtime plane's facts of each
+// chain node, as ResolveFacts.
+func (a *Armed) ResolveAllFacts(chain []string, facts []NodeFacts, d Dims, buf []Instance) []Instance {
+	if len(facts) != len(chain) {
+		facts = nil
+	}
+	return a.resolve(chain, facts, d, a.all, true, buf[:0])
 }
 
 // ResolveAll lists every instance on the chain regardless of gate, for
@@ -94,18 +120,35 @@ func (a *Armed) Resolve(chain []string, d Dims, g Gate, buf []Instance) []Instan
 // ID. The same holds of a customer or tag pattern. A dim given in d must
 // match, as in Resolve.
 func (a *Armed) ResolveAll(chain []string, d Dims, buf []Instance) []Instance {
-	return a.resolve(chain, d, a.all, true, buf[:0])
+	return a.resolve(chain, nil, d, a.all, true, buf[:0])
 }
 
-func (a *Armed) resolve(chain []string, d Dims, limits []int32, all bool, buf []Instance) []Instance {
+func (a *Armed) resolve(chain []string, facts []NodeFacts, d Dims, limits []int32, all bool, buf []Instance) []Instance {
 	// What the tree knows of each chain entry, looked up once.
 	var small [8]nodeInfo
 	infos := small[:0]
 	if len(chain) > len(small) {
 		infos = make([]nodeInfo, 0, len(chain))
 	}
-	for _, n := range chain {
-		infos = append(infos, a.tree[n])
+	for i, n := range chain {
+		info := a.tree[n]
+		if info.level == lvNone && facts != nil && facts[i].Tree && n != Global {
+			// A runtime node: in the tree at its kind's level, with no
+			// armed index (its identities are built as met).
+			lv := levelCode(NodeLevel(n))
+			if lv == lvKey {
+				lv = lvOther // a key leaf is never a tree node
+			}
+			info = nodeInfo{idx: -1, depth: uint16(min(NodeDepth(n), math.MaxUint16)), level: lv}
+		}
+		infos = append(infos, info)
+	}
+	// over is the overrides the runtime plane's facts hold at chain[i].
+	over := func(i int) []Override {
+		if facts == nil {
+			return nil
+		}
+		return facts[i].Overrides
 	}
 	// The key leaf, first in a keyed request's chain: the one instance of
 	// a key-level template.
@@ -124,22 +167,26 @@ func (a *Armed) resolve(chain []string, d Dims, limits []int32, all bool, buf []
 		}
 		switch {
 		case l.Node == Global:
-			buf = al.instance(buf, Global, 0, 0, d, all)
+			var ov []Override
+			if n := len(chain); n > 0 && chain[n-1] == Global {
+				ov = over(n - 1)
+			}
+			buf = al.instance(buf, Global, 0, 0, d, all, ov)
 		case l.Node != "":
 			for i, n := range chain {
 				if n == l.Node {
-					buf = al.instance(buf, n, int(infos[i].depth), 0, d, all)
+					buf = al.instance(buf, n, int(infos[i].depth), 0, d, all, over(i))
 					break
 				}
 			}
 		case al.level == lvKey:
 			if keyLeaf != "" {
-				buf = al.instance(buf, keyLeaf, NodeDepth(keyLeaf), -1, d, all)
+				buf = al.instance(buf, keyLeaf, NodeDepth(keyLeaf), -1, d, all, over(0))
 			}
 		default:
 			for i, n := range chain {
 				if infos[i].level == al.level {
-					buf = al.instance(buf, n, int(infos[i].depth), infos[i].idx, d, all)
+					buf = al.instance(buf, n, int(infos[i].depth), infos[i].idx, d, all, over(i))
 				}
 			}
 		}
@@ -150,23 +197,24 @@ func (a *Armed) resolve(chain []string, d Dims, limits []int32, all bool, buf []
 
 // instance appends the instances of al at node (one, or one per matching
 // tag of a per-tag limit); idx is the node's position among the limit's
-// instances.
-func (al *armedLimit) instance(buf []Instance, node string, depth int, idx int32, d Dims, all bool) []Instance {
+// instances (-1 for a runtime node met in a chain, not armed); over are
+// the overrides the runtime plane's facts hold at node.
+func (al *armedLimit) instance(buf []Instance, node string, depth int, idx int32, d Dims, all bool, over []Override) []Instance {
 	l := al.l
 	if !l.tagGlob || d.Tags == "" {
-		return al.instanceTag(buf, node, depth, idx, d, all, "")
+		return al.instanceTag(buf, node, depth, idx, d, all, "", over)
 	}
 	for tags := d.Tags; tags != ""; {
 		var t string
 		t, tags, _ = strings.Cut(tags, ",")
 		if ok, _ := path.Match(l.Match.Tag, t); ok {
-			buf = al.instanceTag(buf, node, depth, idx, d, all, t)
+			buf = al.instanceTag(buf, node, depth, idx, d, all, t, over)
 		}
 	}
 	return buf
 }
 
-func (al *armedLimit) instanceTag(buf []Instance, node string, depth int, idx int32, d Dims, all bool, tag string) []Instance {
+func (al *armedLimit) instanceTag(buf []Instance, node string, depth int, idx int32, d Dims, all bool, tag string, over []Override) []Instance {
 	l := al.l
 	inst := Instance{Limit: l, Node: node, Amount: l.Amount, Depth: depth, Tag: tag}
 	if al.over != nil {
@@ -174,11 +222,23 @@ func (al *armedLimit) instanceTag(buf []Instance, node string, depth int, idx in
 			inst.Amount, inst.Overridden = v, true
 		}
 	}
+	if !inst.Overridden {
+		for _, o := range over {
+			if o.LimitID == l.ID {
+				if overrideFits(l, o.Amount) {
+					inst.Amount, inst.Overridden = o.Amount, true
+				}
+				break
+			}
+		}
+	}
 	switch {
 	case all && (l.glob && d.Model == "" || l.customerGlob && d.Customer == "" || l.tagGlob && tag == ""):
 		inst.Unresolved = true
 	case al.keys != nil:
 		inst.ID = al.keys.identity(l, node, d, tag)
+	case idx < 0 && al.rt != nil:
+		inst.ID = al.rt.identity(l, node, d, tag)
 	case !l.PerValue():
 		inst.ID = al.ids[idx]
 	default:

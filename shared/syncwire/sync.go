@@ -1,17 +1,22 @@
 // Package syncwire owns the wire between the filter and the accountant:
 // GET /tt/internal/v1/sync and POST /tt/internal/v1/ingest.
 //
-// The filter polls sync with the versions it holds; the accountant answers
-// every part whose version differs and only the version of the parts that
-// are current, so a filter that is current gets a small answer.
+// The filter polls sync with the plan and price versions it holds and a
+// cursor into each change feed (the runtime plane's and the spend
+// snapshot's); the accountant answers the plan and prices whole only when
+// their version differs, and a page of each feed after its cursor, so a
+// filter that is current gets a small answer, and a mint, a revocation or
+// a counter that moved is sent as that change, never as the table.
 //
-//	GET /tt/internal/v1/sync?plan=P&keys=K&runtime=R&snapshot=S&prices=C&replica=ID
+//	GET /tt/internal/v1/sync?plan=P&prices=C&runtime=CURSOR&snapshot=CURSOR&page=BYTES&replica=ID
 //
 // Ingest takes a batch of ledger rows as JSON lines (one ledger.Row per line)
 // and answers 200 with an IngestAck once every row is durable.
 package syncwire
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/config"
@@ -42,14 +47,17 @@ type GateAlert struct {
 	At        time.Time `json:"at"`
 }
 
-// Sync is the answer to a sync poll. A part whose version the filter already
-// holds carries only its version.
+// Sync is the answer to a sync poll. The plan and the price catalog, which
+// grow with the config, are sent whole when the filter's version differs
+// and as their version alone when it is current. The runtime plane (keys,
+// nodes, overrides) and the spend snapshot, which grow with the tenants,
+// are change feeds: each answer carries one page of what changed after
+// the cursor the filter sent, bounded in bytes (Page).
 type Sync struct {
-	Plan     Plan     `json:"plan"`
-	Keys     Keys     `json:"keys"`
-	Runtime  Runtime  `json:"runtime"`
-	Snapshot Snapshot `json:"snapshot"`
-	Prices   Prices   `json:"prices"`
+	Plan     Plan         `json:"plan"`
+	Prices   Prices       `json:"prices"`
+	Runtime  RuntimePage  `json:"runtime"`
+	Snapshot SnapshotPage `json:"snapshot"`
 	// Replicas is the number of filter replicas (host processes) that
 	// polled within the liveness window; store: share divides by it.
 	Replicas int `json:"replicas"`
@@ -66,13 +74,50 @@ type Plan struct {
 	Governance *config.Governance `json:"governance,omitempty"`
 }
 
-// Keys carries the minted key table (hashes only).
-type Keys struct {
-	Version string `json:"version"`
-	Items   []Key  `json:"items,omitempty"`
+// A feed is a compacted change log: every item (a key, a node, an
+// override, a counter) carries the sequence number of its last change, and
+// a page lists, in sequence order, the items whose last change is after
+// the filter's cursor, each in its current state (or Gone). Replaying the
+// pages from any cursor of the feed's ID therefore brings a copy up to
+// date, and from the empty cursor builds it whole.
+//
+// A cursor is the feed's ID, a dot and a sequence number. A cursor of
+// another ID (another governance.db, an accountant restarted) or one the
+// feed can no longer serve (it forgot removals past it) is answered from
+// the start with Reset set: the filter then builds a new copy from the
+// pages that follow and drops its old one when the last page (More unset)
+// is in. The cursor of the answer's last page is current.
+type Page struct {
+	// Cursor is the cursor to send next: the feed's position after this
+	// page.
+	Cursor string `json:"cursor"`
+	// Reset: this page starts the feed from its beginning; what the
+	// filter held before is replaced by what these pages bring.
+	Reset bool `json:"reset,omitempty"`
+	// More: the page was cut at its byte bound and more follows; ask again
+	// at once with Cursor.
+	More bool `json:"more,omitempty"`
 }
 
-// Key is one minted virtual key.
+// DefaultPageBytes bounds a feed page when the poll names no bound;
+// MinPageBytes and MaxPageBytes clamp the page= a poll asks for. A page
+// always carries at least one item, however large.
+const (
+	DefaultPageBytes = 256 << 10
+	MinPageBytes     = 4 << 10
+	MaxPageBytes     = 4 << 20
+)
+
+// RuntimePage is one page of the runtime plane's feed: the keys, the
+// runtime nodes and the per-node overrides that changed after the cursor.
+type RuntimePage struct {
+	Page
+	Keys      []Key      `json:"keys,omitempty"`
+	Nodes     []Node     `json:"nodes,omitempty"`
+	Overrides []Override `json:"overrides,omitempty"`
+}
+
+// Key is one minted virtual key (its hash, never the key).
 type Key struct {
 	KID     string      `json:"kid"`
 	SHA256  string      `json:"sha256"`
@@ -91,26 +136,46 @@ type Key struct {
 	// when the key was never rotated or that grace period is over.
 	PrevSHA256 string `json:"prev_sha256,omitempty"`
 	PrevUntil  int64  `json:"prev_until,omitempty"`
+	// Gone: the key no longer exists (its database was replaced).
+	Gone bool `json:"gone,omitempty"`
 }
 
-// Runtime carries the runtime plane: API-created nodes and overrides.
-type Runtime struct {
-	Version   string     `json:"version"`
-	Nodes     []string   `json:"nodes,omitempty"`
-	Overrides []Override `json:"overrides,omitempty"`
+// Node is one node of the runtime plane's tree. Tree says whether it is a
+// node of the tree now: created through the management API, or above such
+// a node. A node deleted, with nothing under it, comes with Tree false.
+type Node struct {
+	ID   string `json:"id"`
+	Tree bool   `json:"tree"`
 }
 
 // Override replaces the amount of one instance of a spend or quota limit.
-// Amount is a count, or nanodollars for budget_usd.
+// Amount is a count, or nanodollars for budget_usd. Gone: the override was
+// deleted and the instance returns to its template's amount.
 type Override struct {
 	LimitID string `json:"limit_id"`
 	Node    string `json:"node"`
 	Amount  int64  `json:"amount"`
+	Gone    bool   `json:"gone,omitempty"`
 }
 
-// Snapshot carries every LedgerSettled instance's counter for its current
-// calendar period. GeneratedAt is refreshed by the accountant's heartbeat
-// and is sent even when the entries are current.
+// SnapshotPage is one page of the spend snapshot's feed: the counters
+// whose value moved after the cursor, and the counters removed (their
+// period ended, or a re-derivation dropped them). GeneratedAt and Fleet
+// are the snapshot's as of this answer, on every page: GeneratedAt is
+// refreshed by the accountant's heartbeat even when nothing moved.
+type SnapshotPage struct {
+	Page
+	GeneratedAt time.Time `json:"generated_at"`
+	// Fleet: see Snapshot.Fleet.
+	Fleet   string   `json:"fleet,omitempty"`
+	Entries []Entry  `json:"entries,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+}
+
+// Snapshot is every LedgerSettled instance's counter for its current
+// calendar period, as the accountant's core holds it (the sync wire sends
+// it as a feed, SnapshotPage). GeneratedAt is refreshed by the
+// accountant's heartbeat.
 type Snapshot struct {
 	Version     string    `json:"version"`
 	GeneratedAt time.Time `json:"generated_at"`
@@ -170,6 +235,33 @@ const ReplicaSuffix = "#replica:"
 // no counter is judged by the instance's overflow counter
 // (govern.OverflowIdentity).
 const DistinctSuffix = "#distinct"
+
+// FullestSuffix ends the id of an entry the accountant adds for a spend or
+// quota limit counted per value (a model, customer or tag pattern, so each
+// value has its own counter): the largest of those counters at one node in
+// the current period. Its id is the instance's govern.DistinctBase, then
+// FullestSuffix; /tt/v1/me shows it when the caller names no value,
+// without listing every value's counter.
+const FullestSuffix = "#fullest"
+
+// FormatCursor renders a feed cursor: the feed's id, a dot, a sequence
+// number.
+func FormatCursor(id string, seq uint64) string { return id + "." + strconv.FormatUint(seq, 10) }
+
+// ParseCursor splits a feed cursor into the feed's id and the sequence
+// number; ok is false for anything else (the empty cursor of a filter
+// that holds nothing, or one it made up).
+func ParseCursor(c string) (id string, seq uint64, ok bool) {
+	i := strings.LastIndexByte(c, '.')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(c[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return c[:i], n, true
+}
 
 // Prices carries the price catalog the accountant prices ledger rows with
 // (its built-in table and the operator's --pricing file), so the filter can
