@@ -252,7 +252,9 @@ func (e *Engine) enqueue(r *ledger.Row, now time.Time) bool {
 	}
 	n := len(q.data) - from
 	foldable := r.Kind != ledger.KindStart && len(r.Holds) == 0 && len(r.Reconcile) == 0
-	if q.room(n, false) && (e.totals.len() == 0 || !foldable) {
+	// While totals wait, rows join them (the totals leave first, as room
+	// comes back), unless the accountant no longer reads summaries.
+	if q.room(n, false) && (e.totals.len() == 0 || !foldable || !e.kinds.summary) {
 		q.push(now, r.Requests())
 		return true
 	}

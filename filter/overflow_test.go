@@ -429,3 +429,42 @@ func TestNoStartRowsForAnOlderAccountant(t *testing.T) {
 		t.Errorf("%d rows, want 100 (one per refusal: this accountant reads no summaries)", len(rows))
 	}
 }
+
+// TestTotalsOutliveAnAccountantThatStopsReadingThem: totals wait while an
+// accountant that read summaries is away, and it comes back as one that
+// does not (a rollback): the totals leave at its first answer, the rows
+// that end after it are queued as rows, and none is dropped.
+func TestTotalsOutliveAnAccountantThatStopsReadingThem(t *testing.T) {
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 1})
+	r.sync()
+	r.cheap(1)
+	r.step(500 * time.Millisecond) // the VM knows the accountant reads summaries
+	r.acct.set(func(a *fakeAccountant) { a.down = true })
+	for i := 0; i < 4096+10; i++ {
+		r.cheap(1)
+	}
+	if got := r.metric("tokentriage.ledger.rows_folded"); got != 10 {
+		t.Fatalf("%d rows folded, want 10", got)
+	}
+	// Back, older: its first answer names no kinds. Rows keep coming.
+	r.acct.set(func(a *fakeAccountant) { a.down, a.kinds = false, nil })
+	var after []string
+	for i := 0; i < 20; i++ {
+		r.step(500 * time.Millisecond)
+		after = append(after, r.cheap(1))
+	}
+	for i := 0; i < 20; i++ {
+		r.step(500 * time.Millisecond)
+	}
+	if n := r.metric("tokentriage.ledger.rows_dropped"); n != 0 {
+		t.Errorf("%d rows dropped", n)
+	}
+	for _, id := range after {
+		if _, ok := r.acct.row(id); !ok {
+			t.Errorf("row %s, which ended after the accountant came back, is missing", id)
+		}
+	}
+	if got := requestsIn(r.acct.ledger()); got != 1+4096+10+20 {
+		t.Errorf("%d requests recorded, want %d", got, 1+4096+10+20)
+	}
+}
