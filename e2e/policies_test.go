@@ -256,3 +256,57 @@ func TestPolicyCustomersAndTags(t *testing.T) {
 		t.Errorf("scoped key, another customer: %d %s", r.status, r.body)
 	}
 }
+
+// TestPolicyFitAndMetric: through dev, "2,000 tokens an hour per user"
+// (tpm with fit) serves a call that sets no max_tokens with its output
+// lowered to what the window holds, and an output-token quota with fit
+// counts output only and lowers the next call to what the day holds.
+func TestPolicyFitAndMetric(t *testing.T) {
+	ctx := testContext(t)
+	s := startPolicies(t, "", `    - { id: user_tph, attach: { level: user }, type: tpm, amount: 2000, period: 1h, fit: true }
+    - { id: output_daily, attach: { level: user }, type: quota_tokens, amount: 600, period: day, metric: output, fit: true, min_output: 50 }
+`)
+	key := mint(ctx, t, s, dev1)
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "Say hi")); r.status != 200 {
+		t.Fatalf("first call: %d %s", r.status, r.body)
+	}
+	sent := s.Stub().Requests()
+	if got := gjson.GetBytes(sent[len(sent)-1].Body, "max_completion_tokens").Int(); got != 600 {
+		// The quota holds 600 output tokens, less than the 1,998 the
+		// window would: the tighter one lowers it.
+		t.Errorf("max_completion_tokens %d, want 600: %s", got, sent[len(sent)-1].Body)
+	}
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "Say hi"), "X-Stub-Completion-Tokens", "500"); r.status != 200 {
+		t.Fatalf("second call: %d %s", r.status, r.body)
+	}
+	// 520 output tokens counted (20 + 500): 80 left, once folded.
+	eventually(ctx, t, "output_daily at 520", func() (bool, string) {
+		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
+		row := gjson.Get(me.body, `limits.#(limit_id=="output_daily")`)
+		return row.Get("observed").Int() == 520 && row.Get("metric").String() == "output", row.Raw
+	})
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "Say hi")); r.status != 200 {
+		t.Fatalf("third call: %d %s", r.status, r.body)
+	}
+	sent = s.Stub().Requests()
+	if got := gjson.GetBytes(sent[len(sent)-1].Body, "max_completion_tokens").Int(); got != 80 {
+		t.Errorf("max_completion_tokens %d, want the 80 left", got)
+	}
+	eventually(ctx, t, "output_daily at 540", func() (bool, string) {
+		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
+		row := gjson.Get(me.body, `limits.#(limit_id=="output_daily")`)
+		return row.Get("observed").Int() == 540, row.Raw
+	})
+	// 60 left, over min_output: served; then 40, under it: refused.
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "Say hi")); r.status != 200 {
+		t.Fatalf("fourth call: %d %s", r.status, r.body)
+	}
+	eventually(ctx, t, "output_daily at 560", func() (bool, string) {
+		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
+		row := gjson.Get(me.body, `limits.#(limit_id=="output_daily")`)
+		return row.Get("observed").Int() == 560, row.Raw
+	})
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "Say hi")); r.status != 429 || r.get("error.type").String() != "quota_cost_unfittable" {
+		t.Errorf("a call with 40 left, under min_output 50: %d %s", r.status, r.body)
+	}
+}

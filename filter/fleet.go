@@ -269,7 +269,7 @@ func (e *Engine) noteFleet(why string) {
 // appendAdjust appends one syncwire.RateStep correcting reserve r by n.
 func appendAdjust(dst []byte, r reserve, n int64) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = strconv.AppendQuote(dst, r.key)
+	dst = strconv.AppendQuote(dst, r.id)
 	dst = append(dst, `,"alg":"`...)
 	dst = append(dst, r.alg.String()...)
 	dst = append(dst, `","amount":`...)
@@ -285,7 +285,7 @@ func appendAdjust(dst []byte, r reserve, n int64) []byte {
 
 // reconcileEntry is a ledger.Row.Reconcile entry correcting reserve r by n.
 func reconcileEntry(r reserve, n int64) string {
-	b := make([]byte, 0, 64+len(r.key))
+	b := make([]byte, 0, 64+len(r.id))
 	b = append(b, r.alg.String()...)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, r.params.Amount, 10)
@@ -296,7 +296,7 @@ func reconcileEntry(r reserve, n int64) string {
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, n, 10)
 	b = append(b, ' ')
-	b = append(b, r.key...)
+	b = append(b, r.id...)
 	return string(b)
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
-	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/pricing"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
@@ -96,7 +95,7 @@ func (e *Engine) wouldRefuse2(s *Stream, in *govern.Instance, now time.Time) boo
 	}
 	switch {
 	case l.Type == govern.TPM:
-		res, err := e.cells.rateWouldTake(in.CellKey(), l.Algorithm, now, llm.Reserve(s.req), e.rateParams(in))
+		res, err := e.cells.rateWouldTake(in.CellKey(), l.Algorithm, now, tpmReserve(l, s.req), e.rateParams(in))
 		return err == nil && !res.Allowed
 	case l.Type == govern.RPM:
 		res, err := e.cells.rateWouldTake(in.CellKey(), l.Algorithm, now, 1, e.rateParams(in))
@@ -145,7 +144,7 @@ func (e *Engine) askGate2(s *Stream, insts []govern.Instance, asked []int, body 
 		case govern.RPM:
 			b = appendRateStep(b, in, 1)
 		case govern.TPM:
-			b = appendRateStep(b, in, llm.Reserve(s.req))
+			b = appendRateStep(b, in, tpmReserve(in.Limit, s.req))
 		default:
 			b = e.appendHoldStep(b, s, in, f.at)
 		}
@@ -184,7 +183,11 @@ func (e *Engine) appendHoldStep(dst []byte, s *Stream, in *govern.Instance, at t
 	dear := dearCost(rates, input, choices, outCap)
 	least := dear
 	if outCap > 0 {
-		least = dearCost(rates, input, choices, 1)
+		n := int64(1)
+		if in.Limit.Fit {
+			n = min(in.Limit.MinOutput, outCap) // fit: true lets a call through with min_output at the least
+		}
+		least = dearCost(rates, input, choices, n)
 	}
 	unit := in.Limit.Period.Calendar
 	dst = append(dst, `{"id":`...)
@@ -219,7 +222,7 @@ func notDecided(f *fleetAsk, i int) string {
 // reserve, or, where Redis did not decide, the local cell's (and the
 // request says suspended).
 func (e *Engine) checkFleetTPM(s *Stream, in *govern.Instance, i int, now time.Time, v Verdict) *Verdict {
-	cost := llm.Reserve(s.req)
+	cost := tpmReserve(in.Limit, s.req)
 	res, ok := s.fleet.result(i)
 	if !ok {
 		if reply := e.uncheckable(s, in, v, notDecided(&s.fleet, i)); reply != nil {

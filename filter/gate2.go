@@ -255,6 +255,11 @@ func (e *Engine) checkSettled(s *Stream, in *govern.Instance, now time.Time, v V
 		return e.uncheckable(s, in, v, why)
 	}
 	observed := e.observed(in, now)
+	if observed < in.Amount && in.Limit.Fit && in.Limit.Type == govern.QuotaTokens {
+		if reply := e.fitSettled(s, in, now, v, observed); reply != nil {
+			return reply
+		}
+	}
 	if observed < in.Amount {
 		if why := e.fleetDistrust(); why != "" {
 			// The other replicas' spend is as last read: under the cap on
@@ -348,14 +353,19 @@ func (e *Engine) snapValue(id string, in *govern.Instance, now time.Time) int64 
 	return ent.value
 }
 
-// checkTPM reserves the request's estimated tokens on the instance's cell.
+// checkTPM reserves the request's estimated tokens on the instance's cell
+// (the tokens its metric counts); with fit, a reserve the window cannot
+// hold whole is lowered to what it holds (fitTPM).
 func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
 	l := in.Limit
 	p := e.rateParams(in)
-	cost := llm.Reserve(s.req)
+	cost := tpmReserve(l, s.req)
 	res, err := e.cells.rateTake(in.CellKey(), l.Algorithm, now, cost, p)
 	if err != nil {
 		return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
+	}
+	if !res.Allowed && l.Fit {
+		return e.fitTPM(s, in, now, v, p)
 	}
 	return e.tpmJudged(s, in, now, v, res, cost, false)
 }
@@ -381,7 +391,7 @@ func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verd
 		}
 	}
 	if res.Allowed {
-		s.reserves = append(s.reserves, reserve{key: in.CellKey(), alg: l.Algorithm, params: p, amount: cost, fleet: fleet, cell: cell})
+		s.reserves = append(s.reserves, reserve{key: in.CellKey(), id: in.ID, metric: l.Metric, alg: l.Algorithm, params: p, amount: cost, fleet: fleet, cell: cell})
 		disclose(&s.disclosure.Tokens, l, p, res.Remaining)
 		if len(l.Thresholds) > 0 {
 			used := res.Limit - res.Remaining

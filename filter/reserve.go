@@ -97,7 +97,8 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 			return e.uncheckable(s, in, v, why)
 		}
 		out, cost, fits := fitOutput(rates, input, s.req.Choices, outCap, avail)
-		if why != "" {
+		if why != "" || fits && l.Fit && out < min(l.MinOutput, outCap) {
+			// fit: true lets a call through with min_output at the least.
 			fits = false
 		}
 		if !fits {

@@ -55,6 +55,7 @@ func (e *Engine) Done(s *Stream) {
 			actual = maxSettleTokens
 		}
 		for _, r := range s.reserves {
+			actual := settledTokens(r.metric, min(max(s.usage.Input, 0), maxSettleTokens), min(max(s.usage.Output, 0), maxSettleTokens), actual) // what this reserve's metric counts
 			if r.fleet {
 				// Committed in the fleet's Redis by the accountant when it
 				// records this row (exactly once, by request id); the

@@ -127,9 +127,13 @@ type lease struct {
 // reserve is one tpm reserve taken at gate 2; fleet: in the fleet's
 // Redis (store: redis), reconciled by the accountant from the row; cell:
 // in the replica's own cell (a local reserve, and a fleet one counted
-// there too), corrected there on a hand-back and at settlement.
+// there too), corrected there on a hand-back and at settlement. key is
+// the cell's shared-data key (Instance.CellKey), id the counter identity
+// the fleet's Redis knows it by; metric what its tokens count.
 type reserve struct {
 	key    string
+	id     string
+	metric govern.Metric
 	alg    rate.Algorithm
 	params rate.Params
 	amount int64

@@ -43,7 +43,7 @@ func (c *Core) rederive(now time.Time, live bool) error {
 	for k, a := range c.aggs {
 		day := time.Unix(k.day*86400, 0).UTC()
 		for _, t := range c.resolve(k.d) {
-			if t.base == "" || t.id == t.overflow || amountOf(t.limit.Type, *a) == 0 && a.unpriced == 0 && a.estimated == 0 {
+			if t.base == "" || t.id == t.overflow || amountOf(t.limit, *a) == 0 && a.unpriced == 0 && a.estimated == 0 {
 				continue
 			}
 			dk := distinctKey{base: t.base, unit: t.unit, start: calendar.Start(t.unit, day).Unix()}
@@ -82,7 +82,7 @@ func (c *Core) rederive(now time.Time, live bool) error {
 			if a.estimated > 0 && t.limit.Type == govern.BudgetUSD {
 				add(t.estimatedTarget(), a.estimated)
 			}
-			if n := amountOf(t.limit.Type, *a); n != 0 { // as the fold: nothing to add, no counter
+			if n := amountOf(t.limit, *a); n != 0 { // as the fold: nothing to add, no counter
 				add(t, n)
 				if t.reserve() {
 					for _, rn := range a.replicas {

@@ -85,10 +85,13 @@ var companionLimit govern.Limit
 // period is a union of UTC days, so these sums re-derive any counter of the
 // current periods exactly.
 type agg struct {
-	rows     int64
-	tokens   int64 // input + output
-	nanos    int64 // priced cost; UNPRICED rows add nothing
-	unpriced int64 // UNPRICED rows
+	rows   int64
+	tokens int64 // input + output
+	// input and output apart, for quota_tokens limits counting one
+	// (metric:)
+	input, output int64
+	nanos         int64 // priced cost; UNPRICED rows add nothing
+	unpriced      int64 // UNPRICED rows
 	// estimated counts the rows whose usage was estimated (ledger.Estimated)
 	estimated int64
 	// first is the end (Unix ns) of the earliest of the rows: the values of
@@ -128,12 +131,19 @@ type aggKey struct {
 
 func dayOf(t time.Time) int64 { return floorDiv(t.Unix(), 86400) }
 
-// amountOf is what a row adds to a counter of limit type t.
-func amountOf(t govern.Type, a agg) int64 {
-	switch t {
+// amountOf is what a row adds to a counter of limit l: its cost, its
+// tokens (those l's metric counts), or its requests.
+func amountOf(l *govern.Limit, a agg) int64 {
+	switch l.Type {
 	case govern.BudgetUSD:
 		return a.nanos
 	case govern.QuotaTokens:
+		switch l.Metric {
+		case govern.MetricInput:
+			return a.input
+		case govern.MetricOutput:
+			return a.output
+		}
 		return a.tokens
 	case govern.QuotaRequests:
 		return a.rows
@@ -143,7 +153,8 @@ func amountOf(t govern.Type, a agg) int64 {
 
 // rowAgg is one forwarded row as an aggregate (a summary is its requests).
 func rowAgg(r *ledger.Row) agg {
-	a := agg{rows: r.Requests(), tokens: addSat(max(r.Usage.Input, 0), max(r.Usage.Output, 0))}
+	in, out := max(r.Usage.Input, 0), max(r.Usage.Output, 0)
+	a := agg{rows: r.Requests(), tokens: addSat(in, out), input: in, output: out}
 	if r.Cost != nil && !r.Cost.Unpriced {
 		a.nanos = r.Cost.Nanos
 	}
@@ -200,6 +211,7 @@ func (c *Core) unfold(r *ledger.Row) {
 	e.Estimated = ledger.Estimated{Input: true, Output: true}
 	a := rowAgg(&e)
 	a.rows, a.tokens, a.nanos, a.unpriced, a.estimated = -a.rows, -a.tokens, -a.nanos, -a.unpriced, -a.estimated
+	a.input, a.output = -a.input, -a.output
 	c.foldAgg(&e, a)
 }
 
@@ -220,6 +232,8 @@ func (c *Core) foldAgg(r *ledger.Row, a agg) {
 		}
 		p.rows = addSat(p.rows, a.rows)
 		p.tokens = addSat(p.tokens, a.tokens)
+		p.input = addSat(p.input, a.input)
+		p.output = addSat(p.output, a.output)
 		p.nanos = addSat(p.nanos, a.nanos)
 		p.unpriced = addSat(p.unpriced, a.unpriced)
 		p.estimated = addSat(p.estimated, a.estimated)
@@ -243,7 +257,7 @@ func (c *Core) foldAgg(r *ledger.Row, a agg) {
 			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: u.id, Unit: u.unit, Start: start}, N: a.estimated})
 			c.targets = append(c.targets, u)
 		}
-		n := amountOf(t.limit.Type, a)
+		n := amountOf(t.limit, a)
 		if n == 0 && t.limit.Type != govern.QuotaRequests {
 			continue
 		}

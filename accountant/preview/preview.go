@@ -231,6 +231,9 @@ func (r *Replay) add(row *ledger.Row, sign int64) {
 			if total <= 0 {
 				total = addSat(max(row.Usage.Input, 0), max(row.Usage.Output, 0))
 			}
+			if l.Metric != govern.MetricTotal {
+				total = metricTokens(l.Metric, max(row.Usage.Input, 0), max(row.Usage.Output, 0))
+			}
 			x := r.rate(in, d2)
 			x.arrivals = append(x.arrivals, arrival{at: start.UnixNano(), cost: total})
 		case l.Type.Class() == govern.LedgerSettled && l.Period.Calendar != 0:
@@ -249,7 +252,7 @@ func (r *Replay) add(row *ledger.Row, sign int64) {
 					x.value = addSat(x.value, sign*cost.Nanos)
 				}
 			case govern.QuotaTokens:
-				x.value = addSat(x.value, sign*addSat(max(row.Usage.Input, 0), max(row.Usage.Output, 0)))
+				x.value = addSat(x.value, sign*metricTokens(l.Metric, max(row.Usage.Input, 0), max(row.Usage.Output, 0)))
 			case govern.QuotaRequests:
 				x.value += int64(n)
 			}
@@ -422,4 +425,15 @@ func addSat(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return math.MinInt64
+}
+
+// metricTokens is what a token limit of metric m counts of a row's usage.
+func metricTokens(m govern.Metric, input, output int64) int64 {
+	switch m {
+	case govern.MetricInput:
+		return input
+	case govern.MetricOutput:
+		return output
+	}
+	return addSat(input, output)
 }

@@ -240,12 +240,9 @@ func (l *Limit) DisclosedMaxDistinct() int64 {
 // enforce end to end: a plan naming one is refused at compile rather than
 // armed with a key that would change nothing.
 var pending = map[string]string{
-	"fit":        "fitting a call's output",
-	"min_output": "fitting a call's output",
-	"metric":     "input and output metrics",
-	"timezone":   "periods in time zones",
-	"period":     "hour, quarter, year and rolling periods",
-	"fallback":   "fallback models",
+	"timezone": "periods in time zones",
+	"period":   "hour, quarter, year and rolling periods",
+	"fallback": "fallback models",
 }
 
 // unbuilt refuses a key listed in pending.

@@ -311,6 +311,9 @@ func (c *compiler) rateKnobs(l *Limit, p string, cl *config.Limit, amountOK bool
 	if store == StoreRedis && (shared == nil || shared.Redis == nil) {
 		c.at(p+".store", `"redis" needs governance.shared_state.redis (the address of the Redis server)`)
 	}
+	if store == StoreRedis && l.Fit {
+		c.at(p+".fit", `not accepted with store: redis (the fleet's Redis takes a reserve whole; fitting it to what the window holds is the replica's own cell's); use store: local or share, or remove fit:`)
+	}
 	if t == TPM {
 		if alg != rate.GCRA {
 			c.boot(l, p+".algorithm", `type "tpm" (reserve/reconcile) requires algorithm "gcra", got %q (only gcra can hand back the unused part of a reserve); remove algorithm: or set it to gcra`, cl.Algorithm)

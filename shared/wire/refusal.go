@@ -21,6 +21,10 @@ import (
 //	Unfittable (a tpm reserve above the burst): error.type
 //	  quota_cost_unfittable; refused_by {limit_id, limit_type, unit, node,
 //	  period, cost, burst}; enforcement {posture, approximate}
+//	Unfittable on quota_tokens (fit: true, less than min_output left this
+//	  period): error.type quota_cost_unfittable; refused_by {limit_id,
+//	  limit_type, unit, node, period, resets_at, retry_after_s, cost,
+//	  observed, limit}; enforcement as LedgerSettled
 //
 // Headers, in this order: Content-Type, Ratelimit, Retry-After,
 // X-Tt-Refusal-Type, X-Tt-Refused-By, X-Tt-Request-Id (seed 000's set and
@@ -69,7 +73,10 @@ type Refusal struct {
 	// Bound is the LedgerSettled lag disclosure.
 	Bound Bound
 	// Unfittable marks a cost that can never fit (a tpm reserve above the
-	// burst): Cost is that reserve, Burst the cell's capacity.
+	// burst): Cost is that reserve, Burst the cell's capacity. On a
+	// spend or quota type (fit: true), a cost the period's rest cannot
+	// hold: Cost is the least the call needs, Observed and Limit the
+	// counter, and the period's reset clears it.
 	Unfittable bool
 	Cost       int64
 	Burst      int64
@@ -149,11 +156,15 @@ func (r *Refusal) wait() time.Duration {
 // refusal names, can be admitted sooner than MaxRetryWait: never for an
 // unfittable cost or a concurrency slot (it frees on no clock).
 func (r *Refusal) ShouldRetry() bool {
-	if r.Unfittable || r.LimitType == Concurrency || r.inFlight() {
+	if r.neverFits() || r.LimitType == Concurrency || r.inFlight() {
 		return false
 	}
 	return r.wait() < MaxRetryWait
 }
+
+// neverFits reports an unfittable cost no wait makes fit: one above a
+// window's burst (a period's reset clears a quota's).
+func (r *Refusal) neverFits() bool { return r.Unfittable && !r.LimitType.Settled() }
 
 // inFlight reports a reserve-mode budget refusal that calls in flight
 // cause (InFlight).
@@ -173,6 +184,17 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 	dst = append(dst, `,"node":`...)
 	dst = jsontok.AppendString(dst, r.Node)
 	switch {
+	case r.Unfittable && r.LimitType.Settled():
+		dst = r.appendPeriod(dst)
+		dst = append(dst, `,"resets_at":`...)
+		dst = appendSecondTime(dst, r.ResetsAt)
+		dst = r.appendRetry(dst)
+		dst = append(dst, `,"cost":`...)
+		dst = r.appendAmount(dst, r.Cost)
+		dst = append(dst, `,"observed":`...)
+		dst = r.appendAmount(dst, r.Observed)
+		dst = append(dst, `,"limit":`...)
+		dst = r.appendAmount(dst, r.Limit)
 	case r.Unfittable:
 		dst = r.appendPeriod(dst)
 		dst = append(dst, `,"cost":`...)
@@ -221,7 +243,7 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 		} else {
 			dst = jsontok.AppendString(dst, note)
 		}
-	case r.LimitType.Settled() && !r.Unfittable:
+	case r.LimitType.Settled():
 		dst = appendBool(dst, true)
 		dst = append(dst, `,"bound":{"tee_lag_rows":`...)
 		dst = strconv.AppendInt(dst, r.Bound.TeeLagRows, 10)
@@ -251,6 +273,12 @@ func (r *Refusal) appendMessage(dst []byte) []byte {
 		return append(dst, '"')
 	}
 	unit := r.LimitType.Unit()
+	if r.LimitType.Settled() {
+		left := max(r.Limit-r.Observed, 0)
+		return jsontok.AppendString(dst, "request refused by limit "+r.LimitID+": it needs at least "+strconv.FormatInt(r.Cost, 10)+" "+unit+
+			" (its prompt and the least output the limit lets a call through with, min_output) and the limit has "+strconv.FormatInt(left, 10)+
+			" left this "+r.Period+"; send a shorter prompt, or wait for the period to reset")
+	}
 	msg := "request refused by limit " + r.LimitID + ": it needs " + strconv.FormatInt(r.Cost, 10) + " " + unit +
 		" at once and the limit's burst is " + strconv.FormatInt(r.Burst, 10) + ", so it can never fit"
 	if r.LimitType == TPM {
@@ -281,7 +309,7 @@ func (r *Refusal) AppendHeaders(dst [][2]string) [][2]string {
 	dst = append(dst, [2]string{HeaderContentType, contentTypeJSON})
 	retry := r.ShouldRetry()
 	var ms string // Retry-After-Ms, sharing the Ratelimit value's string
-	if !r.Unfittable && r.LimitType != Concurrency && !r.inFlight() {
+	if !r.neverFits() && r.LimitType != Concurrency && !r.inFlight() {
 		var buf [128]byte // the values share one string
 		b := ratelimitItem(buf[:0], r.LimitID, 'r', 0, 't', r.RetryAfter)
 		cut := len(b)
