@@ -38,9 +38,12 @@ wasm:
 	$(WASM_ENV) $(GO) build $(WASM_FLAGS) -o $(WASM) ./cmd/filter
 	$(WASM_ENV) $(GO) build $(WASM_FLAGS) -o $(NOOP_WASM) ./cmd/noopfilter
 
+# The release tokentriage version prints: git describe of the tree built.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+
 cli:
 	@mkdir -p bin
-	$(GO) build -trimpath -o $(CLI) ./cmd/tokentriage
+	$(GO) build -trimpath -ldflags='-X main.version=$(VERSION)' -o $(CLI) ./cmd/tokentriage
 
 # The filter as the OCI image an Istio WasmPlugin pulls, in build/oci (an
 # OCI image layout: push it with crane, oras or skopeo), its digest pinned

@@ -80,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		usage(stdout, "")
 		return 0
+	case "--version", "-V":
+		return printVersion(stdout, args[1:], stderr)
 	}
 	cmd, rest := lookup(args)
 	if cmd == nil {
@@ -94,7 +96,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			usage(stderr, g)
 			return 2
 		}
-		fmt.Fprintf(stderr, "tokentriage: unknown command %q\n\n", strings.Join(group, " "))
+		if len(group) == 0 {
+			fmt.Fprintf(stderr, "tokentriage: %q is not a command or a flag tokentriage takes before one (--help, --version)\n\n", args[0])
+			usage(stderr, "")
+			return 2
+		}
+		name := strings.Join(group, " ")
+		fmt.Fprintf(stderr, "tokentriage: unknown command %q\n", name)
+		if m := meanLine(suggestCommand(group)); m != "" {
+			fmt.Fprintln(stderr, m)
+		}
+		fmt.Fprintln(stderr)
 		usage(stderr, "")
 		return 2
 	}
@@ -110,10 +122,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "tokentriage %s: %v\nRun 'tokentriage %s --help' for usage.\n", cmd.name, err, cmd.name)
+		fmt.Fprintf(stderr, "tokentriage %s: %v\n", cmd.name, err)
+		if m := flagSuggestion(err, fs); m != "" {
+			fmt.Fprintln(stderr, m)
+		}
+		fmt.Fprintf(stderr, "Run 'tokentriage %s --help' for usage.\n", cmd.name)
 		return 2
 	}
 	return runFn(&env{ctx: ctx, args: fs.Args(), stdout: stdout, stderr: stderr, name: cmd.name})
+}
+
+// suggestCommand is the command names nearest to the words typed: the
+// whole run of them ("govern previw" → "govern preview"), else its first
+// word ("spnd" → "spend").
+func suggestCommand(words []string) []string {
+	names := commandNames()
+	typed := strings.Join(words, " ")
+	if s := closest(typed, names); len(s) > 0 {
+		return s
+	}
+	if len(words) > 1 {
+		for _, n := range closest(words[0], names) {
+			// The group's commands, or the command itself.
+			var sub []string
+			for _, c := range commands {
+				if strings.HasPrefix(c.name, n+" ") {
+					sub = append(sub, c.name)
+				}
+			}
+			if s := closest(typed, sub); len(s) > 0 {
+				return s
+			}
+			if len(sub) > 0 {
+				return sub
+			}
+			return []string{n}
+		}
+	}
+	return nil
 }
 
 // lookup finds the command whose name is the longest run of leading words

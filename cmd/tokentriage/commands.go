@@ -10,4 +10,5 @@ var commands = []*command{
 	previewCmd,
 	spendCmd,
 	devCmd,
+	versionCmd,
 }

@@ -19,10 +19,11 @@ import (
 
 var validateCmd = &command{
 	name:    "validate",
-	usage:   "-c FILE [--plugin FILE]",
+	usage:   "[-c] FILE [--plugin FILE]",
 	summary: "decode and compile a configuration with every boot-time guard; print each problem",
 	help: `
-Reads the configuration (YAML, or JSON when the file ends in .json), decodes
+Reads the configuration FILE (given alone or with -c; YAML, or JSON when
+the file ends in .json), decodes
 it strictly and runs the whole governance compile: every check the gateway
 runs at boot is run here, so a file that passes will arm.
 
@@ -55,6 +56,9 @@ On success one line summarises the plan:
 		prices := fs.String("pricing", "", "also check this pricing file (YAML or JSON), as dev and accountant read it")
 		plugin := fs.String("plugin", "", "also check this plugin configuration of the filter (JSON), as the filter reads it at start")
 		return func(e *env) int {
+			if *file == "" && len(e.args) > 0 {
+				*file, e.args = e.args[0], e.args[1:]
+			}
 			code := 0
 			if *file != "" || *plugin == "" {
 				if code = validate(e, *file, *plan); code == 2 {
@@ -78,10 +82,10 @@ On success one line summarises the plan:
 
 func validate(e *env, file string, printPlan bool) int {
 	if file == "" {
-		return e.failf(2, "-c FILE is required")
+		return e.failf(2, "a config FILE is required: tokentriage validate FILE (or -c FILE)")
 	}
 	if len(e.args) > 0 {
-		return e.failf(2, "unexpected argument %q (the file is given with -c)", e.args[0])
+		return e.failf(2, "unexpected argument %q: validate checks one config file at a time", e.args[0])
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
