@@ -12,6 +12,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/core"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -119,6 +120,7 @@ func (s *Server) ingestLines(ctx context.Context, body []byte, replica string) (
 			werr := s.ledger.Wait(context.Background(), seq)
 			s.settle(seq, werr)
 			if werr == nil {
+				s.rowsAcknowledged(rows, res)
 				s.spendAcknowledged(rows, res)
 				s.reconcileAcknowledged(rows, res)
 				s.holdsAcknowledged(rows, res)
@@ -133,6 +135,7 @@ func (s *Server) ingestLines(ctx context.Context, body []byte, replica string) (
 	}
 	// Durable: now, and only now, the rows count in spend reports, and
 	// their tpm reconciles reach the fleet's Redis.
+	s.rowsAcknowledged(rows, res)
 	s.spendAcknowledged(rows, res)
 	s.reconcileAcknowledged(rows, res)
 	s.holdsAcknowledged(rows, res)
@@ -212,3 +215,20 @@ func putBuf(b *[]byte) {
 		bufPool.Put(b)
 	}
 }
+
+// rowsAcknowledged hands the rows newly recorded to Options.OnRows.
+func (s *Server) rowsAcknowledged(rows []ledger.Row, res core.Result) {
+	if s.opts.OnRows == nil || res.Accepted == 0 {
+		return
+	}
+	acc := make([]ledger.Row, 0, res.Accepted)
+	for i, o := range res.Outcomes {
+		if o == core.Accepted {
+			acc = append(acc, rows[i])
+		}
+	}
+	s.opts.OnRows(acc)
+}
+
+// KeyNames returns the names of the keys kids that have one, by kid.
+func (s *Server) KeyNames(kids []string) (map[string]string, error) { return s.db.KeyNames(kids) }

@@ -47,6 +47,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/spend"
 	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -118,6 +119,11 @@ type Options struct {
 	// after 200 at once), a negative rate turns the limit off.
 	APIWriteRate  float64
 	APIWriteBurst int
+	// OnRows, when set, is called with the rows of each ingest batch once
+	// they are durable (the rows newly recorded; duplicates and rejected
+	// lines are left out). The rows may share memory with the batch: copy
+	// what is kept. tokentriage dev logs a line per request from them.
+	OnRows func([]ledger.Row)
 	// Collectors are registered on /metrics beside the accountant's own
 	// (tokentriage dev adds the embedded gateway's filter stats).
 	Collectors []prometheus.Collector

@@ -123,6 +123,17 @@ func (c *Client) RevokeKey(ctx context.Context, kid string) (runtime.Key, error)
 	return out, err
 }
 
+// Key reads one key: its details and its state.
+func (c *Client) Key(ctx context.Context, kid string) (KeyView, error) {
+	var out KeyView
+	route := "keys/" + url.PathEscape(kid)
+	err := c.do(ctx, http.MethodGet, route, nil, nil, &out)
+	if err == nil && out.KID != kid {
+		err = c.notAnAnswer(http.MethodGet, route, "it names another kid")
+	}
+	return out, err
+}
+
 // RotateKey gives the key kid a new secret under the same kid; the
 // previous one keeps working for req.Grace (the accountant's default when
 // empty).
@@ -192,6 +203,12 @@ func (c *Client) do(ctx context.Context, method, route string, q url.Values, bod
 func (c *Client) notAnAnswer(method, route, why string) error {
 	return fmt.Errorf("the answer from %s to %s %s%s is not a management API answer (%s); is --accountant the address of a tokentriage accountant?",
 		strings.TrimRight(c.BaseURL, "/"), method, Prefix, route, why)
+}
+
+// IsNotFound reports whether err is a 404 from the management API.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
 }
 
 // IsUnauthorized reports whether err is a 401 from the management API.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant"
 	"github.com/tokentriage/tokentriage/internal/devserver"
-	"github.com/tokentriage/tokentriage/shared/vkey"
 	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
@@ -75,6 +74,7 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 		fs.StringVar(&o.webhook, "alert-webhook", "", "URL that receives a POST per threshold alert (the accountant's and the gateway's) and the spend report")
 		fs.StringVar(&o.alertFormat, "alert-format", "json", "the shape of the webhook's posts: json, slack (an incoming webhook's blocks) or teams (an Adaptive Card)")
 		fs.StringVar(&o.spendReport, "spend-report", "", "daily: post each UTC day's spend to the alert webhook after midnight")
+		fs.BoolVar(&o.requestLog, "request-log", true, "log one line per request: method, path, status, ms, key name, the limit that refused it, tokens, cost (--request-log=false: none)")
 		fs.StringVar(&o.demoOwner, "demo-owner", demoOwner, "node the demo key is minted for")
 		fs.IntVar(&o.maxHeaders, "max-request-headers-count", devserver.DefaultMaxRequestHeadersCount, "most header fields a request may carry; more are answered 431 before the filter runs (Envoy's max_request_headers_count)")
 		fs.DurationVar(&o.idleTimeout, "stream-idle-timeout", wasmtest.DefaultStreamIdleTimeout, "end a request with no bytes from the client or the upstream for this long: 408 before the response starts, a reset after (Envoy's stream_idle_timeout); 0 turns it off")
@@ -94,7 +94,7 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 type devFlags struct {
 	config, listen, acctListen, data, upstream, wasm, wasmCache, pricing, demoOwner, webhook, redis, control, advertise string
 	alertFormat, spendReport                                                                                            string
-	promote, acceptRollback                                                                                             bool
+	promote, acceptRollback, requestLog                                                                                 bool
 	workers, maxHeaders, maxHeadersKB, maxConns                                                                         int
 	idleTimeout, requestTimeout, leaseTTL                                                                               time.Duration
 }
@@ -196,6 +196,10 @@ func runDev(e *env, o devFlags) int {
 	defer signal.Stop(hup)
 
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	var requestLog *slog.Logger
+	if o.requestLog {
+		requestLog = log
+	}
 	s, err := devserver.Start(e.ctx, devserver.Options{
 		ConfigPath:       o.config,
 		DataDir:          o.data,
@@ -219,6 +223,7 @@ func runDev(e *env, o devFlags) int {
 		Promote:          o.promote,
 		AcceptRollback:   o.acceptRollback,
 		Logger:           log,
+		RequestLog:       requestLog,
 		FilterLog:        e.stderr,
 
 		MaxRequestHeadersCount: o.maxHeaders,
@@ -254,14 +259,14 @@ func runDev(e *env, o devFlags) int {
 		token: token, generated: generated, defaultAcct: o.acctListen == devserver.DefaultAccountantListen,
 		control: o.control,
 	}
-	key, err := s.MintKey(e.ctx, o.demoOwner, vkey.Scopes{})
+	key, reused, err := demoKey(e.ctx, s, o.data, o.demoOwner, log)
 	switch {
 	case e.ctx.Err() != nil: // interrupted while minting: just stop
 	case err != nil:
 		fmt.Fprintf(e.stderr, "tokentriage dev: no demo key: %v (pass --demo-owner NODE naming a node of the config's tenants)\n", err)
 		b.print(e.stdout)
 	default:
-		b.key, b.kid, b.owner = key.Key, key.KID, key.Owner
+		b.key, b.kid, b.owner, b.reused = key.Key, key.KID, key.Owner, reused
 		b.limit = demoLimit(s.Accountant().Armed(), key.Owner, key.KID)
 		b.print(e.stdout)
 	}

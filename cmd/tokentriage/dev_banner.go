@@ -22,6 +22,7 @@ type banner struct {
 	defaultAcct                   bool   // the accountant is where `keys` looks by default
 	control                       string // the owner of the runtime plane, when this mirrors it
 	key, kid, owner               string
+	reused                        bool // the key of an earlier start on this --data
 	limit                         *rpmDemo
 }
 
@@ -103,7 +104,11 @@ func (b *banner) print(w io.Writer) {
 			" -H 'Content-Type: application/json' \\\n  -d " + shellQuote(demoRequest)
 	}
 	p("")
-	p("Demo key %s for %s (shown once):", b.kid, b.owner)
+	if b.reused {
+		p("Demo key %s for %s, the one of earlier starts on %s (kept in %s, readable by you only):", b.kid, b.owner, b.data, DemoKeyFile)
+	} else {
+		p("Demo key %s for %s (shown once; kept in %s/%s, readable by you only, for the next start on it):", b.kid, b.owner, b.data, DemoKeyFile)
+	}
 	p("  export TT_KEY=%s", b.key)
 	p("")
 	p("Try it:")

@@ -658,3 +658,102 @@ func TestDevRefusesBadAddressesAndWorkerCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestDevKeepsItsDemoKeyAndLogsRequests: a second start on the same --data
+// reuses the demo key of the first (kept 0600 in the data directory), so
+// no second live key is minted; a file others could read gets its key
+// revoked and a new one minted. Each request is one log line with its
+// method, path, status, time, the key's name and kid, the limit that
+// refused it, tokens and cost.
+func TestDevKeepsItsDemoKeyAndLogsRequests(t *testing.T) {
+	t.Setenv("TT_ADMIN_TOKEN", "dev-test-admin")
+	ctx := testContext(t)
+	dir := t.TempDir()
+	wasm := filepath.Join(dir, "filter.wasm")
+	if err := os.WriteFile(wasm, testwasm.Filter(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	type started struct {
+		stop         func() int
+		out, errs    *lockedBuffer
+		kid, key, gw string
+		acct         string
+	}
+	start := func() started {
+		runCtx, stop := context.WithCancel(context.Background())
+		var stdout, stderr lockedBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(runCtx, []string{"dev", "-c", "../../examples/tokentriage.yaml", "--listen", "127.0.0.1:0", "--accountant-listen", "127.0.0.1:0",
+				"--data", data, "--wasm", wasm, "--workers", "1"}, &stdout, &stderr)
+		}()
+		waitFor(ctx, t, done, &stdout, &stderr, "Ctrl-C stops it")
+		out := stdout.String()
+		s := started{out: &stdout, errs: &stderr, stop: func() int { stop(); return <-done }}
+		if m := regexp.MustCompile(`Demo key (vk_[0-9A-Za-z]{12}) for`).FindStringSubmatch(out); m != nil {
+			s.kid = m[1]
+		}
+		if m := regexp.MustCompile(`(?m)^  export TT_KEY=(tt-vk_\S+)$`).FindStringSubmatch(out); m != nil {
+			s.key = m[1]
+		}
+		s.gw = regexp.MustCompile(`(?m)^  gateway     (http://\S+)`).FindStringSubmatch(out)[1]
+		s.acct = regexp.MustCompile(`(?m)^  accountant  (http://\S+)`).FindStringSubmatch(out)[1]
+		return s
+	}
+	first := start()
+	if first.kid == "" || !strings.Contains(first.out.String(), "kept in "+data+"/"+DemoKeyFile) {
+		t.Fatalf("first start:\n%s", first.out)
+	}
+	st, err := os.Stat(filepath.Join(data, DemoKeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v %v; want 0600", DemoKeyFile, st.Mode(), err)
+	}
+	// A served request and a refused one, each a line.
+	post := func(gw, key string) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw+"/v1/chat/completions",
+			strings.NewReader(`{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"Say hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(first.gw, first.key); code != 200 {
+		t.Fatalf("served: %d", code)
+	}
+	for post(first.gw, first.key) != 429 { // user_rpm: 3 a minute
+	}
+	served := regexp.MustCompile(`msg=request method=POST path=/v1/chat/completions status=200 ms=\d+ key=` + first.kid + ` tokens=2\+16 cost=\$0\.0000\d+`)
+	refused := regexp.MustCompile(`msg=request method=POST path=/v1/chat/completions status=429 ms=\d+ key=` + first.kid + ` refused_by=user_rpm tokens=0\+0 cost=none`)
+	for !served.MatchString(first.errs.String()) || !refused.MatchString(first.errs.String()) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no request lines:\n%s", first.errs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if code := first.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+
+	second := start()
+	if second.kid != first.kid || second.key != first.key || !strings.Contains(second.out.String(), "the one of earlier starts on "+data) {
+		t.Fatalf("second start did not reuse %s:\n%s", first.kid, second.out)
+	}
+	second.stop()
+
+	// Readable by others: revoked, and another minted.
+	os.Chmod(filepath.Join(data, DemoKeyFile), 0o644)
+	third := start()
+	defer third.stop()
+	if third.kid == "" || third.kid == first.kid || !strings.Contains(third.errs.String(), "demo key: revoked "+first.kid) {
+		t.Fatalf("third start:\n%s\n%s", third.out, third.errs)
+	}
+	if code := post(third.gw, first.key); code != 401 {
+		t.Errorf("the exposed key answered %d; want 401", code)
+	}
+}

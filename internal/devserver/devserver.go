@@ -34,6 +34,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant"
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/internal/stub"
+	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
 	"github.com/tokentriage/tokentriage/wasmtest"
 )
@@ -124,6 +125,10 @@ type Options struct {
 	Promote   bool
 	// AcceptRollback is accountant.Options.AcceptPlaneRollback.
 	AcceptRollback bool
+	// RequestLog, when set, receives one line per request the gateway
+	// answers: method, path, status, milliseconds, and from its ledger row
+	// the key (name and kid), the limit that refused it, tokens and cost.
+	RequestLog *slog.Logger
 	// Logger receives the accountant's and the gateway's operational logs;
 	// nil discards them.
 	Logger *slog.Logger
@@ -193,6 +198,7 @@ type Server struct {
 	acctErr   error
 	closeOnce sync.Once
 	closeErr  error
+	reqLog    *reqLog // nil without Options.RequestLog
 }
 
 // BufferHeadroom is how far past the plugin configuration's max_body_bytes
@@ -334,6 +340,14 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			gwLn.Close()
 		}
 	}()
+	var onRows func([]ledger.Row)
+	if o.RequestLog != nil {
+		s.reqLog = newReqLog(o.RequestLog, func(kids []string) map[string]string {
+			names, _ := s.acct.KeyNames(kids)
+			return names
+		})
+		onRows = s.reqLog.ingested
+	}
 	acct, err := accountant.New(accountant.Options{
 		ConfigPath:          o.ConfigPath,
 		DataDir:             o.DataDir,
@@ -350,6 +364,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		Advertise:           o.Advertise,
 		Promote:             o.Promote,
 		AcceptPlaneRollback: o.AcceptRollback,
+		OnRows:              onRows,
 		Collectors:          []prometheus.Collector{&s.gwStats, s.conns.collector()},
 		Debug:               map[string]http.Handler{"guest": serveGuestProfile(s.gwStats.host.Load)},
 	})
@@ -397,8 +412,12 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 
 	gwOwned = false
 	s.gwURL = "http://" + gwLn.Addr().String()
+	var gwHandler http.Handler = s.untilArmed(host) // wasmtest.Host finishes each request body itself
+	if s.reqLog != nil {
+		gwHandler = s.reqLog.wrap(gwHandler)
+	}
 	s.gw = &http.Server{
-		Handler:           s.untilArmed(host), // wasmtest.Host finishes each request body itself
+		Handler:           gwHandler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// Envoy's downstream idle_timeout default: a kept-alive client
 		// connection with no request in flight is closed after an hour,
@@ -545,6 +564,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.host.Close()
 	s.acctStop()
 	<-s.acctDone
+	if s.reqLog != nil {
+		s.reqLog.close() // the last rows are in: what waits is written
+	}
 	if s.acctErr != nil {
 		errs = append(errs, fmt.Errorf("devserver: the accountant: %w", s.acctErr))
 	}
@@ -563,5 +585,8 @@ func (s *Server) abort() {
 	if s.acctStop != nil {
 		s.acctStop()
 		<-s.acctDone
+	}
+	if s.reqLog != nil {
+		s.reqLog.close()
 	}
 }
