@@ -89,6 +89,7 @@ func (s *Server) me(ctx context.Context, key string) (int, string, error) {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
+	req.Header.Set("User-Agent", probeAgent) // the request log leaves these out
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, "", err
@@ -97,6 +98,9 @@ func (s *Server) me(ctx context.Context, key string) (int, string, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, string(b), err
 }
+
+// probeAgent is the User-Agent of dev's own readiness polls of MePath.
+const probeAgent = "tokentriage-dev-readiness"
 
 func (s *Server) sleep(ctx context.Context) error {
 	t := time.NewTimer(pollEvery)

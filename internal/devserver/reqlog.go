@@ -66,9 +66,13 @@ func newReqLog(log *slog.Logger, names func([]string) map[string]string) *reqLog
 	return l
 }
 
-// wrap logs every request next answers.
+// wrap logs every request next answers, but dev's own readiness polls.
 func (l *reqLog) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == MePath && r.Header.Get("User-Agent") == probeAgent {
+			next.ServeHTTP(w, r)
+			return
+		}
 		rw := &statusWriter{ResponseWriter: w}
 		start := l.now()
 		next.ServeHTTP(rw, r)

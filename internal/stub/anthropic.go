@@ -2,10 +2,25 @@ package stub
 
 // stopReason is Anthropic's stop_reason for the plan.
 func (p plan) stopReason() string {
-	if p.truncated {
+	switch {
+	case p.truncated:
 		return "max_tokens"
+	case p.tool():
+		return "tool_use"
 	}
 	return "end_turn"
+}
+
+// toolUse appends a tool_use content block; input is its input object
+// ({} while a stream has not sent it, or when the output maximum cut it
+// short of being JSON).
+func toolUse(b []byte, p plan, input string) []byte {
+	b = append(b, `{"type":"tool_use","id":"`...)
+	b = append(b, p.callID("toolu_")...)
+	b = append(b, `","name":`...)
+	b = appendString(b, p.shape.name)
+	b = append(b, `,"input":`...)
+	return append(append(b, input...), '}')
 }
 
 // anthropicUsage appends a usage object: the cached part of the prompt is
@@ -29,7 +44,12 @@ func message(b []byte, p plan, final bool) []byte {
 	b = append(b, `","type":"message","role":"assistant","model":`...)
 	b = appendString(b, p.req.Model)
 	b = append(b, `,"content":[`...)
-	if final {
+	switch {
+	case final && p.tool() && p.truncated:
+		b = toolUse(b, p, "{}")
+	case final && p.tool():
+		b = toolUse(b, p, p.text)
+	case final:
 		b = append(b, `{"type":"text","text":`...)
 		b = appendString(b, p.text)
 		b = append(b, '}')
@@ -60,10 +80,19 @@ func streamMessages(sw *sse, p plan) {
 	var b []byte
 	b = message(append(b[:0], `{"type":"message_start","message":`...), p, false)
 	sw.event("message_start", append(b, '}'))
-	sw.event("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
+	if p.tool() {
+		b = toolUse(append(b[:0], `{"type":"content_block_start","index":0,"content_block":`...), p, "{}")
+		sw.event("content_block_start", append(b, '}'))
+	} else {
+		sw.event("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
+	}
 	sw.event("ping", []byte(`{"type": "ping"}`))
 	for _, piece := range p.pieces() {
-		b = append(b[:0], `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`...)
+		if p.tool() {
+			b = append(b[:0], `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`...)
+		} else {
+			b = append(b[:0], `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`...)
+		}
 		b = appendString(b, piece)
 		sw.event("content_block_delta", append(b, `}}`...))
 	}

@@ -14,10 +14,29 @@ import (
 
 // finishReason is OpenAI's finish_reason for the plan.
 func (p plan) finishReason() string {
-	if p.truncated {
+	switch {
+	case p.truncated:
 		return "length"
+	case p.tool():
+		return "tool_calls"
 	}
 	return "stop"
+}
+
+// toolCall appends a chat tool call; args is the arguments string (all of
+// them, or "" in a stream's first chunk).
+func toolCall(b []byte, p plan, args string, index bool) []byte {
+	b = append(b, '{')
+	if index {
+		b = append(b, `"index":0,`...)
+	}
+	b = append(b, `"id":"`...)
+	b = append(b, p.callID("call_")...)
+	b = append(b, `","type":"function","function":{"name":`...)
+	b = appendString(b, p.shape.name)
+	b = append(b, `,"arguments":`...)
+	b = appendString(b, args)
+	return append(b, `}}`...)
 }
 
 // openAIUsage appends a chat or completions usage object.
@@ -56,7 +75,12 @@ func openAIHead(b []byte, p plan, object string) []byte {
 func chatBody(b []byte, p plan) []byte {
 	b = openAIHead(b, p, "chat.completion")
 	b = append(b, `"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	b = appendString(b, p.text)
+	if p.tool() {
+		b = append(b, `null,"tool_calls":[`...)
+		b = append(toolCall(b, p, p.text, false), ']')
+	} else {
+		b = appendString(b, p.text)
+	}
 	b = append(b, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
 	b = append(b, p.finishReason()...)
 	b = append(b, `"}],"usage":`...)
@@ -97,13 +121,24 @@ func streamOpenAI(sw *sse, p plan) {
 		b = append(b, '}')
 		sw.event("", b)
 	}
-	if chat {
+	if chat && p.tool() {
+		chunk(func(b []byte) []byte {
+			b = append(b, `{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[`...)
+			b = toolCall(b, p, "", true)
+			return append(b, `],"refusal":null},"logprobs":null,"finish_reason":null}`...)
+		})
+	} else if chat {
 		chunk(func(b []byte) []byte {
 			return append(b, `{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}`...)
 		})
 	}
 	for _, piece := range p.pieces() {
 		chunk(func(b []byte) []byte {
+			if chat && p.tool() {
+				b = append(b, `{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`...)
+				b = appendString(b, piece)
+				return append(b, `}}]},"logprobs":null,"finish_reason":null}`...)
+			}
 			if chat {
 				b = append(b, `{"index":0,"delta":{"content":`...)
 				b = appendString(b, piece)

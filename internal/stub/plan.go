@@ -1,6 +1,10 @@
 package stub
 
-import "github.com/tokentriage/tokentriage/shared/llm"
+import (
+	"unicode/utf8"
+
+	"github.com/tokentriage/tokentriage/shared/llm"
+)
 
 // replyPattern is the reply text, repeated: 76 bytes, 19 tokens of 4.
 const replyPattern = "This stub upstream replies with deterministic text at four bytes per token. "
@@ -50,18 +54,45 @@ type plan struct {
 	cached     int64
 	deltas     int64 // deltas asked for (HeaderPieces), 0 for the default
 	truncated  bool  // the output maximum cut the reply short
-	text       string
+	// text is the reply: the deterministic text, the JSON of a structured
+	// output, or a tool call's arguments (shape says which).
+	text  string
+	shape shape
 }
 
 func newPlan(req llm.Request, body []byte, c controls) plan {
 	p := plan{req: req, id: requestID(body), prompt: PromptTokens(req)}
-	p.completion = CompletionTokens(req, c.completion)
-	p.truncated = c.completion < 0 && req.HasMaxTokens && req.MaxTokens < DefaultCompletionTokens
 	p.cached = min(c.cached, p.prompt)
 	p.deltas = c.pieces
-	p.text = Reply(p.completion)
+	if req.Endpoint != llm.Embeddings && req.Endpoint != llm.Completions {
+		p.shape = shapeOf(req.Endpoint, body)
+	}
+	if p.shape.kind == answerText {
+		p.completion = CompletionTokens(req, c.completion)
+		p.truncated = c.completion < 0 && req.HasMaxTokens && req.MaxTokens < DefaultCompletionTokens
+		p.text = Reply(p.completion)
+		return p
+	}
+	// JSON or a tool call: its length sets the count, 4 bytes a token,
+	// and an output maximum below it cuts it short, as a model would.
+	p.text = string(p.shape.json)
+	p.completion = max(1, (int64(len(p.text))+TokenBytes-1)/TokenBytes)
+	if req.HasMaxTokens && req.MaxTokens < p.completion {
+		p.completion, p.truncated = req.MaxTokens, true
+		p.text = p.text[:min(int64(len(p.text)), max(0, req.MaxTokens)*TokenBytes)]
+	}
+	if c.completion >= 0 {
+		p.completion = c.completion
+	}
 	return p
 }
+
+// tool reports whether the plan calls a tool.
+func (p plan) tool() bool { return p.shape.kind == answerTool }
+
+// callID is the id of the plan's tool call, prefixed as each provider
+// prefixes its own (call_, toolu_, fc_).
+func (p plan) callID(prefix string) string { return prefix + "stub" + p.id }
 
 // pieces splits the reply into stream deltas: one token each up to 64
 // tokens, then 64 deltas of equal whole tokens (the last shorter); with
@@ -74,10 +105,16 @@ func (p plan) pieces() []string {
 	if p.deltas > 0 {
 		n = p.deltas
 	}
-	per := max(1, (p.completion+n-1)/n) * TokenBytes
-	out := make([]string, 0, min(n, p.completion))
-	for i := int64(0); i < int64(len(p.text)); i += per {
-		out = append(out, p.text[i:min(i+per, int64(len(p.text)))])
+	tokens := max(p.completion, (int64(len(p.text))+TokenBytes-1)/TokenBytes)
+	per := max(1, (tokens+n-1)/n) * TokenBytes
+	out := make([]string, 0, min(n, tokens))
+	for i := int64(0); i < int64(len(p.text)); {
+		j := min(i+per, int64(len(p.text)))
+		for j < int64(len(p.text)) && !utf8.RuneStart(p.text[j]) {
+			j++ // never split a character
+		}
+		out = append(out, p.text[i:j])
+		i = j
 	}
 	return out
 }

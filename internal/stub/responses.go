@@ -36,7 +36,9 @@ func responseObject(b []byte, p plan, final bool) []byte {
 	b = append(b, `,"model":`...)
 	b = appendString(b, p.req.Model)
 	b = append(b, `,"output":[`...)
-	if final {
+	if final && p.tool() {
+		b = functionCall(b, p, p.responseStatus(), p.text)
+	} else if final {
 		b = outputMessage(b, p, p.responseStatus(), p.text)
 	}
 	b = append(b, `],"parallel_tool_calls":true,"previous_response_id":null,"reasoning":{"effort":null,"summary":null},"store":false,"temperature":1.0,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],"top_p":1.0,"truncation":"disabled","usage":`...)
@@ -67,6 +69,21 @@ func outputMessage(b []byte, p plan, status, text string) []byte {
 		b = outputText(b, text)
 	}
 	return append(b, `],"role":"assistant"}`...)
+}
+
+// functionCall appends a function call output item with its arguments.
+func functionCall(b []byte, p plan, status, args string) []byte {
+	b = append(b, `{"id":"`...)
+	b = append(b, p.callID("fc_")...)
+	b = append(b, `","type":"function_call","status":"`...)
+	b = append(b, status...)
+	b = append(b, `","arguments":`...)
+	b = appendString(b, args)
+	b = append(b, `,"call_id":"`...)
+	b = append(b, p.callID("call_")...)
+	b = append(b, `","name":`...)
+	b = appendString(b, p.shape.name)
+	return append(b, '}')
 }
 
 func outputText(b []byte, text string) []byte {
@@ -101,6 +118,31 @@ func streamResponses(sw *sse, p plan) {
 	}
 	ev("response.created", func(b []byte) []byte { return responseObject(append(b, `"response":`...), p, false) })
 	ev("response.in_progress", func(b []byte) []byte { return responseObject(append(b, `"response":`...), p, false) })
+	if p.tool() {
+		callRef := func(b []byte) []byte {
+			b = append(b, `"item_id":"`...)
+			b = append(b, p.callID("fc_")...)
+			return append(b, `","output_index":0`...)
+		}
+		ev("response.output_item.added", func(b []byte) []byte {
+			return functionCall(append(b, `"output_index":0,"item":`...), p, "in_progress", "")
+		})
+		for _, piece := range p.pieces() {
+			ev("response.function_call_arguments.delta", func(b []byte) []byte {
+				b = append(callRef(b), `,"delta":`...)
+				return appendString(b, piece)
+			})
+		}
+		ev("response.function_call_arguments.done", func(b []byte) []byte {
+			b = append(callRef(b), `,"arguments":`...)
+			return appendString(b, p.text)
+		})
+		ev("response.output_item.done", func(b []byte) []byte {
+			return functionCall(append(b, `"output_index":0,"item":`...), p, p.responseStatus(), p.text)
+		})
+		ev("response."+p.responseStatus(), func(b []byte) []byte { return responseObject(append(b, `"response":`...), p, true) })
+		return
+	}
 	ev("response.output_item.added", func(b []byte) []byte {
 		return outputMessage(append(b, `"output_index":0,"item":`...), p, "in_progress", "")
 	})
