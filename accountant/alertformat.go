@@ -221,13 +221,15 @@ func alertMessage(ev AlertEvent, link string) message {
 	if period == "" {
 		period = "now"
 	} else if ev.LimitType == "rpm" || ev.LimitType == "tpm" || ev.LimitType == "concurrency" {
-		period = "a " + period + " window"
+		period = "in a " + period + " window"
+	} else if period == "day" {
+		period = "today"
 	} else {
 		period = "this " + period
 	}
 	m := message{
 		Title:   fmt.Sprintf("%s %s at %s crossed %s", what, ev.LimitID, ev.Node, pct),
-		Summary: fmt.Sprintf("%s of %s in %s; it resets at %s.", observed, limit, period, ev.ResetsAt.UTC().Format("2006-01-02 15:04 UTC")),
+		Summary: fmt.Sprintf("%s of %s %s; it resets at %s.", observed, limit, period, ev.ResetsAt.UTC().Format("2006-01-02 15:04 UTC")),
 		Facts: [][2]string{{"Limit", ev.LimitID + " (" + ev.LimitType + ")"}, {"Node", ev.Node}, {"Threshold", pct},
 			{"Observed", observed}, {"Amount", limit}, {"Resets", ev.ResetsAt.UTC().Format("2006-01-02 15:04 UTC")}},
 	}

@@ -297,7 +297,11 @@ func reportMessage(r *SpendReport) message {
 				v, _ := n.Int64()
 				return counted(v, strings.TrimSuffix(l.Unit, "s"))
 			}
-			sec.Lines = append(sec.Lines, fmt.Sprintf("%s at %s: %s of %s this %s (%.0f%%)", l.LimitID, l.Node, unit(l.Used), unit(l.Amount), l.Period, l.Fraction*100))
+			when := "this " + l.Period
+			if l.Period == "day" {
+				when = "today"
+			}
+			sec.Lines = append(sec.Lines, fmt.Sprintf("%s at %s: %s of %s %s (%.0f%%)", l.LimitID, l.Node, unit(l.Used), unit(l.Amount), when, l.Fraction*100))
 		}
 		m.Sections = append(m.Sections, sec)
 	}

@@ -54,6 +54,8 @@ window.TT = (() => {
   }
   // amount is a limit's figure in its unit: dollars, or a count in words.
   function amount(v, unit) { return unit === 'usd' ? usd(v) : count(v, unit); }
+  // thisPeriod says a calendar period of now in words: "today", "this month".
+  const thisPeriod = (p) => (p === 'day' ? 'today' : 'this ' + p);
   const time = (s) => (s ? new Date(s).toISOString().slice(0, 16).replace('T', ' ') + ' UTC' : '–');
 
   // ---- the API ---------------------------------------------------------
@@ -286,5 +288,5 @@ window.TT = (() => {
     if (t) signIn(t, false); else signOut('');
   });
 
-  return { state, $, el, svg, usd, int, pct, count, amount, time, APIError, api, nodes, below, notice, ask, download, pager, page, loaded };
+  return { state, $, el, svg, usd, int, pct, count, amount, thisPeriod, time, APIError, api, nodes, below, notice, ask, download, pager, page, loaded };
 })();

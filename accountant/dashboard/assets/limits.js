@@ -189,7 +189,7 @@
   function reset(x) {
     return TT.ask({
       title: `Reset ${x.limit_id} at ${x.node}?`,
-      text: `Takes the counter (${amount(x.used, x.unit)} of ${amount(x.amount, x.unit)} this ${x.period}) back to zero for the rest of its period. The calls stay in the ledger and in spend reports; this is recorded in the audit log under your name.`,
+      text: `Takes the counter (${amount(x.used, x.unit)} of ${amount(x.amount, x.unit)} ${TT.thisPeriod(x.period)}) back to zero for the rest of its period. The calls stay in the ledger and in spend reports; this is recorded in the audit log under your name.`,
       ok: 'Reset', danger: true,
       submit: async () => {
         const r = await api('counters/reset', { method: 'POST', body: counterBody(x) });
@@ -202,7 +202,7 @@
   function credit(x) {
     return TT.ask({
       title: `Credit ${x.limit_id} at ${x.node}`,
-      text: `Gives back part of the counter (${amount(x.used, x.unit)} of ${amount(x.amount, x.unit)} this ${x.period}), at most what it holds, for the rest of its period.`,
+      text: `Gives back part of the counter (${amount(x.used, x.unit)} of ${amount(x.amount, x.unit)} ${TT.thisPeriod(x.period)}), at most what it holds, for the rest of its period.`,
       fields: [{ id: 'amount', label: x.unit === 'usd' ? 'Dollars to give back' : `${x.unit} to give back`, required: true, inputmode: 'decimal' }],
       ok: 'Credit',
       submit: async (v) => {
