@@ -7,6 +7,15 @@
   const PER_PAGE = 50;
   const state = { keys: [], page: 0 };
 
+  // scopesText says what a key may call: "any model", or its lists.
+  function scopesText(sc) {
+    const parts = [];
+    for (const [k, label] of [['models', 'models'], ['providers', 'providers'], ['endpoints', 'endpoints'], ['customers', 'customers']]) {
+      if (sc && sc[k]) parts.push(label + ' ' + (sc[k].length ? sc[k].join(', ') : 'none'));
+    }
+    if (sc && sc.allow_passthrough) parts.push('passthrough');
+    return parts.length ? parts.join('; ') : 'any model, provider and endpoint';
+  }
   const splitList = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
 
   // expiryFrom reads an expiry select (and its date input) into the
@@ -72,7 +81,7 @@
         ? ' (old secret until ' + time(k.previous_secret_until) + ')' : '') : '–';
       return el('tr', { 'data-kid': k.kid, 'data-state': k.state },
         el('td', { class: 'name' }, el('strong', { text: k.name || '(no name)' }), el('br'), el('code', { text: k.kid })),
-        el('td', { class: 'name', title: k.owner, text: k.owner }),
+        el('td', { class: 'name', title: k.owner }, k.owner, el('br'), el('span', { class: 'hint', text: scopesText(k.scopes) })),
         el('td', null, el('span', { class: 'badge ' + k.state, text: k.state })),
         el('td', { text: k.expires_at ? time(k.expires_at) : 'never' }),
         el('td', { text: time(k.created_at) + ' by ' + k.created_by }),
@@ -100,6 +109,8 @@
     const eps = [...document.querySelectorAll('#mint-form input[name=ep]:checked')].map((c) => c.value);
     if (models.length) req.scopes.models = models;
     if (providers.length) req.scopes.providers = providers;
+    const customers = splitList($('mint-customers').value);
+    if (customers.length) req.scopes.customers = customers;
     if (eps.length) req.scopes.endpoints = eps;
     try {
       const k = await api('keys', { method: 'POST', body: req });
@@ -179,6 +190,12 @@
         if (e.status !== 401) TT.notice('Could not load the keys: ' + e.message, 'bad');
       }
     },
-    reset() { state.keys = []; $('secret').hidden = true; $('secret-key').textContent = ''; },
+    reset() {
+      state.keys = [];
+      $('secret').hidden = true;
+      $('secret-key').textContent = '';
+      $('mint-form').reset();
+      $('mint-expires-date').hidden = true;
+    },
   });
 })();
