@@ -247,12 +247,9 @@ func (db *DB) RotateKey(kid string, grace time.Duration, expiresAt *time.Time, s
 		return "", Key{}, fmt.Errorf("runtime: %s: %w", op, err)
 	}
 	err = db.write(func(tx *sql.Tx) (audit, []group, error) {
-		before, err := getKey(tx, kid)
-		if errors.Is(err, sql.ErrNoRows) {
-			return audit{}, nil, refuse(NotFound, op, "no key %s; keys list shows the minted kids", kid)
-		}
+		before, err := keyIn(tx, op, kid)
 		if err != nil {
-			return audit{}, nil, fmt.Errorf("runtime: %s %s: %w", op, kid, err)
+			return audit{}, nil, err
 		}
 		if before.RevokedAt != nil {
 			return audit{}, nil, refuse(Conflict, op, "key %s was revoked at %s by %s; a revoked key stays revoked: mint a new one", kid, before.RevokedAt.Format(time.RFC3339), before.RevokedBy)
@@ -305,12 +302,9 @@ func (db *DB) RevokeKey(kid string, s Stamp) (Key, error) {
 	}
 	var k Key
 	err := db.write(func(tx *sql.Tx) (audit, []group, error) {
-		before, err := getKey(tx, kid)
-		if errors.Is(err, sql.ErrNoRows) {
-			return audit{}, nil, refuse(NotFound, op, "no key %s; keys list shows the minted kids", kid)
-		}
+		before, err := keyIn(tx, op, kid)
 		if err != nil {
-			return audit{}, nil, fmt.Errorf("runtime: %s %s: %w", op, kid, err)
+			return audit{}, nil, err
 		}
 		if before.RevokedAt != nil {
 			return audit{}, nil, refuse(Conflict, op, "key %s was already revoked at %s by %s", kid, before.RevokedAt.Format(time.RFC3339), before.RevokedBy)
@@ -414,6 +408,18 @@ func (db *DB) KeyNames(kids []string) (map[string]string, error) {
 }
 
 const keyColumns = `kid, owner, scopes, created_at, created_by, revoked_at, revoked_by, name, expires_at, rotated_at, rotated_by, prev_until`
+
+// keyIn reads key kid for op: a Kind NotFound *Error when there is none.
+func keyIn(tx *sql.Tx, op, kid string) (Key, error) {
+	k, err := getKey(tx, kid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Key{}, refuse(NotFound, op, "no key %s; keys list shows the minted kids", kid)
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("runtime: %s %s: %w", op, kid, err)
+	}
+	return k, nil
+}
 
 func getKey(tx *sql.Tx, kid string) (Key, error) {
 	return scanKey(tx.QueryRow(`SELECT `+keyColumns+` FROM keys WHERE kid = ?`, kid))
