@@ -2,6 +2,13 @@ package accountant
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -130,4 +137,111 @@ func (s *Server) fleetRead() {
 		s.core.Touch(s.now())
 		s.mu.Unlock()
 	}
+}
+
+// localResetsFile keeps, on an accountant that mirrors the runtime plane
+// without a shared Redis, what each reset took off its own counter.
+const localResetsFile = "counter-resets.json"
+
+// localResets adapts the plane's adjustments to an accountant whose
+// counters are its own replica's only: a mirror without a shared Redis.
+// A reset there takes this accountant's own counter to zero, as it stood
+// when the reset reached it (the owner's amount is the owner's count,
+// not this one's); the amount is kept in localResetsFile, so a restart
+// and the ledger's replay take the same off again. A credit keeps its
+// amount: each replica gives that much back of its own count. Elsewhere
+// (the owner, or any accountant of a fleet sharing Redis, where every one
+// serves the fleet's total) the adjustments are the plane's as they are.
+func (s *Server) localResets(adjs []runtime.Adjustment) []runtime.Adjustment {
+	if s.mirror == nil || s.redis != nil {
+		return adjs
+	}
+	s.resetsMu.Lock()
+	defer s.resetsMu.Unlock()
+	if s.resets == nil {
+		s.resets = s.readLocalResets()
+	}
+	now := s.now()
+	sort.Slice(adjs, func(i, j int) bool { return adjs[i].Seq < adjs[j].Seq })
+	out := make([]runtime.Adjustment, 0, len(adjs))
+	taken := map[store.Key]int64{} // what earlier adjustments took, by counter
+	keep := map[int64]int64{}
+	changed := false
+	for _, a := range adjs {
+		u, ok := calendar.ParseUnit(a.Period)
+		if !ok {
+			continue
+		}
+		k := store.Key{ID: a.Counter, Unit: u, Start: a.PeriodStart.Unix()}
+		if a.Kind == runtime.AdjustReset {
+			amount, known := s.resets[a.Seq]
+			if !known {
+				if !s.replayed.Load() {
+					continue // measured once the ledger has rebuilt the counter
+				}
+				amount = max(0, s.ownValue(k, now)-taken[k])
+				changed = true
+			}
+			keep[a.Seq] = amount
+			a.Amount = amount
+		}
+		taken[k] = addSat(taken[k], a.Amount)
+		out = append(out, a)
+	}
+	if changed || len(keep) != len(s.resets) {
+		s.resets = keep
+		if err := s.writeLocalResets(keep); err != nil {
+			s.log.Error("counter resets: keeping what this replica's resets took failed; after a restart they are measured again", "err", err)
+		}
+	}
+	return out
+}
+
+// ownValue is this accountant's own count of k now.
+func (s *Server) ownValue(k store.Key, now time.Time) int64 {
+	cs, err := s.adjust.Store.Current(context.Background(), now)
+	if err != nil {
+		return 0
+	}
+	for _, c := range cs {
+		if c.Key == k {
+			return c.Value
+		}
+	}
+	return 0
+}
+
+func (s *Server) readLocalResets() map[int64]int64 {
+	out := map[int64]int64{}
+	b, err := os.ReadFile(filepath.Join(s.opts.DataDir, localResetsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return out
+	}
+	var m map[string]int64
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		s.log.Error("counter resets: "+localResetsFile+" is unreadable; the resets are measured again", "err", err)
+		return out
+	}
+	for k, v := range m {
+		if seq, err := strconv.ParseInt(k, 10, 64); err == nil {
+			out[seq] = v
+		}
+	}
+	return out
+}
+
+func (s *Server) writeLocalResets(m map[int64]int64) error {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[strconv.FormatInt(k, 10)] = v
+	}
+	b, _ := json.Marshal(out)
+	path := filepath.Join(s.opts.DataDir, localResetsFile)
+	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
 }

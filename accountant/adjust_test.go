@@ -1,14 +1,19 @@
 package accountant
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/api"
+	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -188,4 +193,47 @@ func (f *fixture) postAs(t *testing.T, token, target, body string) (int, http.He
 	w := httptest.NewRecorder()
 	f.s.Handler().ServeHTTP(w, req)
 	return w.Code, w.Header(), w.Body.String()
+}
+
+// TestCounterResetOnAMirrorWithoutRedis: without a shared Redis each
+// accountant counts its own replica's rows only, so a reset taken on the
+// owner (which measures its own count) takes each mirror's own counter to
+// zero as it stood when the reset reached it, and the mirror keeps that
+// amount across a restart, where its ledger is replayed.
+func TestCounterResetOnAMirrorWithoutRedis(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, countersConfig)
+	owner := startNode(t, cfg, filepath.Join(dir, "owner"), "127.0.0.1:0", "")
+	mirrorData := filepath.Join(dir, "mirror")
+	mirror := startNode(t, cfg, mirrorData, "127.0.0.1:0", owner.url())
+	tokens := "team_tokens|quota_tokens|org:acme/team:ml||month|"
+	ingestAt := func(n *node, rows ...ledger.Row) {
+		t.Helper()
+		resp, err := internalClient.Post(n.url()+syncwire.IngestPath, "application/x-ndjson", bytes.NewReader(batch(rows...)))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("ingest: %v %v", err, resp)
+		}
+		resp.Body.Close()
+	}
+	now := time.Now().UTC()
+	ingestAt(owner, row(reqID(1), now, "org:acme/team:ml/user:dev1", "gpt-4o-mini", 100, 100))
+	ingestAt(mirror, row(reqID(2), now, "org:acme/team:ml/user:dev1", "gpt-4o-mini", 1000, 500), row(reqID(3), now, "org:acme/team:ml/user:dev1", "gpt-4o-mini", 400, 100))
+	value := func(n *node) int64 { v, _ := entryOf(n.sync("", "", ""), tokens); return v }
+	if o, m := value(owner), value(mirror); o != 200 || m != 2000 {
+		t.Fatalf("before: owner %d, mirror %d", o, m)
+	}
+	if _, err := owner.admin().ResetCounter(context.Background(), api.CounterRequest{LimitID: "team_tokens", Node: "org:acme/team:ml"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the mirror's own counter reset", func() (bool, string) {
+		o, m := value(owner), value(mirror)
+		return o == 0 && m == 0, fmt.Sprintf("owner %d, mirror %d", o, m)
+	})
+	ingestAt(mirror, row(reqID(4), now, "org:acme/team:ml/user:dev1", "gpt-4o-mini", 30, 20))
+	eventually(t, "the mirror counting from zero", func() (bool, string) { m := value(mirror); return m == 50, fmt.Sprint(m) })
+	mirror.close()
+	mirror = startNode(t, cfg, mirrorData, "127.0.0.1:0", owner.url())
+	if m := value(mirror); m != 50 {
+		t.Errorf("after a restart the mirror counts %d; want 50 (every row replayed, the reset's 2000 taken off again)", m)
+	}
 }

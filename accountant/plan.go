@@ -249,7 +249,7 @@ func (s *Server) refreshRuntime() error {
 	if err != nil {
 		return fmt.Errorf("accountant: %w", err)
 	}
-	s.adjust.set(adjs)
+	s.adjust.set(s.localResets(adjs))
 	s.mu.Lock()
 	s.feed = feed
 	s.rt = rt

@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -159,8 +160,14 @@ type Server struct {
 	handler    http.Handler
 	auth       *internalAuth
 	lock       *os.File // the data directory's lock, held until Close
-	// adjust holds the counters' resets and credits beside the store.
-	adjust *adjusted
+	// adjust holds the counters' resets and credits beside the store;
+	// resets, on a mirror without Redis, what each reset took off this
+	// accountant's own counters (see localResets), and replayed says the
+	// ledger has rebuilt them.
+	adjust   *adjusted
+	resetsMu sync.Mutex
+	resets   map[int64]int64
+	replayed atomic.Bool
 	// report is the daily spend report's state.
 	report reporter
 	// spend is the rollup spend reports read: the whole ledger, summed by
@@ -416,8 +423,14 @@ func New(opts Options) (*Server, error) {
 	s.spend = spend.New(spend.Options{HourlyDays: opts.SpendHourlyDays})
 	replayed, err := s.replay(start)
 	if err == nil {
+		s.replayed.Store(true)
 		s.spend.Compact(start)
 		err = s.startSpend(replayed)
+	}
+	if err == nil && s.mirror != nil && s.redis == nil {
+		// Resets that reached the copy while this accountant was down are
+		// measured now that its counters are rebuilt.
+		err = s.refreshRuntime()
 	}
 	if err == nil {
 		err = s.startReports(start)
