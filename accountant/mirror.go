@@ -193,10 +193,14 @@ func (m *mirror) pull(ctx context.Context, wait time.Duration) (more bool, err e
 	if err != nil {
 		return false, err
 	}
+	haveFeed, err := m.s.db.FeedCursor()
+	if err != nil {
+		return false, err
+	}
 	m.mu.Lock()
 	seen := m.fleet.hash()
 	m.mu.Unlock()
-	body, _ := json.Marshal(planePull{Mirror: m.name, Accountant: m.s.advertise, Have: have, WaitMS: wait.Milliseconds(), Rollout: m.s.localReport(), Seen: seen})
+	body, _ := json.Marshal(planePull{Mirror: m.name, Accountant: m.s.advertise, Have: have, HaveFeed: haveFeed, WaitMS: wait.Milliseconds(), Rollout: m.s.localReport(), Seen: seen})
 	ans, err := m.ask(ctx, body, wait)
 	if err != nil {
 		select {

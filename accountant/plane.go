@@ -160,6 +160,11 @@ type planePull struct {
 	Accountant string `json:"accountant,omitempty"`
 	// Have is the plane version the mirror holds ("" for none).
 	Have string `json:"have"`
+	// HaveFeed is the mirror's cursor into the owner's change feed: a
+	// copy then brings keys, nodes and overrides as the changes since
+	// (runtime.Plane.Since). An owner of an earlier release ignores it and
+	// sends every row.
+	HaveFeed string `json:"have_feed,omitempty"`
 	// WaitMS: when Have is current, answer when the plane moves, or after
 	// this long (at most MaxPlaneWait).
 	WaitMS int64 `json:"wait_ms"`
@@ -279,7 +284,7 @@ func (s *Server) servePlane(w http.ResponseWriter, r *http.Request) {
 		}
 		fleet := s.fleetReport()
 		if version != pull.Have || fleet.hash() != pull.Seen || timer == nil {
-			s.answerPlane(w, pull.Have, version, fleet)
+			s.answerPlane(w, pull.Have, pull.HaveFeed, version, fleet)
 			return
 		}
 		select {
@@ -294,10 +299,10 @@ func (s *Server) servePlane(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) answerPlane(w http.ResponseWriter, have, version string, fleet rolloutReport) {
+func (s *Server) answerPlane(w http.ResponseWriter, have, haveFeed, version string, fleet rolloutReport) {
 	ans := planeAnswer{Version: version, Rollout: fleet, Accountants: s.membersAnswer()}
 	if have != version {
-		p, err := s.db.Plane(have)
+		p, err := s.db.PlaneSince(have, haveFeed)
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, "plane: "+err.Error())
 			return

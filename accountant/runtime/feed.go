@@ -133,19 +133,131 @@ func (db *DB) newFeedEpoch() error {
 // that holds everything reports.
 func (db *DB) FeedCursor() (string, error) {
 	var c string
-	err := db.read(func(tx *sql.Tx) error {
-		id, err := db.feedID(tx)
-		if err != nil {
-			return err
-		}
-		last, err := lastChange(tx)
-		c = syncwire.FormatCursor(id, last)
+	err := db.read(func(tx *sql.Tx) (err error) {
+		c, err = db.feedCursor(tx)
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("runtime: read the feed position: %w", err)
 	}
 	return c, nil
+}
+
+func (db *DB) feedCursor(tx *sql.Tx) (string, error) {
+	id, err := db.feedID(tx)
+	if err != nil {
+		return "", err
+	}
+	last, err := lastChange(tx)
+	return syncwire.FormatCursor(id, last), err
+}
+
+// A mirror copies keys, nodes and overrides as the changes since the
+// feed position it holds (Plane.Since): the rows of the items changed
+// since, the changes rows, and the key columns of the items changed since
+// that are gone. feedTables names the tables so copied, with the kind of
+// their items and the columns that name a row.
+var feedTables = map[string]struct {
+	kind string
+	key  []string
+	// join is the condition that a row of the table is change row c's item.
+	join string
+}{
+	"keys":      {changeKey, []string{"kid"}, "t.kid = c.id"},
+	"nodes":     {changeNode, []string{"id"}, "t.id = c.id"},
+	"overrides": {changeOverride, []string{"limit_id", "node"}, "t.node = c.node AND t.limit_id = substr(c.id, 1, length(c.id) - length(c.node) - 1)"},
+}
+
+func feedTable(name string) bool { _, ok := feedTables[name]; return ok || name == "changes" }
+
+// feedSince is the position a mirror's feed cursor holds, when it is one
+// of this feed's positions; 0 otherwise (the copy is then whole).
+func (db *DB) feedSince(tx *sql.Tx, cursor string) (uint64, error) {
+	id, seq, ok := syncwire.ParseCursor(cursor)
+	if !ok || seq == 0 {
+		return 0, nil
+	}
+	fid, err := db.feedID(tx)
+	if err != nil {
+		return 0, err
+	}
+	last, err := lastChange(tx)
+	if err != nil || id != fid || seq > last {
+		return 0, err
+	}
+	return seq, nil
+}
+
+// changedRows fills the copy of table name with what changed after since,
+// when it is a table the feed follows (ok).
+func changedRows(tx *sql.Tx, p *Plane, name string, columns []string, since uint64) (ok bool, err error) {
+	if name == "changes" {
+		p.Tables[name], err = selectRows(tx, `SELECT `+strings.Join(columns, ", ")+` FROM changes WHERE seq > ? ORDER BY seq`, len(columns), int64(since))
+		return true, err
+	}
+	ft, ok := feedTables[name]
+	if !ok {
+		return false, nil
+	}
+	cols := make([]string, len(columns))
+	for i, c := range columns {
+		cols[i] = "t." + c
+	}
+	p.Tables[name], err = selectRows(tx, `SELECT `+strings.Join(cols, ", ")+` FROM changes c JOIN `+name+` t ON `+ft.join+
+		` WHERE c.kind = ? AND c.seq > ?`, len(cols), ft.kind, int64(since))
+	if err != nil {
+		return true, err
+	}
+	keys := make([]string, len(ft.key))
+	for i, k := range ft.key {
+		keys[i] = "c.id"
+		if k == "node" {
+			keys[i] = "c.node"
+		} else if name == "overrides" {
+			keys[i] = "substr(c.id, 1, length(c.id) - length(c.node) - 1)"
+		}
+	}
+	gone, err := selectRows(tx, `SELECT `+strings.Join(keys, ", ")+` FROM changes c WHERE c.kind = ? AND c.seq > ?
+		AND NOT EXISTS (SELECT 1 FROM `+name+` t WHERE `+ft.join+`)`, len(keys), ft.kind, int64(since))
+	if len(gone) > 0 {
+		if p.Removed == nil {
+			p.Removed = map[string]Rows{}
+		}
+		p.Removed[name] = gone
+	}
+	return true, err
+}
+
+// applyChanged applies a table's changes to a mirror: rows written (a
+// changed row replaces the one held under its name) and rows removed.
+func applyChanged(tx *sql.Tx, name string, columns []string, rows, removed Rows) error {
+	if ft, ok := feedTables[name]; ok && len(removed) > 0 {
+		conds := make([]string, len(ft.key))
+		for i, k := range ft.key {
+			conds[i] = k + " = ?"
+		}
+		stmt, err := tx.Prepare(`DELETE FROM ` + name + ` WHERE ` + strings.Join(conds, " AND "))
+		if err != nil {
+			return fmt.Errorf("runtime: apply the plane: %s: %w", name, err)
+		}
+		defer stmt.Close()
+		for i, row := range removed {
+			if len(row) != len(ft.key) {
+				return fmt.Errorf("runtime: the plane copy's %s removal %d has %d columns, want %d", name, i, len(row), len(ft.key))
+			}
+			args := make([]any, len(row))
+			for j, v := range row {
+				if v == nil {
+					return fmt.Errorf("runtime: the plane copy's %s removal %d has a null", name, i)
+				}
+				args[j] = *v
+			}
+			if _, err := stmt.Exec(args...); err != nil {
+				return fmt.Errorf("runtime: apply the plane: %s removal %d: %w", name, i, err)
+			}
+		}
+	}
+	return upsertRows(tx, name, columns, rows)
 }
 
 func lastChange(tx *sql.Tx) (uint64, error) {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -236,4 +237,88 @@ func TestFeedCarriesKeyLife(t *testing.T) {
 	if got := next.Keys[0]; got.PrevSHA256 != vkey.Hash(key) || got.PrevUntil != t1.Add(time.Hour).Unix() || got.SHA256 == vkey.Hash(key) {
 		t.Errorf("the rotated key: %+v", got)
 	}
+}
+
+// pullSince is pull as a mirror of this release pulls: with its cursor
+// into the owner's change feed.
+func pullSince(t *testing.T, owner, mirror *DB) Plane {
+	t.Helper()
+	have, err := mirror.PlaneVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed, err := mirror.FeedCursor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := owner.PlaneSince(have, feed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(p)
+	var wire Plane
+	if err := json.Unmarshal(b, &wire); err != nil {
+		t.Fatal(err)
+	}
+	if err := mirror.ApplyPlane(wire); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestMirrorCopiesChanges: once a mirror holds a copy, each later copy
+// brings the keys, nodes and overrides that changed (the others are not
+// sent), removes what the owner deleted, and leaves the mirror answering
+// what the owner does, feed included; a copy of the changes since another
+// position is refused whole.
+func TestMirrorCopiesChanges(t *testing.T) {
+	p := seedPlan()
+	owner, _ := openTemp(t)
+	mirror, _ := openTemp(t)
+	for range 40 {
+		if _, _, err := owner.MintKey(p, "org:acme", vkey.Scopes{}, admin(t0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustDo(t, func() error { _, err := owner.CreateNode(p, "org:beta", admin(t0)); return err })
+	mustDo(t, func() error { _, err := owner.CreateNode(p, "org:beta/team:x", admin(t0)); return err })
+	o := govern.Override{LimitID: "team_daily_requests", Node: "org:beta/team:x", Amount: 30000}
+	mustDo(t, func() error { _, err := owner.PutOverride(p, o, admin(t0)); return err })
+	first := pullSince(t, owner, mirror)
+	if first.Since != "" || len(first.Tables["keys"]) != 40 {
+		t.Fatalf("the first copy: since %q, %d keys", first.Since, len(first.Tables["keys"]))
+	}
+	sameState(t, "the first copy", owner, mirror)
+
+	_, k, err := owner.MintKey(p, "org:beta", vkey.Scopes{}, admin(t1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustDo(t, func() error { _, err := owner.DeleteOverride(o.LimitID, o.Node, admin(t2)); return err })
+	mustDo(t, func() error { _, err := owner.DeleteNode("org:beta/team:x", admin(t2)); return err })
+	next := pullSince(t, owner, mirror)
+	if next.Since == "" || len(next.Tables["keys"]) != 1 || *next.Tables["keys"][0][0] != k.KID || len(next.Tables["overrides"]) != 0 ||
+		len(next.Removed["overrides"]) != 1 || len(next.Removed["nodes"]) != 1 || *next.Removed["nodes"][0][0] != "org:beta/team:x" {
+		t.Fatalf("the next copy: since %q, tables %v, removed %v", next.Since, next.Tables, next.Removed)
+	}
+	sameState(t, "the changes", owner, mirror)
+	of, _ := owner.FeedCursor()
+	if mf, _ := mirror.FeedCursor(); mf != of {
+		t.Errorf("the mirror's feed is at %s, the owner's at %s", mf, of)
+	}
+
+	// A copy of the changes since a position the mirror does not hold
+	// is refused, and the copy held stays; the next pull is right.
+	mustDo(t, func() error { _, err := owner.RevokeKey(k.KID, admin(t3)); return err })
+	have, _ := mirror.PlaneVersion()
+	id, seq, _ := syncwire.ParseCursor(of)
+	stale, err := owner.PlaneSince(have, syncwire.FormatCursor(id, seq-1))
+	if err != nil || stale.Since == "" {
+		t.Fatalf("a copy since an earlier position: %q %v", stale.Since, err)
+	}
+	if err := mirror.ApplyPlane(stale); err == nil || !strings.Contains(err.Error(), "it pulls again") {
+		t.Errorf("a copy of the changes since another position applied: %v", err)
+	}
+	pullSince(t, owner, mirror)
+	sameState(t, "after the revoke", owner, mirror)
 }

@@ -68,6 +68,13 @@ type Plane struct {
 	Audit  Rows            `json:"audit"`
 	// More: the owner has audit entries past Seq still to send.
 	More bool `json:"more,omitempty"`
+	// Since, when set, makes the copy of keys, nodes and overrides the
+	// changes after the mirror's cursor into the owner's change feed
+	// (feed.go): Tables holds their rows changed since, with the changes
+	// rows themselves, and Removed the key columns of those changed since
+	// that are gone; the other tables are whole. "" for a whole copy.
+	Since   string          `json:"since,omitempty"`
+	Removed map[string]Rows `json:"removed,omitempty"`
 }
 
 // Rows are the rows of one table: each a value per column, nil for NULL.
@@ -194,11 +201,21 @@ func (db *DB) Promote() (string, error) {
 // version have: every row of the mirrored tables, and the audit entries
 // after the ones it holds (all of them when it holds another database's,
 // or none), at most MaxPlaneAudit.
-func (db *DB) Plane(have string) (Plane, error) {
+func (db *DB) Plane(have string) (Plane, error) { return db.PlaneSince(have, "") }
+
+// PlaneSince is Plane for a mirror whose copy of the change feed is at
+// cursor feed: keys, nodes and overrides come as the changes since
+// (Plane.Since), so a write costs a mirror that write, not the tables. A
+// cursor of another feed, or none, gets every row.
+func (db *DB) PlaneSince(have, feed string) (Plane, error) {
 	p := Plane{Schema: SchemaVersion(), Tables: map[string]Rows{}}
 	err := db.read(func(tx *sql.Tx) error {
 		var err error
 		if p.ID, err = db.identity(tx); err != nil {
+			return err
+		}
+		since, err := db.feedSince(tx, feed)
+		if err != nil {
 			return err
 		}
 		from := int64(0)
@@ -209,11 +226,22 @@ func (db *DB) Plane(have string) (Plane, error) {
 			return err
 		}
 		for _, t := range mirroredTables {
+			if since > 0 {
+				if ok, err := changedRows(tx, &p, t.name, t.columns, since); ok || err != nil {
+					if err != nil {
+						return fmt.Errorf("%s: %w", t.name, err)
+					}
+					continue
+				}
+			}
 			rows, err := selectRows(tx, `SELECT `+strings.Join(t.columns, ", ")+` FROM `+t.name, len(t.columns))
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
 			}
 			p.Tables[t.name] = rows
+		}
+		if since > 0 {
+			p.Since = feed
 		}
 		p.Audit, err = selectRows(tx, `SELECT `+strings.Join(auditColumns, ", ")+` FROM audit WHERE seq > ? ORDER BY seq LIMIT ?`,
 			len(auditColumns), from, maxPlaneAudit+1)
@@ -297,10 +325,27 @@ func (db *DB) ApplyPlane(p Plane) error {
 			return fmt.Errorf("runtime: apply the plane: %w", err)
 		}
 	}
+	if p.Since != "" {
+		// The changes since the feed position this mirror holds: of
+		// another owner, or another position, the copy does not apply.
+		held, err := db.feedCursor(tx)
+		if err != nil {
+			return fmt.Errorf("runtime: apply the plane: %w", err)
+		}
+		if !was.Valid || was.String != p.ID || held != p.Since {
+			return fmt.Errorf("runtime: the plane copy holds the changes since %s, this mirror holds %s: it pulls again", p.Since, held)
+		}
+	}
 	for _, t := range mirroredTables {
 		rows, ok := p.Tables[t.name]
 		if !ok {
 			return fmt.Errorf("runtime: the plane copy has no %s table", t.name)
+		}
+		if p.Since != "" && feedTable(t.name) {
+			if err := applyChanged(tx, t.name, t.columns, rows, p.Removed[t.name]); err != nil {
+				return err
+			}
+			continue
 		}
 		if _, err := tx.Exec(`DELETE FROM ` + t.name); err != nil {
 			return fmt.Errorf("runtime: apply the plane: %s: %w", t.name, err)
@@ -359,10 +404,20 @@ func (db *DB) ApplyPlane(p Plane) error {
 }
 
 func insertRows(tx *sql.Tx, table string, columns []string, rows Rows) error {
+	return writeRows(tx, "INSERT", table, columns, rows)
+}
+
+// upsertRows is insertRows where a row replaces the one with its name (a
+// change the copy brings, feed.go).
+func upsertRows(tx *sql.Tx, table string, columns []string, rows Rows) error {
+	return writeRows(tx, "INSERT OR REPLACE", table, columns, rows)
+}
+
+func writeRows(tx *sql.Tx, verb, table string, columns []string, rows Rows) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	stmt, err := tx.Prepare(`INSERT INTO ` + table + ` (` + strings.Join(columns, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(columns)-1) + `)`)
+	stmt, err := tx.Prepare(verb + ` INTO ` + table + ` (` + strings.Join(columns, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(columns)-1) + `)`)
 	if err != nil {
 		return fmt.Errorf("runtime: apply the plane: %s: %w", table, err)
 	}
