@@ -27,8 +27,10 @@ const (
 	snapshotTrust = pluginconf.SnapshotTrust
 	// pageBytes is the page bound the filter asks the accountant for: a
 	// page is read, written into shared data and dropped before the next
-	// is asked for, so a VM never holds more of a feed than this.
-	pageBytes = syncwire.DefaultPageBytes
+	// is asked for, so a VM never holds more of a feed than this, and a
+	// page's callback holds its VM a few milliseconds (about 250 keys; a
+	// first sync of a million keys is some 4,000 of them, back to back).
+	pageBytes = 64 << 10
 	// sweepPerPage bounds the buckets of an old table generation one
 	// answer frees.
 	sweepPerPage = 1024
