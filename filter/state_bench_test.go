@@ -25,7 +25,7 @@ func envInt(name string, def int) int {
 // BenchmarkStateScale is issue 18's figure: a million virtual keys under
 // 100,000 runtime user nodes, and 200,000 per-model counters in the spend
 // snapshot, synced into a host of four VMs through the real filter.wasm
-// (the accountant's feed played by the test, in pages of 256 KiB). It
+// (the accountant's feed played by the test, in pages of 64 KiB). It
 // reports the first sync's wall and CPU time, the shared-data bytes per
 // key and per counter, each VM's linear memory after the sync and after
 // serving keys past its caches, and what one mint costs: the bytes of the

@@ -30,6 +30,7 @@ type Log[V comparable] struct {
 	maxGone int
 	gone    int
 	items   map[string]*item[V]
+	pass    uint64 // the current Mark pass
 	// order lists changes by ascending sequence number; a slot whose
 	// item has changed since (or was forgotten) is stale and skipped.
 	order []slot
@@ -39,6 +40,7 @@ type item[V comparable] struct {
 	v    V
 	seq  uint64
 	gone bool
+	mark uint64 // the Mark pass that last saw it (Sweep)
 }
 
 type slot struct {
@@ -63,10 +65,12 @@ func (l *Log[V]) Put(key string, v V) {
 		it = &item[V]{}
 		l.items[key] = it
 	case !it.gone && it.v == v:
+		it.mark = l.pass
 		return
 	case it.gone:
 		l.gone--
 	}
+	it.mark = l.pass
 	it.v, it.gone = v, false
 	l.bump(key, it)
 }
@@ -83,6 +87,27 @@ func (l *Log[V]) Remove(key string) {
 	l.bump(key, it)
 	if l.gone > l.maxGone {
 		l.forget()
+	}
+}
+
+// Mark starts a pass over every item the feed should hold: Put (or
+// Keep) each, then Sweep removes those the pass did not name. It avoids a
+// set of the names on the side.
+func (l *Log[V]) Mark() { l.pass++ }
+
+// Keep notes that key stays, unchanged, in the current pass.
+func (l *Log[V]) Keep(key string) {
+	if it := l.items[key]; it != nil {
+		it.mark = l.pass
+	}
+}
+
+// Sweep removes every item the current pass did not name.
+func (l *Log[V]) Sweep() {
+	for k, it := range l.items {
+		if !it.gone && it.mark != l.pass {
+			l.Remove(k)
+		}
 	}
 }
 

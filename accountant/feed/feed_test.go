@@ -129,3 +129,32 @@ func TestSnapshotFeed(t *testing.T) {
 		t.Errorf("nothing moved, yet: %+v", again)
 	}
 }
+
+// BenchmarkSnapshotUpdate is what a snapshot of 200,000 counters costs the
+// accountant each time it moves (a hundred counters moved): the diff
+// into the feed, and the page a current filter then gets.
+//
+//	go test ./accountant/feed -run '^$' -bench SnapshotUpdate
+func BenchmarkSnapshotUpdate(b *testing.B) {
+	start := time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
+	entries := make([]syncwire.Entry, 200_000)
+	for i := range entries {
+		entries[i] = syncwire.Entry{ID: fmt.Sprintf("pm|budget_usd|org:acme/team:t0|model=m-%d|month|", i), PeriodStart: start, Value: int64(i)}
+	}
+	f := NewSnapshot("s")
+	perValue := func(id string) (string, bool) { return "model=", id == "pm" }
+	f.Update(syncwire.Snapshot{Version: "0", Entries: entries}, perValue)
+	cursor := f.Page("", 1<<30).Cursor
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range 100 {
+			entries[(i*100+j)%len(entries)].Value++
+		}
+		f.Update(syncwire.Snapshot{Version: fmt.Sprint(i + 1), Entries: entries}, perValue)
+		p := f.Page(cursor, 256<<10)
+		if len(p.Entries) < 100 {
+			b.Fatalf("%d entries moved, want 100 and the fullest", len(p.Entries))
+		}
+		cursor = p.Cursor
+	}
+}

@@ -15,6 +15,7 @@ type Snapshot struct {
 	version string // of the snapshot last diffed
 	log     *Log[Counter]
 	next    map[string]Counter // scratch, reused
+	order   []string
 }
 
 // Counter is one counter's period start (Unix seconds) and value.
@@ -42,28 +43,28 @@ func (f *Snapshot) Update(snap syncwire.Snapshot, perValue PerValue) {
 		return
 	}
 	f.version = snap.Version
-	next := f.next
-	clear(next)
-	var fullest []string
+	fullest := f.next // the fullest counter of each per-value instance
+	clear(fullest)
+	f.order = f.order[:0]
+	f.log.Mark()
 	// In the snapshot's order (by identity), the fullest entries after
-	// the counters they follow: the same snapshot, the same feed.
+	// the counters: the same snapshot, the same feed.
 	for _, e := range snap.Entries {
 		c := Counter{Start: e.PeriodStart.Unix(), Value: e.Value}
-		next[e.ID] = c
 		f.log.Put(e.ID, c)
-		if id, ok := FullestID(e.ID, perValue); ok {
-			if cur, seen := next[id]; !seen || c.Value > cur.Value {
+		if base, ok := fullestBase(e.ID, perValue); ok {
+			if cur, seen := fullest[base]; !seen || c.Value > cur.Value {
 				if !seen {
-					fullest = append(fullest, id)
+					f.order = append(f.order, base)
 				}
-				next[id] = c
+				fullest[base] = c
 			}
 		}
 	}
-	for _, id := range fullest {
-		f.log.Put(id, next[id])
+	for _, base := range f.order {
+		f.log.Put(base+syncwire.FullestSuffix, fullest[base])
 	}
-	f.log.Retain(func(id string) bool { _, ok := next[id]; return ok })
+	f.log.Sweep()
 }
 
 // Len is the number of entries the feed holds.
@@ -75,6 +76,15 @@ func (f *Snapshot) Len() int { return f.log.Len() }
 // syncwire.FullestSuffix. ok is false for a companion entry (#...) and for
 // a limit perValue says is not counted per value.
 func FullestID(id string, perValue PerValue) (string, bool) {
+	base, ok := fullestBase(id, perValue)
+	if !ok {
+		return "", false
+	}
+	return base + syncwire.FullestSuffix, true
+}
+
+// fullestBase is FullestID without the suffix: a slice of id.
+func fullestBase(id string, perValue PerValue) (string, bool) {
 	if perValue == nil || strings.IndexByte(id, '#') >= 0 {
 		return "", false
 	}
@@ -95,7 +105,7 @@ func FullestID(id string, perValue PerValue) (string, bool) {
 	if !strings.HasPrefix(id[end:], dims) {
 		return "", false
 	}
-	return id[:end+len(dims)] + syncwire.FullestSuffix, true
+	return id[:end+len(dims)], true
 }
 
 // Page is the feed's page after cursor, bounded by maxBytes.
