@@ -559,8 +559,9 @@ func (s *Server) Close() error {
 		if err := s.db.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = err
 		}
-		s.lock.Close() // releases the data directory
 		s.alerts.close()
+		s.report.wg.Wait() // a report being sent ends with the alerts' context
+		s.lock.Close()     // releases the data directory
 		if s.fleetStop != nil {
 			s.fleetStop()
 		}

@@ -68,6 +68,7 @@ type reportState struct {
 // when to try again after a failure.
 type reporter struct {
 	running atomic.Bool
+	wg      sync.WaitGroup // the report being sent; Close waits for it
 	mu      sync.Mutex
 	last    time.Time // start of the last UTC day reported
 	retry   time.Time
@@ -145,7 +146,9 @@ func (s *Server) maybeReport(now time.Time) {
 	if !due || !s.report.running.CompareAndSwap(false, true) {
 		return
 	}
+	s.report.wg.Add(1)
 	go func() {
+		defer s.report.wg.Done()
 		defer s.report.running.Store(false)
 		if err := s.sendReport(day); err != nil {
 			s.report.mu.Lock()
