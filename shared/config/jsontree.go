@@ -55,8 +55,8 @@ func ParseJSON(b []byte) (any, error) {
 	var stack []frame
 	var top any
 	for {
-		k := t.Next()
-		tok := t.Token()
+		tok := t.Next()
+		k := tok.Kind
 		var v any
 		switch k {
 		case jsontok.End:

@@ -20,9 +20,9 @@
 // space, tab, CR and LF; a string holds no control character and only
 // valid escapes; a number is -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
 //
-// Nothing recurses: nesting is a bit stack, bounded by Rules.MaxDepth, so
-// no input can grow the goroutine stack. Nothing allocates while reading
-// (the bit stack lives in the Tokenizer up to 512 levels). A fault is an
+// Nothing recurses: nesting is a bit stack in the Tokenizer, bounded by
+// Rules.MaxDepth, so no input can grow the goroutine stack. Nothing
+// allocates while reading. A fault is an
 // Error with its byte offset, a code, and two wordings: the project's own
 // (Cause) and encoding/json's (GoText), the latter held to encoding/json
 // word for word by the package's fuzz target.

@@ -68,7 +68,8 @@ func checkEncodingJSON(t *testing.T, b []byte) {
 	var tk Tokenizer
 	tk.Reset(b, EncodingJSON)
 	for {
-		k := tk.Next()
+		tok := tk.Next()
+		k := tok.Kind
 		want, err := d.Token()
 		if k == End {
 			if err != io.EOF {
@@ -79,7 +80,7 @@ func checkEncodingJSON(t *testing.T, b []byte) {
 		if err != nil {
 			t.Fatalf("%q: encoding/json: %v", b, err)
 		}
-		s, end := tk.Token().Start, tk.Token().End
+		s, end := tok.Start, tok.End
 		var got any
 		switch k {
 		case ObjectStart:
@@ -132,11 +133,10 @@ func checkGJSON(t *testing.T, b []byte) {
 	}
 	var tk Tokenizer
 	tk.Reset(b, GJSON)
-	for k := tk.Next(); k != End; k = tk.Next() {
-		if k != String && k != Key {
+	for tok := tk.Next(); tok.Kind != End; tok = tk.Next() {
+		if tok.Kind != String && tok.Kind != Key {
 			continue
 		}
-		tok := tk.Token()
 		raw := b[tok.Start:tok.End]
 		want := gjson.ParseBytes(raw).Str
 		if got := Text(raw, false); got != want {

@@ -52,7 +52,7 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 		// its invalid UTF-8 replaced.
 		var tk Tokenizer
 		tk.Reset(got[1:], Strict)
-		if k := tk.Next(); k != String || tk.Next() != End {
+		if k := tk.Next().Kind; k != String || tk.Next().Kind != End {
 			t.Fatalf("%s does not read back as one string: %+v", got[1:], tk.Err())
 		}
 		if back := Text(got[1:], true); back != strings.ToValidUTF8(s, "\ufffd") && utf8.ValidString(s) {
@@ -147,8 +147,8 @@ func build(t *testing.T, tk *Tokenizer, src []byte) any {
 		}
 	}
 	for {
-		k := tk.Next()
-		s, e := tk.Token().Start, tk.Token().End
+		tok := tk.Next()
+		k, s, e := tok.Kind, tok.Start, tok.End
 		switch k {
 		case End:
 			return done

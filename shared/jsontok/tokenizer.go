@@ -23,10 +23,14 @@ const (
 // are empty, where reading stopped).
 type Token struct {
 	Kind Kind
+	// Depth is how deep the token stands: 0 for the top-level value
+	// (and its brackets), 1 for what is directly inside it. A container's
+	// opening and closing brackets stand at the same depth.
+	Depth int32
 	// Shrink is, for a String or Key, how many bytes fewer its decoded
 	// text has than the bytes between its quotes: it holds an escape
 	// exactly when Shrink > 0. Not set for other kinds.
-	Shrink     int
+	Shrink     int32
 	Start, End int
 }
 
@@ -35,12 +39,13 @@ func (k *Token) Escaped() bool { return k.Shrink > 0 }
 
 // DecodedLen is the byte length of a String or Key once decoded (escapes
 // resolved as AppendText resolves them, other bytes as they are).
-func (k *Token) DecodedLen() int { return k.End - k.Start - 2 - k.Shrink }
+func (k *Token) DecodedLen() int { return k.End - k.Start - 2 - int(k.Shrink) }
 
 // Rules are what readers of JSON differ in.
 type Rules struct {
 	// MaxDepth is the deepest nesting of arrays and objects read; a
-	// deeper document is an ErrDepth. 0 means DefaultMaxDepth.
+	// deeper document is an ErrDepth. 0 means DefaultMaxDepth; at most
+	// 16,384.
 	MaxDepth int
 	// UTF8 makes a string that is not valid UTF-8 a fault (ErrUTF8), as
 	// RFC 8259 requires of a document exchanged between systems; without
@@ -51,9 +56,12 @@ type Rules struct {
 
 // DefaultMaxDepth is the nesting the readers of request bodies, answers,
 // events and ledger rows allow: far more than real documents nest (tool
-// schemas nest a few dozen levels), and a bit stack that fits in the
-// Tokenizer.
+// schemas nest a few dozen levels).
 const DefaultMaxDepth = 512
+
+// maxDepthBound is the deepest nesting any Rules may allow (a larger
+// MaxDepth is this): the size of the Tokenizer's bit stack, a power of two.
+const maxDepthBound = 1 << 14
 
 // The rules of the project's readers.
 var (
@@ -70,40 +78,45 @@ var (
 
 // Tokenizer reads a JSON document token by token, checking the grammar as
 // it goes: a document whose tokens all came out before End is valid; a
-// fault stops it at an Err token, and it then hands out nothing else.
-// Commas and colons are not tokens (a member's colon is read with its
-// Key; a missing one is a fault handed out after the Key). It has two ways to hand tokens out:
+// fault stops it at an Err token (Err has the Error), and it then hands
+// out nothing else. Commas and colons are not tokens (a member's colon is
+// read with its Key; a missing one is a fault handed out after the Key).
 //
-//	// One at a time.
+//	var t jsontok.Tokenizer
 //	t.Reset(doc, jsontok.GJSON)
-//	for k := t.Next(); k != jsontok.End; k = t.Next() {
-//		if k == jsontok.Err { return t.Err() }
-//		tok := t.Token()
-//	}
-//
-//	// Many at a time, for hot loops: in the filter's wasm a call costs
-//	// as much as the work of a small token, and Read makes one call per
-//	// len(buf) tokens.
-//	var buf [32]jsontok.Token
 //	for {
-//		n := t.Read(buf[:])
-//		for _, tok := range buf[:n] { ... }
+//		tok := t.Next()
+//		switch tok.Kind {
+//		case jsontok.End: ...
+//		case jsontok.Err: return t.Err()
+//		}
 //	}
 //
-// The bit stack that says whether each open container is an object lives
-// in the Tokenizer up to DefaultMaxDepth levels; deeper rules grow it on
-// the heap. The zero Tokenizer reads an empty document.
+// Next hands tokens out of a buffer the Tokenizer fills many at a time,
+// and is inlined where it is called: in the filter's wasm a call costs as
+// much as the work of a small token, so a reader pays one call per
+// buffer, not one per token. A token Next returned is good until Next is
+// called again; copy what is kept.
+//
+// The Tokenizer holds its buffer and its bit stack (whether each open
+// container is an object), about 3 KiB: hold one where documents are read
+// often rather than declaring one per document. The zero Tokenizer reads
+// an empty document.
 type Tokenizer struct {
 	src    []byte
-	pos    int // where the next token's search starts
+	pos    int // where read goes on
 	state  uint8
 	single bool // End just past the first value (ResetAt)
 	depth  int
 	rules  Rules
-	last   [1]Token // what Next read
 	err    Error
-	stack  [DefaultMaxDepth / 64]uint64 // bit d: the container at depth d is an object
-	deep   []uint64                     // the same from depth DefaultMaxDepth on
+	bi, bn int // buf[bi:bn] are the tokens read and not yet handed out
+	buf    [16]Token
+	// Bit d of stack: the container at depth d is an object. It is
+	// sized for every rule set's bound and indexed under a mask, so that
+	// the loop reaches it without a bounds check or a branch (each cost
+	// more, in the guest, than the 2 KiB it takes).
+	stack [maxDepthBound / 64]uint64
 }
 
 const (
@@ -128,74 +141,112 @@ func (t *Tokenizer) ResetAt(src []byte, i int, r Rules) {
 	if r.MaxDepth <= 0 {
 		r.MaxDepth = DefaultMaxDepth
 	}
+	r.MaxDepth = min(r.MaxDepth, maxDepthBound)
 	t.src, t.pos, t.state, t.single, t.depth, t.rules = src, i, sValue, true, 0, r
-	t.last[0], t.err = Token{Start: i, End: i}, Error{}
-	t.deep = t.deep[:0]
+	t.err.Code, t.bi, t.bn = ErrNone, 0, 0 // the rest of err is set with its Code
 }
 
-// Next reads the next token and returns its kind; Token has the rest.
-func (t *Tokenizer) Next() Kind {
-	t.read(t.last[:], -1)
-	return t.last[0].Kind
+// Next hands out the next token.
+func (t *Tokenizer) Next() *Token {
+	if t.bi == t.bn {
+		t.fill()
+	}
+	t.bi++
+	return &t.buf[t.bi-1]
 }
 
-// Token is the token Next read last.
-func (t *Tokenizer) Token() *Token { return &t.last[0] }
+// Batch hands out every token read and not yet handed out, reading more
+// when there are none: at least one, the last of a document End or Err.
+// It is Next for a reader that walks tokens in a loop of its own; the
+// slice is good until the next call of Batch or Next.
+func (t *Tokenizer) Batch() []Token {
+	if t.bi == t.bn {
+		t.fill()
+	}
+	toks := t.buf[t.bi:t.bn]
+	t.bi = t.bn
+	return toks
+}
 
-// Read reads the next tokens into buf, up to len(buf) of them, and returns
-// how many it read; the document's last token is End or Err, and Read
-// stops after it.
-func (t *Tokenizer) Read(buf []Token) int { return t.read(buf, -1) }
-
-// Depth is how many containers are open: 1 inside the top-level object.
-func (t *Tokenizer) Depth() int { return t.depth }
-
-// InObject reports whether the innermost open container is an object.
-func (t *Tokenizer) InObject() bool { return t.depth > 0 && t.bit(t.depth-1) }
-
-// Pos is where the next token's search starts: just past the last token
-// read (and past a comma or colon after it).
-func (t *Tokenizer) Pos() int { return t.pos }
+// fill reads the next tokens into the buffer. It is not inlined, so that
+// Next is.
+//
+//go:noinline
+func (t *Tokenizer) fill() {
+	t.bn = t.read(t.buf[:], false)
+	t.bi = 0
+}
 
 // Err is the fault that stopped t; its Code is ErrNone while there is none.
-func (t *Tokenizer) Err() Error { return t.err }
-
-func (t *Tokenizer) bit(d int) bool {
-	if d < DefaultMaxDepth {
-		return t.stack[d/64]&(1<<(d%64)) != 0
+func (t *Tokenizer) Err() Error {
+	if t.err.Code == ErrNone {
+		return Error{}
 	}
-	d -= DefaultMaxDepth
-	return t.deep[d/64]&(1<<(d%64)) != 0
+	return t.err
 }
 
-func (t *Tokenizer) setBit(d int, obj bool) {
-	var w *uint64
-	if d < DefaultMaxDepth {
-		w = &t.stack[d/64]
-	} else {
-		d -= DefaultMaxDepth
-		for len(t.deep) <= d/64 {
-			t.deep = append(t.deep, 0)
+// SkipValue reads the whole value that starts next (after a Key, at the
+// start, or where an array element may start) and returns its first
+// token with the span of the whole value: an object from its '{' to its
+// '}'. It returns an Err token on a fault inside it, and an ObjectEnd or
+// ArrayEnd when the container closes instead (no value there).
+func (t *Tokenizer) SkipValue() Token {
+	first := *t.Next()
+	if first.Kind != ObjectStart && first.Kind != ArrayStart {
+		return first
+	}
+	end := t.closeAt(first.Depth)
+	if end.Kind == Err {
+		return end
+	}
+	first.End = end.End
+	return first
+}
+
+// SkipRest reads the rest of the innermost open container, its close
+// included, and returns that closing token (an Err token on a fault): for
+// a reader that has read what it wanted from an object or array. It is
+// called after Next has handed out a token.
+func (t *Tokenizer) SkipRest() Token {
+	last := t.buf[max(t.bi-1, 0)]
+	switch last.Kind {
+	case ObjectStart, ArrayStart:
+		return t.closeAt(last.Depth)
+	case End, Err:
+		return last
+	}
+	return t.closeAt(last.Depth - 1)
+}
+
+// closeAt hands out tokens up to the close at depth d, and returns it (or
+// the Err that came first).
+func (t *Tokenizer) closeAt(d int32) Token {
+	for {
+		tok := t.Next()
+		switch tok.Kind {
+		case ObjectEnd, ArrayEnd:
+			if tok.Depth == d {
+				return *tok
+			}
+		case Err, End:
+			return *tok
 		}
-		w = &t.deep[d/64]
-	}
-	if obj {
-		*w |= 1 << (d % 64)
-	} else {
-		*w &^= 1 << (d % 64)
 	}
 }
 
-// read is Read, and SkipValue's loop: with stop >= 0 it reads until a
-// close brings depth down to stop (or a fault), writing every token over
-// buf[0].
+func hasLiteral(b []byte, i int, lit string) bool {
+	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
+}
+
+// read reads the next tokens into buf, up to len(buf) of them, and
+// returns how many it read; the document's last is End or Err. With all
+// it reads to the end or a fault, every token over buf[0] (Valid).
 //
-// It is one loop in the shape the filter's wasm runs fastest: three
-// states, an empty container closed where it opens, plain integers and
-// literals read in place, every way out but a full buffer a return of its
-// own. Each token costs a few stores, and a call only for a string
-// (ScanString) or a number with a sign, fraction or exponent.
-func (t *Tokenizer) read(buf []Token, stop int) int {
+// Its shape is the one the filter's wasm runs fastest, found by measuring:
+// three main states in one loop, few variables live across it, no call
+// on the way from one token to the next but for a string (ScanString) or
+// a number (ScanNumber), the bit stack indexed under a mask.
+func (t *Tokenizer) read(buf []Token, all bool) int {
 	b := t.src
 	n := len(b)
 	i := t.pos
@@ -204,10 +255,10 @@ func (t *Tokenizer) read(buf []Token, stop int) int {
 	k := 0
 	for {
 		if k == len(buf) {
-			if stop < 0 {
+			if !all {
 				break
 			}
-			k = 0 // skipping: every token over buf[0]
+			k = 0 // checking: every token over buf[0]
 		}
 		for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
 			i++
@@ -224,86 +275,77 @@ func (t *Tokenizer) read(buf []Token, stop int) int {
 				if depth >= t.rules.MaxDepth {
 					return t.stop(buf, k-1, ErrDepth, i, i)
 				}
-				if depth >= DefaultMaxDepth {
-					t.setBit(depth, c == '{')
-				} else if c == '{' {
-					t.stack[depth/64] |= 1 << (depth % 64)
+				d := depth & (maxDepthBound - 1)
+				if c == '{' {
+					t.stack[d/64] |= 1 << (d % 64)
+					tok.Kind = ObjectStart
 				} else {
-					t.stack[depth/64] &^= 1 << (depth % 64)
+					t.stack[d/64] &^= 1 << (d % 64)
+					tok.Kind = ArrayStart
 				}
+				tok.Start, tok.End, tok.Depth = i, i+1, int32(depth)
 				depth++
-				tok.Kind, tok.Start, tok.End = ArrayStart, i, i+1
 				i++
 				for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
 					i++
 				}
-				if c == '{' {
-					tok.Kind = ObjectStart
-					state = sKey
-					if i < n && b[i] == '}' {
-						state = sClose
-					}
-				} else if i < n && b[i] == ']' {
+				if i < n && (b[i] == '}' && c == '{' || b[i] == ']' && c == '[') {
 					state = sClose
+				} else if c == '{' {
+					state = sKey
 				}
 			case '"':
-				end, shrink, c := ScanString(b, i, t.rules.UTF8)
-				if c != 0 {
-					return t.stop(buf, k-1, c, end, i)
+				end, shrink, code := ScanString(b, i, t.rules.UTF8)
+				if code != 0 {
+					return t.stop(buf, k-1, code, end, i)
 				}
-				tok.Kind, tok.Start, tok.End, tok.Shrink = String, i, end, shrink
+				tok.Kind, tok.Start, tok.End, tok.Shrink, tok.Depth = String, i, end, int32(shrink), int32(depth)
 				i = end
 				state = sAfter
 			case 't':
-				if n-i < 4 || string(b[i:i+4]) != "true" {
+				if !hasLiteral(b, i, "true") {
 					return t.stop(buf, k-1, ErrLiteral, i, i)
 				}
-				tok.Kind, tok.Start, tok.End = True, i, i+4
+				tok.Kind, tok.Start, tok.End, tok.Depth = True, i, i+4, int32(depth)
 				i += 4
 				state = sAfter
 			case 'f':
-				if n-i < 5 || string(b[i:i+5]) != "false" {
+				if !hasLiteral(b, i, "false") {
 					return t.stop(buf, k-1, ErrLiteral, i, i)
 				}
-				tok.Kind, tok.Start, tok.End = False, i, i+5
+				tok.Kind, tok.Start, tok.End, tok.Depth = False, i, i+5, int32(depth)
 				i += 5
 				state = sAfter
 			case 'n':
-				if n-i < 4 || string(b[i:i+4]) != "null" {
+				if !hasLiteral(b, i, "null") {
 					return t.stop(buf, k-1, ErrLiteral, i, i)
 				}
-				tok.Kind, tok.Start, tok.End = Null, i, i+4
+				tok.Kind, tok.Start, tok.End, tok.Depth = Null, i, i+4, int32(depth)
 				i += 4
 				state = sAfter
 			default:
 				if c != '-' && (c < '0' || c > '9') {
 					return t.stop(buf, k-1, ErrValue, i, i)
 				}
-				j := i + 1
-				for j < n && b[j] >= '0' && b[j] <= '9' {
-					j++
+				end, code := ScanNumber(b, i)
+				if code != 0 {
+					return t.stop(buf, k-1, code, end, i)
 				}
-				if c == '-' || c == '0' && j > i+1 || j < n && (b[j] == '.' || b[j] == 'e' || b[j] == 'E') {
-					var c Code
-					if j, c = ScanNumber(b, i); c != 0 {
-						return t.stop(buf, k-1, c, j, i)
-					}
-				}
-				tok.Kind, tok.Start, tok.End = Number, i, j
-				i = j
+				tok.Kind, tok.Start, tok.End, tok.Depth = Number, i, end, int32(depth)
+				i = end
 				state = sAfter
 			}
 		case sKey:
 			if i == n || b[i] != '"' {
 				return t.stop(buf, k, ErrKey, i, i)
 			}
-			end, shrink, c := ScanString(b, i, t.rules.UTF8)
-			if c != 0 {
-				return t.stop(buf, k, c, end, i)
+			end, shrink, code := ScanString(b, i, t.rules.UTF8)
+			if code != 0 {
+				return t.stop(buf, k, code, end, i)
 			}
 			tok := &buf[k]
 			k++
-			tok.Kind, tok.Start, tok.End, tok.Shrink = Key, i, end, shrink
+			tok.Kind, tok.Start, tok.End, tok.Shrink, tok.Depth = Key, i, end, int32(shrink), int32(depth)
 			i = end
 			for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
 				i++
@@ -314,49 +356,45 @@ func (t *Tokenizer) read(buf []Token, stop int) int {
 			}
 			i++
 			state = sValue
-		case sColon:
-			return t.stop(buf, k, ErrColon, i, i)
 		case sAfter:
 			if depth == 0 {
 				return t.stopEnd(buf, k, i)
 			}
-			d := depth - 1
-			obj := false
-			if d < DefaultMaxDepth {
-				obj = t.stack[d/64]&(1<<(d%64)) != 0
-			} else {
-				obj = t.bit(d)
+			d := (depth - 1) & (maxDepthBound - 1)
+			obj := t.stack[d/64]&(1<<(d%64)) != 0
+			closer := byte(']')
+			if obj {
+				closer = '}'
 			}
 			if i == n {
 				return t.stop(buf, k, afterError(obj), i, i)
 			}
-			switch c := b[i]; {
-			case c == ',':
+			switch b[i] {
+			case ',':
 				i++
 				if obj {
 					state = sKey
 				} else {
 					state = sValue
 				}
-			case c == '}' && obj, c == ']' && !obj:
-				state = sClose
+				continue
+			case closer:
 			default:
 				return t.stop(buf, k, afterError(obj), i, i)
 			}
+			fallthrough
 		case sClose: // the bracket at i closes the innermost container
 			tok := &buf[k]
 			k++
 			depth--
-			tok.Kind, tok.Start, tok.End = ArrayEnd, i, i+1
+			tok.Kind, tok.Start, tok.End, tok.Depth = ArrayEnd, i, i+1, int32(depth)
 			if b[i] == '}' {
 				tok.Kind = ObjectEnd
 			}
 			i++
 			state = sAfter
-			if depth == stop {
-				t.pos, t.state, t.depth = i, sAfter, depth
-				return 1
-			}
+		case sColon:
+			return t.stop(buf, k, ErrColon, i, i)
 		default: // sEnd, sErr
 			return t.stopEnd(buf, k, i)
 		}
@@ -433,37 +471,6 @@ func (t *Tokenizer) stopEnd(buf []Token, k, i int) int {
 	return k + 1
 }
 
-// SkipValue reads the whole value that starts next (after a Key, at the
-// start, or where an array element may start) and returns its first
-// token, its span the whole value: an object from its '{' to its '}'. It
-// returns an Err token on a fault inside it, and an ObjectEnd or ArrayEnd
-// when the container closes instead (no value there). The value's tokens
-// are read in one call, none handed out.
-func (t *Tokenizer) SkipValue() Token {
-	var first [1]Token
-	t.read(first[:], -1)
-	if k := first[0].Kind; k != ObjectStart && k != ArrayStart {
-		t.last = first
-		return first[0]
-	}
-	t.read(t.last[:], t.depth-1)
-	if last := &t.last[0]; last.Kind != Err {
-		last.Kind, last.Start = first[0].Kind, first[0].Start
-	}
-	return t.last[0]
-}
-
-// SkipRest reads the rest of the innermost open container, its close
-// included, and returns that closing token (an Err token on a fault): for
-// a reader that has read what it wanted from an object or array.
-func (t *Tokenizer) SkipRest() Token {
-	if t.depth == 0 || t.state == sEnd || t.state == sErr {
-		return t.SkipValue()
-	}
-	t.read(t.last[:], t.depth-1)
-	return t.last[0]
-}
-
 // Skip reads the one value that starts at b[i] (after space) under rules
 // r, and returns the offset just past it; on a fault, the Error (Code not
 // ErrNone) and its offset.
@@ -472,8 +479,9 @@ func Skip(b []byte, i int, r Rules) (int, Error) {
 	t.ResetAt(b, i, r)
 	if tok := t.SkipValue(); tok.Kind == Err {
 		return t.err.Off, t.err
+	} else {
+		return tok.End, Error{}
 	}
-	return t.last[0].End, Error{}
 }
 
 // Valid checks that b is one JSON document under rules r; the Error's
@@ -481,14 +489,8 @@ func Skip(b []byte, i int, r Rules) (int, Error) {
 func Valid(b []byte, r Rules) Error {
 	var t Tokenizer
 	t.Reset(b, r)
-	var buf [16]Token
-	for {
-		n := t.Read(buf[:])
-		switch buf[n-1].Kind {
-		case End:
-			return Error{}
-		case Err:
-			return t.err
-		}
+	if t.read(t.buf[:1], true); t.buf[0].Kind == Err {
+		return t.err
 	}
+	return Error{}
 }

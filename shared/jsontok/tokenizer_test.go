@@ -13,16 +13,15 @@ func tokens(doc string, r Rules) string {
 	t.Reset([]byte(doc), r)
 	var out []string
 	for {
-		k := t.Next()
-		switch k {
+		tok := t.Next()
+		switch tok.Kind {
 		case End:
 			return strings.Join(append(out, "end"), " ")
 		case Err:
 			e := t.Err()
 			return strings.Join(append(out, fmt.Sprintf("err@%d: %s", e.At(), e.Cause())), " ")
 		}
-		tok := t.Token()
-		out = append(out, fmt.Sprintf("%s:%s", kindNames[k], doc[tok.Start:tok.End]))
+		out = append(out, fmt.Sprintf("%s:%s", kindNames[tok.Kind], doc[tok.Start:tok.End]))
 	}
 }
 
@@ -135,16 +134,19 @@ func TestSkipValue(t *testing.T) {
 	var tk Tokenizer
 	tk.Reset(doc, GJSON)
 	var got []string
-	if tk.Next() != ObjectStart {
+	if tk.Next().Kind != ObjectStart {
 		t.Fatal("no object")
 	}
-	for tk.Next() == Key {
-		key := *tk.Token()
+	for {
+		key := *tk.Next()
+		if key.Kind != Key {
+			if key.Kind != ObjectEnd || key.Depth != 0 || tk.Next().Kind != End {
+				t.Fatalf("did not end: %+v", key)
+			}
+			break
+		}
 		v := tk.SkipValue()
 		got = append(got, fmt.Sprintf("%s=%s(%s)", doc[key.Start:key.End], doc[v.Start:v.End], kindNames[v.Kind]))
-	}
-	if tk.Depth() != 0 || tk.Next() != End {
-		t.Fatalf("did not end: depth %d", tk.Depth())
 	}
 	if want := `"a"={"x":[1,2]}({) "b"="s"(str) "c"=[]([)`; strings.Join(got, " ") != want {
 		t.Fatalf("got %s\nwant %s", strings.Join(got, " "), want)
@@ -188,7 +190,7 @@ func TestReadingDoesNotAllocate(t *testing.T) {
 	var tk Tokenizer
 	n := testing.AllocsPerRun(100, func() {
 		tk.Reset(doc, Strict)
-		for k := tk.Next(); k != End; k = tk.Next() {
+		for k := tk.Next().Kind; k != End; k = tk.Next().Kind {
 			if k == Err {
 				t.Fatal(tk.Err().Error())
 			}
@@ -207,15 +209,19 @@ func TestSkipRest(t *testing.T) {
 	var tk Tokenizer
 	tk.Reset(doc, GJSON)
 	for _, want := range []Kind{ObjectStart, Key, ObjectStart, Key} {
-		if k := tk.Next(); k != want {
+		if k := tk.Next().Kind; k != want {
 			t.Fatalf("%v, want %v", k, want)
 		}
 	}
-	if end := tk.SkipRest(); end.Kind != ObjectEnd || end.Start != 27 || tk.Depth() != 1 {
-		t.Fatalf("SkipRest = %+v at depth %d", end, tk.Depth())
+	if end := tk.SkipRest(); end.Kind != ObjectEnd || end.Start != 27 || end.Depth != 1 {
+		t.Fatalf("SkipRest = %+v", end)
 	}
-	if k := tk.Next(); k != Key || string(doc[tk.Token().Start:tk.Token().End]) != `"b"` {
-		t.Fatalf("then %v", k)
+	if k := tk.Next(); k.Kind != Key || string(doc[k.Start:k.End]) != `"b"` || k.Depth != 1 {
+		t.Fatalf("then %+v", k)
+	}
+	tk.Next()
+	if end := tk.SkipRest(); end.Kind != ObjectEnd || end.Depth != 0 || tk.Next().Kind != End {
+		t.Fatalf("the top: %+v", end)
 	}
 	tk.Reset([]byte(`[1,2,`), GJSON)
 	tk.Next()

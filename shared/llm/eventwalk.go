@@ -1,10 +1,11 @@
 package llm
 
 import (
+	"bytes"
 	"math/bits"
 	"strings"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
 
 // This file is the scanner's fast path: one pass over an event's JSON that
@@ -179,87 +180,82 @@ func roleOf(ctx uint8, key []byte, esc bool) (role uint8, ok bool) {
 	return rNone, true
 }
 
-// strClass sorts string bytes: 0 plain, 1 the closing quote, 2 a
-// backslash, 3 a control character.
-var strClass = func() (t [256]uint8) {
-	for c := 0; c < ' '; c++ {
-		t[c] = 3
-	}
-	t['"'] = 1
-	t['\\'] = 2
-	return t
-}()
-
 // walkEvent reads the JSON object b in one pass for the endpoint whose
 // top-level context is root (cChatRoot, cRespRoot or cMsgRoot) and fills
-// f. It returns false when b is not valid JSON or is something the fast
-// path leaves to gjson; f is then meaningless.
+// f, reading b's tokens with t. It returns false when b is not valid JSON
+// or is something the fast path leaves to gjson; f is then meaningless.
 //
 // When rec is not nil, walkEvent appends to it the values an event of the
 // same shape may vary in (see eventShape).
-func walkEvent(b []byte, root uint8, f *eventFacts, rec *[]hole) bool {
+func walkEvent(t *jsontok.Tokenizer, b []byte, root uint8, f *eventFacts, rec *[]hole) bool {
 	*f = eventFacts{choices: -1}
 	var (
 		ctxs  [walkDepth]uint8 // context of each open container
 		roles [walkDepth]uint8 // the role its value had
 		opens [walkDepth]int   // where it opened
-		objs  uint64           // bit d: the container at depth d is an object
+		arrs  uint64           // bit d: the container at depth d is an array
 	)
-	const (
-		stValue = iota // a value must start here
-		stAfter        // a value just ended
-		stKey          // an object key must start here
-	)
-	n := len(b)
-	i := 0
-	for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-		i++
-	}
-	if i == n || b[i] != '{' {
-		return false // not an object: [DONE], or not JSON
-	}
+	t.Reset(b, jsontok.GJSON)
 	depth := 0
 	usageAt := 0 // depth of the outermost open usage object, 0 outside one: its values are read, never holes
 	cur := cNone // context of the innermost open container
 	role := rRoot
-	state := stValue
 	for {
-		for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-			i++
-		}
-		if i == n {
-			return false // every state needs more input, or depth > 0
-		}
-		switch state {
-		case stKey:
-			if b[i] != '"' {
+		toks := t.Batch()
+		for k := range toks {
+			tok := &toks[k]
+			switch tok.Kind {
+			case jsontok.Key:
+				var ok bool
+				if role, ok = roleOf(cur, b[tok.Start+1:tok.End-1], tok.Shrink > 0); !ok {
+					return false
+				}
+				continue
+			case jsontok.ObjectEnd, jsontok.ArrayEnd:
+				// Close the innermost container.
+				if depth == usageAt {
+					usageAt = 0
+				}
+				depth--
+				if ctxs[depth] == cUsage {
+					u := span{opens[depth], tok.End}
+					switch roles[depth] {
+					case rUsage:
+						f.usage = u
+					case rRespUsage:
+						if c, ok := readCountsRaw(b[u.start:u.end]); ok {
+							f.respUsage, f.respHave = c, true
+						}
+					case rMsgUsage:
+						if c, ok := readCountsRaw(b[u.start:u.end]); ok {
+							// message_start's output_tokens is a placeholder; the
+							// count arrives in message_delta.
+							c.out, c.has = 0, c.has&^hasOut
+							f.msgUsage.merge(c)
+							f.msgHave = true
+						}
+					}
+				}
+				if depth > 0 {
+					cur = ctxs[depth-1]
+				}
+				continue
+			case jsontok.End:
+				return true
+			case jsontok.Err:
 				return false
 			}
-			ks := i + 1
-			var esc, ok bool
-			if i, esc, ok = stringEnd(b, i); !ok {
-				return false
+			// A value: an element of an array takes its role from the
+			// array's context.
+			if depth > 0 && arrs&(1<<(depth-1)) != 0 {
+				role = elementRole(cur, f)
+			} else if depth == 0 && tok.Kind != jsontok.ObjectStart {
+				return false // not an object: [DONE], or not JSON
 			}
-			if role, ok = roleOf(cur, b[ks:i], esc); !ok {
-				return false
-			}
-			i++
-			for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-				i++
-			}
-			if i == n || b[i] != ':' {
-				return false
-			}
-			i++
-			state = stValue
-
-		case stValue:
-			c := b[i]
-			if c == '{' || c == '[' {
+			if obj := tok.Kind == jsontok.ObjectStart; obj || tok.Kind == jsontok.ArrayStart {
 				if depth == walkDepth {
 					return false
 				}
-				obj := c == '{'
 				child := cNone
 				switch role {
 				case rRoot:
@@ -322,75 +318,31 @@ func walkEvent(b []byte, root uint8, f *eventFacts, rec *[]hole) bool {
 						child = cMsgDelta
 					}
 				}
-				ctxs[depth], roles[depth], opens[depth] = child, role, i
+				ctxs[depth], roles[depth], opens[depth] = child, role, tok.Start
 				if obj {
-					objs |= 1 << depth
+					arrs &^= 1 << depth
 				} else {
-					objs &^= 1 << depth
+					arrs |= 1 << depth
 				}
 				depth++
 				if child == cUsage && usageAt == 0 {
 					usageAt = depth
 				}
 				cur = child
-				i++
-				for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-					i++
-				}
-				if i < n && (b[i] == '}' && obj || b[i] == ']' && !obj) {
-					state = stAfter // closed below
-					continue
-				}
-				if obj {
-					state = stKey
-				} else {
-					role = elementRole(cur, f)
-				}
 				continue
 			}
-			vs := i
-			str := false
-			switch c {
-			case '"':
-				var esc, ok bool
-				if i, esc, ok = stringEnd(b, i); !ok {
-					return false
-				}
-				i++
-				str = true
+			// A scalar in role.
+			vs, i := tok.Start, tok.End
+			str := tok.Kind == jsontok.String
+			switch {
+			case str:
 				if role == rText {
-					tl := int64(i - vs - 2)
-					if esc {
-						tl = decodedLen(view(b[vs:i]))
-					}
-					f.text = addSat(f.text, tl)
+					f.text = addSat(f.text, int64(tok.DecodedLen()))
 				}
 				if rec != nil && usageAt == 0 && (role == rNone || role == rText || role == rRespDelta || role == rArguments) {
-					*rec = append(*rec, hole{start: vs, end: i, str: true, text: role == rText || role == rArguments && !f.callFound, tl: decodedLen(view(b[vs:i]))})
+					*rec = append(*rec, hole{start: vs, end: i, str: true, text: role == rText || role == rArguments && !f.callFound, tl: int64(tok.DecodedLen())})
 				}
-			case 't':
-				if !hasLiteral(b, i, "true") {
-					return false
-				}
-				i += 4
-			case 'f':
-				if !hasLiteral(b, i, "false") {
-					return false
-				}
-				i += 5
-			case 'n':
-				if !hasLiteral(b, i, "null") {
-					return false
-				}
-				i += 4
-			default:
-				if c != '-' && (c < '0' || c > '9') {
-					return false
-				}
-				var cause string
-				if i, cause = scanNumber(b, i); cause != "" {
-					return false
-				}
+			case tok.Kind == jsontok.Number:
 				if rec != nil && usageAt == 0 && (role == rNone || role == rText) {
 					*rec = append(*rec, hole{start: vs, end: i})
 				}
@@ -404,7 +356,7 @@ func walkEvent(b []byte, root uint8, f *eventFacts, rec *[]hole) bool {
 				if !f.callFound {
 					f.callFound = true
 					if str {
-						f.text = addSat(f.text, textLenRaw(b[vs:i]))
+						f.text = addSat(f.text, int64(tok.DecodedLen()))
 					}
 				}
 			case rToolCalls, rCall:
@@ -431,56 +383,6 @@ func walkEvent(b []byte, root uint8, f *eventFacts, rec *[]hole) bool {
 				f.deltaObj, f.text = false, 0
 				uncount(rec)
 			}
-			state = stAfter
-
-		case stAfter:
-			obj := objs&(1<<(depth-1)) != 0
-			switch c := b[i]; {
-			case c == ',':
-				i++
-				if obj {
-					state = stKey
-				} else {
-					role = elementRole(cur, f)
-					state = stValue
-				}
-				continue
-			case c == '}' && obj, c == ']' && !obj:
-			default:
-				return false
-			}
-			// Close the innermost container.
-			if depth == usageAt {
-				usageAt = 0
-			}
-			depth--
-			if ctxs[depth] == cUsage {
-				u := span{opens[depth], i + 1}
-				switch roles[depth] {
-				case rUsage:
-					f.usage = u
-				case rRespUsage:
-					if c, ok := readCountsRaw(b[u.start:u.end]); ok {
-						f.respUsage, f.respHave = c, true
-					}
-				case rMsgUsage:
-					if c, ok := readCountsRaw(b[u.start:u.end]); ok {
-						// message_start's output_tokens is a placeholder; the
-						// count arrives in message_delta.
-						c.out, c.has = 0, c.has&^hasOut
-						f.msgUsage.merge(c)
-						f.msgHave = true
-					}
-				}
-			}
-			i++
-			if depth == 0 {
-				for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-					i++
-				}
-				return i == n
-			}
-			cur = ctxs[depth-1]
 		}
 	}
 }
@@ -496,30 +398,6 @@ func elementRole(ctx uint8, f *eventFacts) uint8 {
 	}
 	return rNone
 }
-
-// validEscape checks the escape whose backslash is at *i and leaves *i on
-// its last byte.
-func validEscape(b []byte, i *int) bool {
-	j := *i + 1
-	if j >= len(b) {
-		return false
-	}
-	switch b[j] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-	case 'u':
-		if j+4 >= len(b) || !isHex(b[j+1]) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) {
-			return false
-		}
-		j += 4
-	default:
-		return false
-	}
-	*i = j
-	return true
-}
-
-// textLenRaw is textLen of a string token.
-func textLenRaw(raw []byte) int64 { return decodedLen(view(raw)) }
 
 // uncount marks the holes recorded so far as not counting toward the
 // text: a reset (a later Anthropic delta member) dropped what they added.
@@ -639,26 +517,23 @@ func (sh *eventShape) match(b []byte, f *eventFacts) (n int, ok bool) {
 			if b[j] != '"' {
 				return 0, false
 			}
-			var esc, ok bool
-			if j, esc, ok = stringEnd(b, j); !ok {
+			end, shrink, code := jsontok.ScanString(b, j, false)
+			if code != jsontok.ErrNone {
 				return 0, false
 			}
-			j++
+			j = end
 			if h.text {
-				tl := int64(j - vs - 2)
-				if esc {
-					tl = decodedLen(view(b[vs:j]))
-				}
-				text += tl - h.tl
+				text += int64(end-vs-2-shrink) - h.tl
 			}
 		} else {
 			if c := b[j]; c != '-' && (c < '0' || c > '9') {
 				return 0, false
 			}
-			var cause string
-			if j, cause = scanNumber(b, j); cause != "" {
+			end, code := jsontok.ScanNumber(b, j)
+			if code != jsontok.ErrNone {
 				return 0, false
 			}
+			j = end
 		}
 		if k == sh.deltaHole {
 			delta = span{vs, j}
@@ -699,11 +574,14 @@ func commonPrefix(a, b []byte) int {
 // off (where the data starts in ev) is not -1. ok is false when the data
 // needs the gjson path.
 func (s *StreamScanner) walk(data []byte, root uint8, f *eventFacts, ev []byte, off int) bool {
+	if s.tok == nil {
+		s.tok = new(jsontok.Tokenizer)
+	}
 	if off < 0 {
-		return walkEvent(data, root, f, nil)
+		return walkEvent(s.tok, data, root, f, nil)
 	}
 	s.holes = s.holes[:0]
-	if !walkEvent(data, root, f, &s.holes) {
+	if !walkEvent(s.tok, data, root, f, &s.holes) {
 		return false
 	}
 	s.shape.keep(ev, off, s.holes, f)
@@ -769,7 +647,7 @@ func (s *StreamScanner) applyResponses(f *eventFacts, src, dsrc []byte) {
 	if f.typ.end != 0 && f.respDelta.end != 0 {
 		switch f.typ.str(src) {
 		case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta":
-			s.textBytes = addSat(s.textBytes, textLenRaw(dsrc[f.respDelta.start:f.respDelta.end]))
+			s.textBytes = addSat(s.textBytes, int64(jsontok.DecodedLen(dsrc[f.respDelta.start:f.respDelta.end])))
 		}
 	}
 	if !f.respObj {
@@ -825,27 +703,8 @@ func (s *StreamScanner) applyAnthropic(f *eventFacts, src []byte) {
 // b when it has no escapes.
 func (sp span) str(b []byte) string {
 	raw := b[sp.start:sp.end]
-	for _, c := range raw[1 : len(raw)-1] {
-		if c == '\\' {
-			return gjson.Parse(view(raw)).Str
-		}
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return jsontok.Text(raw, false)
 	}
 	return view(raw[1 : len(raw)-1])
-}
-
-// stringEnd scans the JSON string whose opening quote is b[i]: it returns
-// the index of its closing quote, whether it holds an escape, and false
-// when it is cut short or holds a control byte or a bad escape.
-func stringEnd(b []byte, i int) (end int, esc, ok bool) {
-	for i++; ; i++ {
-		if i = plainRun(b, i); i == len(b) {
-			return i, esc, false
-		}
-		if k := strClass[b[i]]; k == 1 {
-			return i, esc, true
-		} else if k == 3 || !validEscape(b, &i) {
-			return i, esc, false
-		}
-		esc = true
-	}
 }

@@ -243,34 +243,6 @@ func FuzzEventWalk(f *testing.F) {
 	})
 }
 
-// TestStringStop checks the eight-byte scan against a byte loop.
-// TestPlainRun checks the word-at-a-time scan against a byte loop.
-func TestPlainRun(t *testing.T) {
-	rng := rand.New(rand.NewSource(9))
-	alphabet := []byte("ab\"\\\x00\x1f \x7f\x80\xff~!")
-	for n := 0; n < 20000; n++ {
-		b := make([]byte, rng.Intn(40))
-		for k := range b {
-			if rng.Intn(6) == 0 {
-				b[k] = alphabet[rng.Intn(len(alphabet))]
-			} else {
-				b[k] = byte(' ' + rng.Intn(200))
-			}
-		}
-		i := 0
-		if len(b) > 0 {
-			i = rng.Intn(len(b) + 1)
-		}
-		want := i
-		for want < len(b) && b[want] != '"' && b[want] != '\\' && b[want] >= ' ' {
-			want++
-		}
-		if got := plainRun(b, i); got != want {
-			t.Fatalf("plainRun(%q, %d) = %d, want %d", b, i, got, want)
-		}
-	}
-}
-
 // TestEventShapeMatchesGJSON feeds runs of events of one shape (a
 // generated event, then variants with other strings and numbers, some
 // broken) through one scanner's fast path and another's gjson path,

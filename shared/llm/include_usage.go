@@ -1,6 +1,10 @@
 package llm
 
-import "github.com/tidwall/gjson"
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/tokentriage/tokentriage/shared/jsontok"
+)
 
 // includeUsageMember is what InjectIncludeUsage adds.
 const (
@@ -129,7 +133,7 @@ func memberEnd(body []byte) int {
 		end--
 	}
 	at := end
-	for at > 0 && isSpace(body[at-1]) {
+	for at > 0 && jsontok.IsSpace(body[at-1]) {
 		at--
 	}
 	return at

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
 
 // This file is ParseRequest's fast path: one pass over the body that
@@ -105,12 +107,14 @@ type bodyEdits struct {
 // scanRequest reads body for endpoint ep into r (which holds Choices 1)
 // and reports whether it could; see the top of this file.
 func scanRequest(ep Endpoint, b []byte, r *Request) bool {
+	var t jsontok.Tokenizer
+	t.Reset(b, jsontok.GJSON)
 	var (
-		objs   [MaxDepth / 64]uint64 // bit d: the container at depth d is an object
-		ctxs   [semanticDepth]uint8  // what each open container holds
-		roles  [semanticDepth]uint8  // the role its value had
-		opens  [semanticDepth]int    // where it opened
-		counts [semanticDepth]int    // members or elements seen
+		ctxs   [semanticDepth]uint8 // what each open container holds
+		roles  [semanticDepth]uint8 // the role its value had
+		opens  [semanticDepth]int   // where it opened
+		counts [semanticDepth]int   // members or elements seen
+		arrs   uint32               // bit d: the container at depth d is an array
 	)
 	ed := &r.edits
 	*ed = bodyEdits{}
@@ -122,127 +126,143 @@ func scanRequest(ep Endpoint, b []byte, r *Request) bool {
 		includeSeen   bool
 		toolTyped     bool // the current tool's type was read
 	)
-	const (
-		stValue = iota // a value must start here
-		stAfter        // a value just ended
-		stKey          // an object key must start here
-	)
-	n := len(b)
-	i := 0
 	depth := 0
 	cur := qNone
 	role := vRoot
-	state := stValue
 	for {
-		for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-			i++
-		}
-		if i == n {
-			return false
-		}
-		switch state {
-		case stKey:
-			if b[i] != '"' {
-				return false
-			}
-			ks := i
-			end, _, esc, ok := readString(b, i)
-			if !ok {
-				return false
-			}
-			i = end
-			for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-				i++
-			}
-			if i == n || b[i] != ':' {
-				return false
-			}
-			i++
-			if depth <= semanticDepth {
-				counts[depth-1]++
-			}
-			if cur == qNone || cur == qTools {
+		toks := t.Batch()
+		for k := range toks {
+			tok := &toks[k]
+			switch tok.Kind {
+			case jsontok.Key:
+				if depth <= semanticDepth {
+					counts[depth-1]++
+				}
+				if cur == qNone || cur == qTools {
+					role = vNone
+					if cur == qTools {
+						role = vTool
+					}
+					continue
+				}
+				if tok.Shrink > 0 {
+					return false // a key spelt with escapes: gjson decides what it is
+				}
+				key := b[tok.Start+1 : tok.End-1]
+				if mayFold(key) && foldsTo(namesOf(cur), ep, cur == qRoot, string(key)) != "" {
+					return false // a key a provider may read as a governed one: a 400
+				}
 				role = vNone
-				if cur == qTools {
-					role = vTool
+				switch cur {
+				case qRoot:
+					var bit uint16
+					role, bit = rootRole(ep, key)
+					if bit != 0 {
+						if seen&bit != 0 {
+							return false // a repeated governed key: a 400
+						}
+						seen |= bit
+					}
+				case qStreamOpts:
+					if string(key) == "include_usage" {
+						if includeSeen {
+							return false
+						}
+						includeSeen = true
+						role = vIncludeUsage
+					}
+				case qMessage:
+					switch string(key) {
+					case "content":
+						role = vContent
+					case "tool_calls":
+						role = vToolCalls
+					}
+				case qPart0, qPart1:
+					switch string(key) {
+					case "text":
+						role = vText
+					case "content":
+						if cur == qPart0 {
+							role = vPartContent0
+						}
+					case "input":
+						role = vPartInput
+					}
+				case qCall:
+					if string(key) == "function" && !callFound {
+						role = vFunction
+					}
+				case qFunction:
+					if string(key) == "arguments" && !callFound {
+						role = vArguments
+					}
+				case qItem:
+					switch string(key) {
+					case "content", "output":
+						role = vContent
+					case "arguments":
+						role = vText
+					}
+				case qTool:
+					if string(key) == "type" && !toolTyped {
+						toolTyped = true
+						role = vToolType
+					}
 				}
-				state = stValue
 				continue
-			}
-			if esc {
-				return false // a key spelt with escapes: gjson decides what it is
-			}
-			key := b[ks+1 : end-1]
-			if mayFold(key) && foldsTo(namesOf(cur), ep, cur == qRoot, string(key)) != "" {
-				return false // a key a provider may read as a governed one: a 400
-			}
-			role = vNone
-			switch cur {
-			case qRoot:
-				var bit uint16
-				role, bit = rootRole(ep, key)
-				if bit != 0 {
-					if seen&bit != 0 {
-						return false // a repeated governed key: a 400
+			case jsontok.ObjectEnd, jsontok.ArrayEnd:
+				// Close the innermost container.
+				depth--
+				if depth < semanticDepth {
+					switch roles[depth] {
+					case vStreamOpts:
+						ed.opts.end = tok.End
+						ed.optsMembers = counts[depth]
+					case vPartInput:
+						r.PromptBytes = addSat(r.PromptBytes, int64(tok.End-opens[depth]))
+					case vToolType:
+						if remoteTool(b[opens[depth]:tok.End]) {
+							r.RemoteInput = true
+						}
+					case vRoot:
+						ed.members = counts[depth]
 					}
-					seen |= bit
 				}
-			case qStreamOpts:
-				if string(key) == "include_usage" {
-					if includeSeen {
-						return false
-					}
-					includeSeen = true
-					role = vIncludeUsage
+				if depth == 0 {
+					continue // End (or trailing bytes, an Err) follows
 				}
-			case qMessage:
-				switch string(key) {
-				case "content":
-					role = vContent
-				case "tool_calls":
-					role = vToolCalls
+				if depth <= semanticDepth {
+					cur = ctxs[depth-1]
+				} else {
+					cur = qNone
 				}
-			case qPart0, qPart1:
-				switch string(key) {
-				case "text":
-					role = vText
-				case "content":
-					if cur == qPart0 {
-						role = vPartContent0
-					}
-				case "input":
-					role = vPartInput
-				}
-			case qCall:
-				if string(key) == "function" && !callFound {
-					role = vFunction
-				}
-			case qFunction:
-				if string(key) == "arguments" && !callFound {
-					role = vArguments
-				}
-			case qItem:
-				switch string(key) {
-				case "content", "output":
-					role = vContent
-				case "arguments":
-					role = vText
-				}
-			case qTool:
-				if string(key) == "type" && !toolTyped {
-					toolTyped = true
-					role = vToolType
-				}
-			}
-			state = stValue
-
-		case stValue:
-			c := b[i]
-			if c == '{' || c == '[' {
-				if depth == MaxDepth {
+				continue
+			case jsontok.End:
+				if seen&seenModel == 0 {
 					return false
 				}
-				obj := c == '{'
+				switch {
+				case maxCompletion >= 0:
+					r.MaxTokens, r.HasMaxTokens = maxCompletion, true
+				case maxTokens >= 0:
+					r.MaxTokens, r.HasMaxTokens = maxTokens, true
+				}
+				ed.size = len(b)
+				return true
+			case jsontok.Err:
+				return false
+			}
+			// A value: an element of an array takes its role from the
+			// array's kind; deeper than semanticDepth every container is qNone
+			// and nothing has a role.
+			if depth > semanticDepth {
+				role = vNone
+			} else if depth > 0 && arrs&(1<<(depth-1)) != 0 {
+				role = elemRole(cur)
+				counts[depth-1]++
+			}
+			if obj := tok.Kind == jsontok.ObjectStart; obj || tok.Kind == jsontok.ArrayStart {
 				child := qNone
 				switch role {
 				case vRoot:
@@ -255,7 +275,7 @@ func scanRequest(ep Endpoint, b []byte, r *Request) bool {
 						return false
 					}
 					child = qStreamOpts
-					ed.opts.start = i
+					ed.opts.start = tok.Start
 				case vMessages:
 					if obj {
 						return false
@@ -343,109 +363,62 @@ func scanRequest(ep Endpoint, b []byte, r *Request) bool {
 					return false
 				}
 				if depth < semanticDepth {
-					ctxs[depth], roles[depth], opens[depth], counts[depth] = child, role, i, 0
-				}
-				if obj {
-					objs[depth/64] |= 1 << (depth % 64)
-				} else {
-					objs[depth/64] &^= 1 << (depth % 64)
+					ctxs[depth], roles[depth], opens[depth], counts[depth] = child, role, tok.Start, 0
+					if obj {
+						arrs &^= 1 << depth
+					} else {
+						arrs |= 1 << depth
+					}
 				}
 				depth++
 				cur = child
-				i++
-				for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-					i++
-				}
-				if i < n && (b[i] == '}' && obj || b[i] == ']' && !obj) {
-					state = stAfter // closed below
-					continue
-				}
-				if obj {
-					state = stKey
-				} else {
-					role = elemRole(cur)
-					if depth <= semanticDepth {
-						counts[depth-1]++
-					}
-				}
 				continue
 			}
-			vs := i
-			typ := gjson.Null
-			var strLen int64
-			switch c {
-			case '"':
-				end, l, _, ok := readString(b, i)
-				if !ok {
-					return false
-				}
-				i, strLen, typ = end, l, gjson.String
-			case 't':
-				if !hasLiteral(b, i, "true") {
-					return false
-				}
-				i += 4
-				typ = gjson.True
-			case 'f':
-				if !hasLiteral(b, i, "false") {
-					return false
-				}
-				i += 5
-				typ = gjson.False
-			case 'n':
-				if !hasLiteral(b, i, "null") {
-					return false
-				}
-				i += 4
-			default:
-				if c != '-' && (c < '0' || c > '9') {
-					return false
-				}
-				end, cause := scanNumber(b, i)
-				if cause != "" {
-					return false
-				}
-				i, typ = end, gjson.Number
-			}
 			// A scalar in role.
+			vs, i := tok.Start, tok.End
 			switch role {
+			case vNone:
 			case vRoot:
 				return false // not an object: a 400
 			case vModel:
-				if typ != gjson.String || i-vs == 2 {
+				if tok.Kind != jsontok.String || i-vs == 2 {
 					return false
 				}
 				r.Model = cloneString(b[vs:i])
 			case vStream:
-				switch typ {
-				case gjson.True:
+				switch tok.Kind {
+				case jsontok.True:
 					r.Stream = true
-				case gjson.False, gjson.Null:
+				case jsontok.False, jsontok.Null:
 				default:
 					return false
 				}
 			case vStreamOpts:
-				if typ != gjson.Null {
+				if tok.Kind != jsontok.Null {
 					return false
 				}
 				ed.opts, ed.optsNull = span{vs, i}, true
 			case vIncludeUsage:
-				switch typ {
-				case gjson.True:
-					r.IncludeUsage = true
-				case gjson.False, gjson.Null:
+				var typ gjson.Type
+				switch tok.Kind {
+				case jsontok.True:
+					r.IncludeUsage, typ = true, gjson.True
+				case jsontok.False:
+					typ = gjson.False
+				case jsontok.Null:
+					typ = gjson.Null
 				default:
 					return false
 				}
 				ed.include, ed.includeType = span{vs, i}, uint8(typ)
 			case vMaxTokens, vMaxCompletion, vMaxOutput:
 				v := int64(-1)
-				if typ == gjson.Number {
+				if tok.Kind == jsontok.Number {
 					var ok bool
 					if v, ok = tokenCount(b[vs:i]); !ok {
 						return false
 					}
-				} else if typ != gjson.Null {
+				} else if tok.Kind != jsontok.Null {
 					return false
 				}
 				switch role {
@@ -466,20 +439,20 @@ func scanRequest(ep Endpoint, b []byte, r *Request) bool {
 					}
 				}
 			case vMessages, vToolCalls:
-				if typ != gjson.Null {
+				if tok.Kind != jsontok.Null {
 					return false
 				}
 			case vMessage, vPart0, vPart1, vCall, vItem, vToken:
-				if role == vToken && typ == gjson.Number {
+				if role == vToken && tok.Kind == jsontok.Number {
 					r.PromptBytes = addSat(r.PromptBytes, TokenBytes)
 					break
 				}
 				return false
 			case vContent, vText, vPartContent0, vPrompt, vRespInput, vArguments:
-				switch typ {
-				case gjson.String:
-					r.PromptBytes = addSat(r.PromptBytes, strLen)
-				case gjson.Null:
+				switch tok.Kind {
+				case jsontok.String:
+					r.PromptBytes = addSat(r.PromptBytes, int64(tok.DecodedLen()))
+				case jsontok.Null:
 				default:
 					return false
 				}
@@ -487,90 +460,29 @@ func scanRequest(ep Endpoint, b []byte, r *Request) bool {
 					callFound = true
 				}
 			case vPromptElem:
-				switch typ {
-				case gjson.String:
-					r.PromptBytes = addSat(r.PromptBytes, strLen)
-				case gjson.Number:
+				switch tok.Kind {
+				case jsontok.String:
+					r.PromptBytes = addSat(r.PromptBytes, int64(tok.DecodedLen()))
+				case jsontok.Number:
 					r.PromptBytes = addSat(r.PromptBytes, TokenBytes)
 				default:
 					return false
 				}
 			case vChoices:
-				if typ == gjson.Number {
+				if tok.Kind == jsontok.Number {
 					if v, err := strconv.ParseFloat(view(b[vs:i]), 64); err == nil && v >= 1 && v <= 1<<20 && v == float64(int64(v)) && int64(v) > r.Choices {
 						r.Choices = int64(v)
 					}
 				}
 			case vRemote:
-				if typ != gjson.Null && (typ != gjson.String || i-vs != 2) {
+				if tok.Kind != jsontok.Null && (tok.Kind != jsontok.String || i-vs != 2) {
 					r.RemoteInput = true
 				}
 			case vToolType:
-				if typ == gjson.String && remoteTool(b[vs:i]) {
+				if tok.Kind == jsontok.String && remoteTool(b[vs:i]) {
 					r.RemoteInput = true
 				}
 			}
-			state = stAfter
-
-		case stAfter:
-			obj := objs[(depth-1)/64]&(1<<((depth-1)%64)) != 0
-			switch c := b[i]; {
-			case c == ',':
-				i++
-				if obj {
-					state = stKey
-				} else {
-					role = elemRole(cur)
-					if depth <= semanticDepth {
-						counts[depth-1]++
-					}
-					state = stValue
-				}
-				continue
-			case c == '}' && obj, c == ']' && !obj:
-			default:
-				return false
-			}
-			// Close the innermost container.
-			depth--
-			i++
-			if depth < semanticDepth {
-				switch roles[depth] {
-				case vStreamOpts:
-					ed.opts.end = i
-					ed.optsMembers = counts[depth]
-				case vPartInput:
-					r.PromptBytes = addSat(r.PromptBytes, int64(i-opens[depth]))
-				case vToolType:
-					if remoteTool(b[opens[depth]:i]) {
-						r.RemoteInput = true
-					}
-				case vRoot:
-					ed.members = counts[depth]
-				}
-			}
-			if depth == 0 {
-				for i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-					i++
-				}
-				if i != n || seen&seenModel == 0 {
-					return false
-				}
-				switch {
-				case maxCompletion >= 0:
-					r.MaxTokens, r.HasMaxTokens = maxCompletion, true
-				case maxTokens >= 0:
-					r.MaxTokens, r.HasMaxTokens = maxTokens, true
-				}
-				ed.size = n
-				return true
-			}
-			if depth <= semanticDepth {
-				cur = ctxs[depth-1]
-			} else {
-				cur = qNone
-			}
-			state = stAfter
 		}
 	}
 }
@@ -680,7 +592,7 @@ func tokenCount(raw []byte) (int64, bool) {
 // or array's bytes) names a tool that reads input the body does not hold.
 func remoteTool(raw []byte) bool {
 	if raw[0] == '"' && bytes.IndexByte(raw, '\\') >= 0 {
-		s := gjson.Parse(view(raw)).Str
+		s := jsontok.Text(raw, false)
 		return strings.Contains(s, "search") || strings.Contains(s, "file")
 	}
 	return bytes.Contains(raw, []byte("search")) || bytes.Contains(raw, []byte("file"))
@@ -691,5 +603,5 @@ func cloneString(raw []byte) string {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return string(raw[1 : len(raw)-1])
 	}
-	return strings.Clone(gjson.Parse(view(raw)).Str)
+	return jsontok.Text(raw, false)
 }

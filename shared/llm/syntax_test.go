@@ -39,6 +39,54 @@ func TestCheckSyntaxMatchesGJSON(t *testing.T) {
 	}
 }
 
+// TestCheckSyntaxWording holds the offset and wording of each refusal a
+// request body's syntax gets (a 400's message quotes them) to what they
+// have been since before the tokenizer read bodies.
+func TestCheckSyntaxWording(t *testing.T) {
+	for _, c := range []struct {
+		doc   string
+		off   int
+		cause string
+	}{
+		{"", 0, "unexpected end of input, expecting a value"},
+		{" ", 1, "unexpected end of input, expecting a value"},
+		{"}", 0, "unexpected '}', expecting a value"},
+		{"{", 1, "unexpected end of input, expecting an object key"},
+		{"{1", 1, "unexpected '1', expecting an object key in double quotes"},
+		{"{\"a\"", 4, "unexpected end of input, expecting ':' after an object key"},
+		{"{\"a\" 1", 5, "unexpected '1', expecting ':' after an object key"},
+		{"{\"a\":", 5, "unexpected end of input, expecting a value"},
+		{"[1", 2, "unexpected end of input, expecting ',' or ']' after an array element"},
+		{"[1 2", 3, "unexpected '2', expecting ',' or ']' after an array element"},
+		{"{\"a\":1", 6, "unexpected end of input, expecting ',' or '}' after an object member"},
+		{"{\"a\":1 \"b\"", 7, "unexpected '\"', expecting ',' or '}' after an object member"},
+		{"{} x", 3, "unexpected 'x' after the top-level value"},
+		{"tru", 0, "invalid literal, expecting true"},
+		{"[nul]", 1, "invalid literal, expecting null"},
+		{"falsy", 0, "invalid literal, expecting false"},
+		{"-", 1, "invalid number"},
+		{"01", 1, "unexpected '1' after the top-level value"},
+		{"1.", 2, "invalid number"},
+		{"1.x", 2, "invalid number"},
+		{"1e", 2, "invalid number"},
+		{"1e+", 3, "invalid number"},
+		{"\"a\x01\"", 2, "control character byte 0x01 in a string; escape it"},
+		{"\"a\\", 3, "unexpected end of input in a string escape"},
+		{"\"a\\q\"", 3, "invalid escape 'q' in a string"},
+		{"\"\\u12x4\"", 5, "invalid \\u escape in a string, expecting 4 hexadecimal digits"},
+		{"\"\\u12", 5, "invalid \\u escape in a string, expecting 4 hexadecimal digits"},
+		{"\"abc", 4, "unexpected end of input in a string"},
+		{"{\"a\":1,}", 7, "unexpected '}', expecting an object key in double quotes"},
+		{"[1,]", 3, "unexpected ']', expecting a value"},
+		{"\xff", 0, "unexpected byte 0xff, expecting a value"},
+		{"{\"é\":1,\"b\":[\x7f", 13, "unexpected byte 0x7f, expecting a value"},
+	} {
+		if off, cause := checkSyntax([]byte(c.doc)); off != c.off || cause != c.cause {
+			t.Errorf("%q: %d %q, want %d %q", c.doc, off, cause, c.off, c.cause)
+		}
+	}
+}
+
 func TestCheckSyntaxDepth(t *testing.T) {
 	ok := strings.Repeat(`{"a":[`, MaxDepth/2) + strings.Repeat(`]}`, MaxDepth/2)
 	if off, cause := checkSyntax([]byte(ok)); off >= 0 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
@@ -74,7 +75,7 @@ func (u *UsageScanner) Feed(b []byte) {
 		case usWant, usKey, usColon, usValue, usAfter:
 			c := b[i]
 			i++
-			if isSpace(c) {
+			if jsontok.IsSpace(c) {
 				continue
 			}
 			u.structural(c)
@@ -210,7 +211,7 @@ func (u *UsageScanner) inValue(b []byte, i int) int {
 				u.end(b[start:i])
 				return i
 			}
-		case u.depth == 0 && (c == ',' || isSpace(c)):
+		case u.depth == 0 && (c == ',' || jsontok.IsSpace(c)):
 			u.end(b[start:i])
 			return i
 		}
