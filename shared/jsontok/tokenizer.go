@@ -302,26 +302,18 @@ func (t *Tokenizer) read(buf []Token, all bool) int {
 				tok.Kind, tok.Start, tok.End, tok.Shrink, tok.Depth = String, i, end, int32(shrink), int32(depth)
 				i = end
 				state = sAfter
-			case 't':
-				if !hasLiteral(b, i, "true") {
+			case 't', 'f', 'n':
+				lit, kind := "null", Null
+				if c == 't' {
+					lit, kind = "true", True
+				} else if c == 'f' {
+					lit, kind = "false", False
+				}
+				if !hasLiteral(b, i, lit) {
 					return t.stop(buf, k-1, ErrLiteral, i, i)
 				}
-				tok.Kind, tok.Start, tok.End, tok.Depth = True, i, i+4, int32(depth)
-				i += 4
-				state = sAfter
-			case 'f':
-				if !hasLiteral(b, i, "false") {
-					return t.stop(buf, k-1, ErrLiteral, i, i)
-				}
-				tok.Kind, tok.Start, tok.End, tok.Depth = False, i, i+5, int32(depth)
-				i += 5
-				state = sAfter
-			case 'n':
-				if !hasLiteral(b, i, "null") {
-					return t.stop(buf, k-1, ErrLiteral, i, i)
-				}
-				tok.Kind, tok.Start, tok.End, tok.Depth = Null, i, i+4, int32(depth)
-				i += 4
+				tok.Kind, tok.Start, tok.End, tok.Depth = kind, i, i+len(lit), int32(depth)
+				i += len(lit)
 				state = sAfter
 			default:
 				if c != '-' && (c < '0' || c > '9') {

@@ -115,33 +115,16 @@ func readCounts(u gjson.Result) (c counts, ok bool) {
 	}
 	bad := false
 	u.ForEach(func(k, v gjson.Result) bool {
-		var dst *int64
-		var bit uint8
-		switch k.Str {
-		case "prompt_tokens", "input_tokens":
-			dst, bit = &c.in, hasIn
-		case "completion_tokens", "output_tokens":
-			dst, bit = &c.out, hasOut
-		case "total_tokens":
-			dst, bit = &c.total, hasTotal
-		case "cache_read_input_tokens":
-			dst, bit = &c.cacheRead, hasCacheRead
-		case "cache_creation_input_tokens":
-			dst, bit = &c.cacheCreation, hasCacheCreation
-		case "prompt_tokens_details", "input_tokens_details":
-			if n, ok := count(v.Get("cached_tokens")); ok {
-				c.cached, c.has = n, c.has|hasCached
+		dst, bit, detail := usageMember(&c, k.Str)
+		switch {
+		case dst == nil:
+			return true
+		case detail != "":
+			if n, ok := count(v.Get(detail)); ok {
+				*dst, c.has = n, c.has|bit
 			}
 			return true
-		case "completion_tokens_details", "output_tokens_details":
-			if n, ok := count(v.Get("reasoning_tokens")); ok {
-				c.reasoning, c.has = n, c.has|hasReasoning
-			}
-			return true
-		default:
-			return true
-		}
-		if v.Type == gjson.Null {
+		case v.Type == gjson.Null:
 			return true // null is absent
 		}
 		n, ok := count(v)
@@ -156,6 +139,30 @@ func readCounts(u gjson.Result) (c counts, ok bool) {
 		return counts{}, false
 	}
 	return c, c.has&(hasIn|hasOut|hasTotal) != 0
+}
+
+// usageMember is what a usage object's member called name holds for
+// counts c: a count, to be read into dst and marked with bit in c.has; a
+// details object, whose member called detail holds that count; or nothing
+// the fold uses (dst nil).
+func usageMember(c *counts, name string) (dst *int64, bit uint8, detail string) {
+	switch name {
+	case "prompt_tokens", "input_tokens":
+		return &c.in, hasIn, ""
+	case "completion_tokens", "output_tokens":
+		return &c.out, hasOut, ""
+	case "total_tokens":
+		return &c.total, hasTotal, ""
+	case "cache_read_input_tokens":
+		return &c.cacheRead, hasCacheRead, ""
+	case "cache_creation_input_tokens":
+		return &c.cacheCreation, hasCacheCreation, ""
+	case "prompt_tokens_details", "input_tokens_details":
+		return &c.cached, hasCached, "cached_tokens"
+	case "completion_tokens_details", "output_tokens_details":
+		return &c.reasoning, hasReasoning, "reasoning_tokens"
+	}
+	return nil, 0, ""
 }
 
 // merge overwrites c's fields with those present in d (Anthropic streams

@@ -114,10 +114,12 @@ func readCountsRaw(raw []byte) (counts, bool) {
 func countsOf(b []byte) (c counts, ok, sure bool) {
 	var t jsontok.Tokenizer
 	t.Reset(b, jsontok.GJSON)
-	var dst *int64 // the count the member being read sets
-	var bit uint8
-	detail := "" // the details member being read: the count it holds
-	found := false
+	var (
+		dst    *int64 // the count the member being read sets (usageMember)
+		bit    uint8
+		detail string // a details member being read: the name of its count
+		found  bool   // the details member's count is the value being read
+	)
 	for {
 		toks := t.Batch()
 		for k := range toks {
@@ -136,26 +138,15 @@ func countsOf(b []byte) (c counts, ok, sure bool) {
 					if tok.Shrink > 0 {
 						return counts{}, false, false // spelt with escapes
 					}
-					dst, bit, detail, found = nil, 0, "", false
-					switch string(b[tok.Start+1 : tok.End-1]) {
-					case "prompt_tokens", "input_tokens":
-						dst, bit = &c.in, hasIn
-					case "completion_tokens", "output_tokens":
-						dst, bit = &c.out, hasOut
-					case "total_tokens":
-						dst, bit = &c.total, hasTotal
-					case "cache_read_input_tokens":
-						dst, bit = &c.cacheRead, hasCacheRead
-					case "cache_creation_input_tokens":
-						dst, bit = &c.cacheCreation, hasCacheCreation
-					case "prompt_tokens_details", "input_tokens_details":
-						detail, bit = "cached_tokens", hasCached
-					case "completion_tokens_details", "output_tokens_details":
-						detail, bit = "reasoning_tokens", hasReasoning
-					}
+					dst, bit, detail = usageMember(&c, string(b[tok.Start+1:tok.End-1]))
+					found = false
 					continue
 				}
 				switch {
+				case detail != "":
+					if tok.Kind != jsontok.Null && tok.Kind != jsontok.ObjectStart && tok.Kind != jsontok.ObjectEnd {
+						return counts{}, false, false // a details member that is not an object
+					}
 				case dst != nil:
 					switch tok.Kind {
 					case jsontok.Null: // null is absent
@@ -171,8 +162,6 @@ func countsOf(b []byte) (c counts, ok, sure bool) {
 						return counts{}, false, true
 					}
 					dst = nil
-				case detail != "" && tok.Kind != jsontok.Null && tok.Kind != jsontok.ObjectStart && tok.Kind != jsontok.ObjectEnd:
-					return counts{}, false, false // a details member that is not an object
 				}
 			case 2:
 				// Inside a details object: its first member called detail
@@ -196,14 +185,9 @@ func countsOf(b []byte) (c counts, ok, sure bool) {
 					if !plain {
 						return counts{}, false, false
 					}
-					if bit == hasCached {
-						c.cached = v
-					} else {
-						c.reasoning = v
-					}
-					c.has |= bit
+					*dst, c.has = v, c.has|bit
 				}
-				detail, found = "", false // the first such member decides
+				dst, detail, found = nil, "", false // the first such member decides
 			default:
 				if tok.Kind == jsontok.Err {
 					return counts{}, false, false
