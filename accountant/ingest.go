@@ -123,7 +123,6 @@ func (s *Server) ingestLines(ctx context.Context, body []byte, replica string) (
 				s.rowsAcknowledged(rows, res)
 				s.spendAcknowledged(rows, res)
 				s.reconcileAcknowledged(rows, res)
-				s.holdsAcknowledged(rows, res)
 			}
 		}()
 		return ack, http.StatusServiceUnavailable, fmt.Errorf("ingest: the batch is not durable yet: %w", werr)
@@ -138,7 +137,6 @@ func (s *Server) ingestLines(ctx context.Context, body []byte, replica string) (
 	s.rowsAcknowledged(rows, res)
 	s.spendAcknowledged(rows, res)
 	s.reconcileAcknowledged(rows, res)
-	s.holdsAcknowledged(rows, res)
 	if res.WaitTag != 0 && res.WaitTag != seq {
 		// A duplicate is acknowledged only once the batch that recorded it
 		// is durable; if that commit failed, so does this answer, and the

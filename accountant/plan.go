@@ -39,10 +39,11 @@ func (s *Server) compile() (*govern.Plan, error) {
 func CompileFile(path string) (*govern.Plan, error) { return CompileFileRedis(path, "") }
 
 // CompileFileRedis is CompileFile with the shared Redis at redisAddr
-// (--redis HOST:PORT) when it is not empty: it replaces
-// shared_state.redis.addr, or adds shared_state.redis with that address
-// when the file has none, before the compile, so the plan every filter
-// syncs says the same.
+// (--redis HOST:PORT, a redis:// or rediss:// URL, or several HOST:PORT
+// separated by commas: the seeds of a cluster or the Sentinels the config
+// names) when it is not empty: it replaces shared_state.redis.addr (and
+// addrs), or adds shared_state.redis with that address when the file has
+// none, before the compile, so the plan every filter syncs says the same.
 func CompileFileRedis(path, redisAddr string) (*govern.Plan, error) {
 	if path == "" {
 		return nil, errors.New("accountant: no config file; pass -c FILE")
@@ -69,7 +70,10 @@ func CompileFileRedis(path, redisAddr string) (*govern.Plan, error) {
 		if ss.Redis != nil {
 			r = *ss.Redis
 		}
-		r.Addr = redisAddr
+		r.Addr, r.Addrs = redisAddr, nil
+		if strings.Contains(redisAddr, ",") {
+			r.Addr, r.Addrs = "", strings.Split(redisAddr, ",")
+		}
 		ss.Redis = &r
 		g.SharedState = &ss
 		f.Governance = &g

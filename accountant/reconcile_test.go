@@ -3,15 +3,12 @@ package accountant
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/redisstore"
 	"github.com/tokentriage/tokentriage/internal/redistest"
 	"github.com/tokentriage/tokentriage/shared/rate"
-	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // TestReconcileSurvivesRedisAndRestart: a row's tpm reconcile that Redis
@@ -40,7 +37,7 @@ func TestReconcileSurvivesRedisAndRestart(t *testing.T) {
 		t.Helper()
 		st := step
 		st.N = 0
-		res, err := f.s.redis.Take(ctx, time.Time{}, "", []redisstore.RateStep{st})
+		res, err := f.s.redis.Take(ctx, time.Time{}, []redisstore.RateStep{st})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +62,7 @@ func TestReconcileSurvivesRedisAndRestart(t *testing.T) {
 	take := step
 	take.N = 16000
 	waitRemaining("Redis answers", func(int64) bool { return true })
-	if res, err := f.s.redis.Take(ctx, time.Time{}, "", []redisstore.RateStep{take}); err != nil || !res[0].Allowed {
+	if res, err := f.s.redis.Take(ctx, time.Time{}, []redisstore.RateStep{take}); err != nil || !res[0].Allowed {
 		t.Fatalf("the reserve: %v %v", res, err)
 	}
 	before := remaining()
@@ -107,86 +104,5 @@ func TestReconcileSurvivesRedisAndRestart(t *testing.T) {
 	}
 	if got := remaining(); got > after+drift {
 		t.Fatalf("remaining %d after a restart, was %d: the reconcile was committed twice", got, after)
-	}
-}
-
-// TestAdmitHoldSteps: a budget hold is named by its request: without one
-// the admit call is a 400 naming what is missing, as is a hold that is
-// not a hold (a least cost above its dearest, no unit); an accountant
-// without Redis answers suspended, for the filter to count on its own.
-func TestAdmitHoldSteps(t *testing.T) {
-	f := newFixture(t, `governance:
-  enabled: true
-  limits: []
-`)
-	for _, c := range []struct{ body, want string }{
-		{`{"rate":[{"id":"d","alg":"hold","amount":100,"n":10,"least":1,"unit":"day","start":0,"lease_ns":900000000000}]}`, "request_id"},
-		{`{"request_id":"tt_x","rate":[{"id":"d","alg":"hold","amount":100,"n":10,"least":11,"unit":"day","lease_ns":1}]}`, "least cost"},
-		{`{"request_id":"tt_x","rate":[{"id":"d","alg":"hold","amount":100,"n":10,"unit":"fortnight","lease_ns":1}]}`, "calendar unit"},
-		{`{"release":[{"id":"d","unit":"day","start":0}]}`, "request_id"},
-		{`{"adjust":[{"id":"d","alg":"hold","amount":100,"n":10,"unit":"day","lease_ns":1}]}`, "never adjusted"},
-	} {
-		code, body := f.do(t, http.MethodPost, syncwire.AdmitPath, []byte(c.body))
-		if code != http.StatusBadRequest || !strings.Contains(string(body), c.want) {
-			t.Errorf("%s: %d %s; want 400 naming %q", c.body, code, body, c.want)
-		}
-	}
-	code, body := f.do(t, http.MethodPost, syncwire.AdmitPath,
-		[]byte(`{"request_id":"tt_x","rate":[{"id":"d","alg":"hold","amount":100,"n":10,"least":1,"unit":"day","start":0,"lease_ns":900000000000}]}`))
-	if code != 200 || !strings.Contains(string(body), `"suspended":"this accountant has no shared Redis`) {
-		t.Errorf("without Redis: %d %s; want suspended", code, body)
-	}
-}
-
-// TestWarmAdmitRunsTheRateScript: the warm-up run when Redis is reached is
-// an admit call that goes through Redis (the first real one then finds
-// every step done once) and that a limit's cells never see.
-func TestWarmAdmitRunsTheRateScript(t *testing.T) {
-	r := redistest.Start(t)
-	f := newFixture(t, fmt.Sprintf(`governance:
-  enabled: true
-  shared_state:
-    redis: { addr: %q, timeout: "2s" }
-  limits:
-    - id: user_rpm
-      attach: { node: __global }
-      type: rpm
-      amount: 5
-      period: 1m
-      store: redis
-`, r.Addr))
-	takes := func() float64 {
-		t.Helper()
-		mfs, err := f.s.metrics.reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0.0
-		for _, mf := range mfs {
-			if mf.GetName() != "tt_accountant_redis_operations_total" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "op" && l.GetValue() == "rate_take" {
-						n += m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
-		return n
-	}
-	// The warm-up Redis's first answer set off.
-	for takes() < 1 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	before := takes()
-	f.s.warmAdmit()
-	if got := takes(); got != before+1 {
-		t.Errorf("rate_take operations %v after the warm-up, want %v", got, before+1)
-	}
-	keys, err := r.Do("KEYS", "{tt}:rate:user_rpm*")
-	if err != nil || keys != "" {
-		t.Errorf("the warm-up touched user_rpm's cell: %q %v", keys, err)
 	}
 }

@@ -5,7 +5,7 @@
 //
 //	POST /tt/internal/v1/ingest   ledger rows in, IngestAck after the durable commit
 //	GET  /tt/internal/v1/sync     plan, keys, runtime plane, snapshot, prices (each only when changed)
-//	POST /tt/internal/v1/admit    a request's store: redis rate limits, decided in the shared Redis
+//	POST /tt/internal/v1/lease    a replica's leases of its fleet limits, taken from the shared Redis
 //	     /tt/api/v1/...           the management API
 //	GET  /healthz                 200 unless the ledger's last commit failed
 //	GET  /metrics                 Prometheus metrics
@@ -216,14 +216,19 @@ type Server struct {
 		last  time.Time
 		quiet int
 	}
-	// later keeps the budget hold releases Redis did not take, sent again
-	// when it is back.
+	// later keeps the tpm reconciles Redis did not take, sent again when
+	// it is back.
 	later struct {
 		sync.Mutex
-		holds      []redisstore.HoldRelease
 		reconciles []pendingReconcile
 		hooked     bool
 	}
+	// restored are the rate lots counted again since Redis lost its data
+	// (lease.go); lastReplicas the fleet's replica count as last read,
+	// kept in fleet.json with the epoch (fleetStateMu).
+	restored     restored
+	lastReplicas atomic.Int64
+	fleetStateMu sync.Mutex
 	// mirror pulls the owner's plane when Options.Control is set; nil on
 	// the owner. mirrors are the owner's mirrors, by name, with their
 	// reports; watch is closed and replaced each time the plane moves,
@@ -462,7 +467,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST "+syncwire.IngestPath, s.internal(s.serveIngest))
 	mux.HandleFunc("POST "+syncwire.AlertsPath, s.internal(s.serveAlerts))
 	mux.HandleFunc("GET "+syncwire.SyncPath, s.internal(s.serveSync))
-	mux.HandleFunc("POST "+syncwire.AdmitPath, s.internal(s.serveAdmit))
+	mux.HandleFunc("POST "+syncwire.LeasePath, s.internal(s.serveLease))
 	mux.HandleFunc("POST "+SpendPartialPath, s.internal(s.servePartial))
 	mux.HandleFunc("POST "+PlanePath, s.servePlane)
 	mux.HandleFunc("POST "+PlaneReloadPath, s.serveMirrorReload)
@@ -614,7 +619,7 @@ var ownRoutes = map[string]string{
 	syncwire.IngestPath: http.MethodPost,
 	syncwire.AlertsPath: http.MethodPost,
 	syncwire.SyncPath:   http.MethodGet,
-	syncwire.AdmitPath:  http.MethodPost,
+	syncwire.LeasePath:  http.MethodPost,
 	PlanePath:           http.MethodPost,
 	PlaneReloadPath:     http.MethodPost,
 	"/healthz":          http.MethodGet,
@@ -634,5 +639,5 @@ func serveNoRoute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; the accountant serves POST %s, GET %s, POST %s, POST %s, GET /healthz, GET /metrics, the management API under %s and the spend dashboard at %s",
-		r.Method, r.URL.Path, syncwire.IngestPath, syncwire.SyncPath, syncwire.AlertsPath, syncwire.AdmitPath, api.Prefix, dashboard.Prefix))
+		r.Method, r.URL.Path, syncwire.IngestPath, syncwire.SyncPath, syncwire.AlertsPath, syncwire.LeasePath, api.Prefix, dashboard.Prefix))
 }

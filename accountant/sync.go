@@ -199,12 +199,29 @@ func (s *Server) liveReplicasLocked(now time.Time) int {
 // (as last read, so a Redis that is down keeps the last count), or without
 // one this accountant's own live replicas. Only replicas that polled with
 // the internal token are counted anywhere.
+//
+// With a shared Redis the count read last is kept in the data directory
+// (fleet.json): an accountant restarted while Redis is away divides by it,
+// not by its own replicas alone.
 func (s *Server) shareReplicasLocked(now time.Time) int {
 	n := s.liveReplicasLocked(now)
 	if s.fleet != nil {
-		n = max(n, s.fleet.Replicas())
+		fn := s.fleet.Replicas()
+		if fn > 0 && int64(fn) != s.lastReplicas.Load() {
+			s.lastReplicas.Store(int64(fn))
+			go s.saveFleetState("", fn)
+		}
+		n = max(n, int(s.lastReplicas.Load()))
 	}
 	return n
+}
+
+// shareReplicas is shareReplicasLocked, taking the lock.
+func (s *Server) shareReplicas() int {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shareReplicasLocked(now)
 }
 
 // liveReplicaIDs names the replicas that polled within LivenessWindow.

@@ -113,6 +113,7 @@ type meLimit struct {
 	Node        string `json:"node"`
 	Amount      int64  `json:"amount"`
 	Observed    int64  `json:"observed"`
+	Suspended   bool   `json:"suspended"`
 	ObservedUSD struct {
 		USD       json.Number `json:"usd"`
 		Estimated bool        `json:"estimated"`

@@ -13,6 +13,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/feed"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/rate"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -68,9 +69,10 @@ type fakeAccountant struct {
 	rejected  int
 	rawErrors []string
 	alerts    []syncwire.GateAlert
-	// admit answers the fleet store's questions (store: redis); nil: 404.
-	admit  func(syncwire.AdmitRequest) syncwire.AdmitAnswer
-	admits []syncwire.AdmitRequest
+	// lease answers lease calls (the fleet's limits); nil: 404. memLeases
+	// is an accountant with a shared Redis in memory.
+	lease  func(syncwire.LeaseRequest) syncwire.LeaseAnswer
+	leases []syncwire.LeaseRequest
 }
 
 func newFakeAccountant(clock interface{ Now() time.Time }) *fakeAccountant {
@@ -90,18 +92,20 @@ func (a *fakeAccountant) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.serveSync(w, r)
 	case syncwire.IngestPath:
 		a.serveIngest(w, r)
-	case syncwire.AdmitPath:
-		if a.admit == nil {
+	case syncwire.LeasePath:
+		if a.lease == nil {
 			http.NotFound(w, r)
 			return
 		}
-		var req syncwire.AdmitRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		var req syncwire.LeaseRequest
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		a.admits = append(a.admits, req)
-		json.NewEncoder(w).Encode(a.admit(req))
+		a.leases = append(a.leases, req)
+		json.NewEncoder(w).Encode(a.lease(req))
 	case syncwire.AlertsPath:
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
@@ -371,3 +375,175 @@ func (a *fakeAccountant) batchSizes() []int {
 func monthStart() time.Time { return time.Date(t0.Year(), t0.Month(), 1, 0, 0, 0, 0, time.UTC) }
 
 func dayStart() time.Time { return time.Date(t0.Year(), t0.Month(), t0.Day(), 0, 0, 0, 0, time.UTC) }
+
+// leaseCalls returns the lease calls made so far, and how many asked for
+// something (need or extra).
+func (a *fakeAccountant) leaseCalls() (all []syncwire.LeaseRequest, asks int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	all = append(all, a.leases...)
+	for _, c := range all {
+		for _, l := range c.Leases {
+			if l.Need > 0 || l.Extra > 0 {
+				asks++
+				break
+			}
+		}
+	}
+	return all, asks
+}
+
+// memLeases is the accountant's lease arithmetic over a Redis held in
+// memory: rate cells stepped by shared/rate as the Lua script steps them
+// (need, the part of it that fits, extra up to half of what is left, a
+// lot's units given back to the window they came from, gcra's less what
+// drained), spend leases over the fleet's published spend (spent), and
+// slots per replica. down, when set, is Redis not deciding.
+type memLeases struct {
+	clock interface{ Now() time.Time }
+	down  string
+	// replicas is the fleet's replica count the answers carry.
+	replicas int
+	cells    map[string]rate.State
+	// spent is the fleet's published spend by counter (the others').
+	spent   map[string]int64
+	granted map[string]map[string]int64 // counter -> replica -> granted, not given back
+	held    map[string]map[string]int64 // counter -> replica -> held by calls in flight
+	slots   map[string]map[string]int64
+}
+
+func newMemLeases(clock interface{ Now() time.Time }) *memLeases {
+	return &memLeases{clock: clock, cells: map[string]rate.State{}, spent: map[string]int64{},
+		granted: map[string]map[string]int64{}, held: map[string]map[string]int64{}, slots: map[string]map[string]int64{}}
+}
+
+// serve answers one lease call; the fake accountant holds its lock.
+func (m *memLeases) serve(req syncwire.LeaseRequest) syncwire.LeaseAnswer {
+	ans := syncwire.LeaseAnswer{Replicas: m.replicas}
+	if m.down != "" {
+		ans.Suspended, ans.Down = m.down, true
+		return ans
+	}
+	now := m.clock.Now()
+	for _, l := range req.Leases {
+		var g syncwire.LeaseGrant
+		switch l.Kind {
+		case syncwire.LeaseRate:
+			g = m.rate(l, now)
+		case syncwire.LeaseSpend:
+			g = m.spend(req.Replica, l)
+		case syncwire.LeaseSlots:
+			g = m.slot(req.Replica, l)
+		}
+		ans.Leases = append(ans.Leases, g)
+	}
+	return ans
+}
+
+func (m *memLeases) rate(l syncwire.Lease, now time.Time) syncwire.LeaseGrant {
+	alg, _ := rate.ParseAlgorithm(l.Alg)
+	p := rate.Params{Amount: l.Amount, Period: time.Duration(l.PeriodNS), Burst: l.Burst}
+	st := m.cells[l.ID]
+	idx := now.UnixNano() / l.PeriodNS
+	if anchor, err := strconv.ParseInt(l.Anchor, 10, 64); err == nil && l.Back > 0 {
+		switch {
+		case alg == rate.GCRA:
+			drained := int64(float64(now.UnixNano()-anchor) * float64(l.Amount) / float64(l.PeriodNS))
+			if c := l.Back - max(drained, 0); c > 0 {
+				st = rate.Adjust(alg, st, now, -c, p)
+			}
+		case anchor == idx:
+			st = rate.Adjust(alg, st, now, -l.Back, p)
+		}
+	}
+	g := syncwire.LeaseGrant{Allowed: true}
+	res, _ := rate.Take(alg, st, now, 0, p)
+	if l.Need > 0 {
+		r, next := rate.Take(alg, st, now, l.Need, p)
+		if r.Allowed {
+			g.Granted, st, res = l.Need, next, r
+		} else {
+			g.Allowed, g.RetryAfterNS, g.Unfittable = false, int64(r.RetryAfter), r.Unfittable
+			if part := min(l.Need-1, r.Remaining); part > 0 {
+				if rp, next := rate.Take(alg, st, now, part, p); rp.Allowed {
+					g.Granted, st, res = part, next, rp
+				}
+			}
+		}
+	}
+	if g.Allowed && l.Extra > 0 {
+		if e := min(l.Extra, res.Remaining/2); e > 0 {
+			if re, next := rate.Take(alg, st, now, e, p); re.Allowed {
+				g.Granted, st, res = g.Granted+e, next, re
+			}
+		}
+	}
+	m.cells[l.ID] = st
+	g.Limit, g.Remaining, g.ResetAfterNS = res.Limit, res.Remaining, int64(res.ResetAfter)
+	if alg == rate.GCRA {
+		g.Anchor, g.ValidNS = strconv.FormatInt(now.UnixNano(), 10), int64(time.Second)
+	} else {
+		g.Anchor, g.ValidNS = strconv.FormatInt(idx, 10), l.PeriodNS-now.UnixNano()%l.PeriodNS
+	}
+	return g
+}
+
+func (m *memLeases) spend(rep string, l syncwire.Lease) syncwire.LeaseGrant {
+	if m.granted[l.ID] == nil {
+		m.granted[l.ID], m.held[l.ID] = map[string]int64{}, map[string]int64{}
+	}
+	if _, ok := m.granted[l.ID][rep]; !ok {
+		m.granted[l.ID][rep] = l.Granted
+	}
+	m.granted[l.ID][rep] = max(m.granted[l.ID][rep]-l.Back, 0)
+	m.held[l.ID][rep] = l.Held
+	used, inFlight := m.spent[l.ID], int64(0)
+	for r, n := range m.granted[l.ID] {
+		used += n
+		inFlight += m.held[l.ID][r]
+	}
+	g := syncwire.LeaseGrant{Allowed: true, Spent: used, InFlight: inFlight}
+	room := max(l.Amount-used, 0)
+	switch {
+	case l.Need == 0 && l.Least == 0:
+	case l.Need <= room:
+		g.Granted = l.Need + min(l.Extra, (room-l.Need)/2)
+	case l.Least <= room && room > 0:
+		g.Allowed, g.Granted = false, room
+	default:
+		g.Allowed = false
+	}
+	m.granted[l.ID][rep] += g.Granted
+	g.Left = room - g.Granted
+	return g
+}
+
+func (m *memLeases) slot(rep string, l syncwire.Lease) syncwire.LeaseGrant {
+	if m.slots[l.ID] == nil {
+		m.slots[l.ID] = map[string]int64{}
+	}
+	mine, ok := m.slots[l.ID][rep]
+	if !ok {
+		mine = l.Held
+	}
+	mine = max(mine-l.Back, 0)
+	others := int64(0)
+	for r, n := range m.slots[l.ID] {
+		if r != rep {
+			others += n
+		}
+	}
+	g := syncwire.LeaseGrant{Allowed: true}
+	if l.Need > 0 {
+		room := max(l.Amount-others-mine, 0)
+		if l.Need <= room {
+			g.Granted = l.Need + min(l.Extra, (room-l.Need)/2)
+		} else {
+			g.Allowed, g.Granted = false, room
+		}
+	}
+	mine += g.Granted
+	m.slots[l.ID][rep] = mine
+	g.Others, g.Mine = others, mine
+	return g
+}

@@ -406,6 +406,12 @@ func (c *httpContext) Wake(v Verdict) {
 	if c.s == nil {
 		return // gone
 	}
+	// The answer may be another request's (a lease call answered on the
+	// plugin context serves every request that waited on it): this one's
+	// host calls act on it.
+	if err := proxywasm.SetEffectiveContext(c.id); err != nil {
+		return // the stream is gone
+	}
 	if v.Action != ActReply && c.s.bodyIn != bodyInNone {
 		// The body came in while gate 1 waited (a host that delivers it
 		// to a filter paused at the headers): gate 1's edits, then gate 2.

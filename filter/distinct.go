@@ -60,7 +60,7 @@ func ownCells(l *govern.Limit) bool {
 	case govern.RPM, govern.TPM, govern.Concurrency:
 		return true
 	}
-	return l.Reserve && l.Type == govern.BudgetUSD && l.Mode == govern.ModeOn
+	return l.Reserve && l.Type.Class() == govern.LedgerSettled && l.Mode == govern.ModeOn
 }
 
 // bindValues gives the per-value instances of a gate their counters: a
@@ -147,6 +147,9 @@ func (e *Engine) valueSlot(in *govern.Instance, now time.Time, claim bool) (cell
 				return overflowCell(base), true, err
 			}
 			if swapped {
+				if found {
+					e.clearLeases(slotCell(base, i))
+				}
 				return slotCell(base, i), false, nil
 			}
 			e.cells.retries++ // another VM took it first: read it again
@@ -162,6 +165,9 @@ func (e *Engine) valueSlot(in *govern.Instance, now time.Time, claim bool) (cell
 // would inherit: a rate window back at its full burst, a gauge with no
 // lease, a reserve-mode spend cell of an earlier period (or none).
 func (e *Engine) drained(l *govern.Limit, key string, now time.Time) bool {
+	if e.leasedLimit(l) && !e.leaseDrained(l, key, now) {
+		return false
+	}
 	switch l.Type {
 	case govern.RPM, govern.TPM:
 		// The window as the instance's own numbers see it: with a burst

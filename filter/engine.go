@@ -57,14 +57,26 @@ type Engine struct {
 	tw     [numTables]tableWriter
 	recBuf []byte
 	clog   changeLog
-	// fleetDown is set while the fleet store (store: redis) is not
-	// deciding, as this VM last saw it: its transitions are logged once.
+	// fleetDown is set while the fleet store (the leases in the shared
+	// Redis) is not deciding, as this VM last saw it: its transitions are
+	// logged once.
 	fleetDown bool
-	// fleetStore: the accountant has the fleet's shared Redis, so a
-	// budget in reserve mode holds fleet-wide (reserve.go).
+	// fleetStore: the accountant has the fleet's shared Redis, so reserve
+	// mode and concurrency under store: share decide on leases.
 	fleetStore bool
-	// asked is scratch for the positions a gate asks the fleet about.
-	asked []int
+	// asks are this VM's lease calls that requests wait on, refills its
+	// calls ahead of need, by lease cell; leasesSeen the leases it uses
+	// (renewed by its tick, leaseTicked).
+	asks, refills map[string]*leaseAsk
+	leasesSeen    map[string]govern.Instance
+	leaseTicked   time.Time
+	// unclaimed are the asks whose answers were not heard, by lease cell:
+	// the next ask for the cell goes under the same id (askSeq numbers
+	// this VM's asks).
+	unclaimed map[string]string
+	askSeq    uint64
+	// missLogged is when a lease call's missed deadline was last logged.
+	missLogged time.Time
 	// spendHeld is what this VM's calls in flight hold per reserve-mode
 	// spend cell (its tick refreshes those holds' expiry).
 	spendHeld map[string]int64
@@ -254,6 +266,7 @@ func (e *Engine) Tick() {
 		e.host.Metrics.Set(GaugeSyncAge, int64(now.Sub(at)/time.Second))
 	}
 	e.sendAlerts()
+	e.leaseTick(now)
 	if now.Sub(e.lastRefresh) >= e.leaseTTL/3 || e.teeChanged() {
 		e.cells.gaugeRefreshAll(now, e.leaseTTL)
 		e.refreshSpendHolds(now)

@@ -104,7 +104,7 @@ func (e *Engine) fitTPM(s *Stream, in *govern.Instance, now time.Time, v Verdict
 		}
 		if res.Allowed {
 			s.lowerOutput(out)
-			return e.tpmJudged(s, in, now, v, res, inTok+out, false)
+			return e.tpmJudged(s, in, now, v, rateDecision{res: res}, inTok+out, in.CellKey())
 		}
 	}
 	// Not even its least fits now: the wait until it does, or that it
@@ -118,7 +118,7 @@ func (e *Engine) fitTPM(s *Stream, in *govern.Instance, now time.Time, v Verdict
 		// Taken by another VM between the reads: wait a moment.
 		res.Allowed, res.RetryAfter = false, time.Second
 	}
-	return e.tpmJudged(s, in, now, v, res, need, false)
+	return e.tpmJudged(s, in, now, v, rateDecision{res: res}, need, in.CellKey())
 }
 
 // fitSettled lowers the output of a call to a fit quota_tokens instance

@@ -246,39 +246,48 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	s.hadLength = h.ContentLength >= 0
 	e.facts = e.chainFacts(s.chain, e.facts)
 	e.inst = e.armed.ResolveFacts(s.chain, e.facts, s.dims, govern.Gate1, e.inst[:0])
-	if asked := e.fleetPrefix(s, e.inst, now); len(asked) > 0 {
-		// The request waits for the fleet's answer, its headers already
-		// edited as they go on (see holdOrGo); held headers are edited when
-		// the answer comes.
-		if s.governs && !h.EndOfStream && !e.holding(s, now) {
-			v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
-		}
-		if pv, paused := e.askFleet(s, e.inst, asked, h.EndOfStream, v, now); paused {
-			return pv
-		}
-	}
 	return e.gate1Walk(s, e.inst, now, h.EndOfStream, v)
 }
 
 // gate1Walk evaluates the gate-1 instances in order, stopping at the first
 // over, then hands a headers-only request to gate 2. It runs in the
-// headers callback, or on the answer of the fleet store the request waited
-// for (s.fleet).
+// headers callback, or again, from where it stopped, when the lease a
+// request waited for is answered (s.wait).
 func (e *Engine) gate1Walk(s *Stream, insts []govern.Instance, now time.Time, eos bool, v Verdict) Verdict {
-	for i := range insts {
+	start := 0
+	if s.wait.resume && s.wait.gate == 1 {
+		start = s.wait.pos // the instance there takes the answer (leaseWait.answered)
+	}
+	for i := start; i < len(insts); i++ {
 		in := &insts[i]
 		var reply *Verdict
+		wait := false
 		switch in.Limit.Type {
 		case govern.RPM:
-			reply = e.checkRPM(s, in, i, now, v)
+			reply, wait = e.checkRPM(s, in, i, now, v)
 		case govern.Concurrency:
-			reply = e.checkConcurrency(s, in, now, v)
+			reply, wait = e.checkConcurrency(s, in, i, now, v)
+		}
+		if wait {
+			// The request waits for its lease, its headers edited as they
+			// go on (see holdOrGo); held headers are edited when gate 2
+			// decides.
+			w := &s.wait
+			w.inst = append(w.inst[:0], insts...)
+			w.gate, w.eos = 1, eos
+			if s.governs && !eos && !w.edited && !e.holding(s, now) {
+				v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
+				w.edited = true
+			}
+			v.Action = ActPause
+			return v
 		}
 		if reply != nil {
 			e.releaseLeases(s, now)
 			return *reply
 		}
 	}
+	s.wait.since = time.Time{}
 
 	if s.governs {
 		if eos {
@@ -326,7 +335,7 @@ func (e *Engine) holdOrGo(s *Stream, v Verdict) Verdict {
 		v.Action = ActPause
 		return v
 	}
-	if !contains(v.RemoveHeaders, governedHeaders[0]) && !s.fleet.done {
+	if !contains(v.RemoveHeaders, governedHeaders[0]) && !s.wait.edited {
 		v.RemoveHeaders = append(v.RemoveHeaders, governedHeaders...)
 	}
 	return v
@@ -352,48 +361,33 @@ func (e *Engine) holding(s *Stream, now time.Time) bool {
 
 // checkRPM takes one arrival from the instance's cell; i is the instance's
 // position in the gate's walk. A store: redis instance takes it from the
-// fleet's answer, or, when Redis did not decide, from the local cell, and
-// the request says suspended. An arrival the fleet admits is counted in
-// the local cell too (without a decision), so that the local cell, when it
-// answers, counts every arrival this replica admitted: the fleet then
-// admits at most what local cells would (N × amount) while Redis is slow
-// or down, not that on top of what Redis admitted before.
-func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, v Verdict) *Verdict {
+// replica's lease of the fleet's cell (leaserate.go), and may wait for
+// one; it returns wait then.
+func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, v Verdict) (*Verdict, bool) {
 	l := in.Limit
 	p := e.rateParams(in)
 	var res rate.Result
-	fleet := false
-	if l.Store == govern.StoreRedis {
-		res, fleet = s.fleet.result(i)
-		if fleet {
-			e.noteFleetSeen(in, res, now)
-			if res.Allowed {
-				if err := e.cells.rateAdjust(in.CellKey(), l.Algorithm, now, 1, p); err != nil {
-					e.logf(LogWarn, "counting an arrival the fleet admitted in the replica's cell %s: %v", in.CellKey(), err)
-				}
-			}
+	switch {
+	case l.Store == govern.StoreRedis && e.leased(in):
+		e.seeLease(leaseKey(kindRate, in.CellKey()), in)
+		d := e.leaseRate(s, in, i, 1, now, v)
+		if d.wait || d.reply != nil {
+			return d.reply, d.wait
 		}
-		if !fleet {
-			// The fleet store did not decide: uncheckable, which a fail:
-			// closed hard limit answers with a 503; otherwise the local
-			// cell answers and the request says suspended.
-			why := s.fleet.why
-			switch {
-			case e.host.Caller == nil:
-				why = "no accountant is configured, and the filter reaches the fleet store (store: redis) through it"
-			case why == "":
-				why = "the fleet store (store: redis) was not asked: a limit before it was over when the request arrived"
-			}
+		res = d.res
+	default:
+		if why := e.storeDistrust(l.Store); why != "" {
+			// Uncheckable: a fail: closed hard limit answers 503;
+			// otherwise the local cell answers and the request says
+			// suspended.
 			if reply := e.uncheckable(s, in, v, why); reply != nil {
-				return reply
+				return reply, false
 			}
 		}
-	}
-	if !fleet {
 		var err error
 		res, err = e.cells.rateTake(in.CellKey(), l.Algorithm, now, 1, p)
 		if err != nil {
-			return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
+			return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error()), false
 		}
 	}
 	if res.Allowed {
@@ -402,13 +396,13 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, 
 			used := res.Limit - res.Remaining
 			e.gateAlerts(in, used-1, used, res.Limit, now)
 		}
-		return nil
+		return nil, false
 	}
 	if !e.over(s, in) {
 		// Admitted over its cap (shadow, soft): the served answer still
 		// advertises the limit, with nothing remaining.
 		disclose(&s.disclosure.Requests, l, p, res.Remaining)
-		return nil
+		return nil, false
 	}
 	r := wire.Refusal{
 		RequestID:  s.id,
@@ -419,26 +413,54 @@ func (e *Engine) checkRPM(s *Stream, in *govern.Instance, i int, now time.Time, 
 		RetryAfter: wire.Seconds(res.RetryAfter),
 		Wait:       res.RetryAfter,
 	}
-	return e.refuse(s, v, &r, in)
+	return e.refuse(s, v, &r, in), false
 }
 
-// checkConcurrency takes a lease on the instance's gauge.
-func (e *Engine) checkConcurrency(s *Stream, in *govern.Instance, now time.Time, v Verdict) *Verdict {
+// storeDistrust says why a rate or concurrency limit of store st cannot be
+// checked now, "" when it can: store: redis without an accountant (the
+// filter reaches the fleet through it), and store: share while the
+// accountant's count of the fleet's replicas, which share divides by,
+// comes from a shared Redis it cannot read.
+func (e *Engine) storeDistrust(st govern.Store) string {
+	switch {
+	case st == govern.StoreRedis:
+		return "no accountant is configured, and the filter reaches the fleet store (store: redis) through it"
+	case st == govern.StoreShare && e.fleetStore:
+		if why := e.fleetDistrust(); why != "" {
+			return "store: share divides by the fleet's replica count as last read (" + strconv.Itoa(e.replicas) + "): " + why
+		}
+	}
+	return ""
+}
+
+// checkConcurrency takes a lease on the instance's gauge; under store:
+// share with the fleet's Redis, on the replica's slots (leaseslots.go),
+// and it may wait for one.
+func (e *Engine) checkConcurrency(s *Stream, in *govern.Instance, i int, now time.Time, v Verdict) (*Verdict, bool) {
 	l := in.Limit
+	if l.Store == govern.StoreShare && e.leased(in) {
+		e.seeLease(leaseKey(kindSlots, in.CellKey()), in)
+		return e.checkSlots(s, in, i, now, v)
+	}
 	limit := e.shareCap(in.Amount, l.Store)
+	if why := e.storeDistrust(l.Store); why != "" {
+		if reply := e.uncheckable(s, in, v, why); reply != nil {
+			return reply, false
+		}
+	}
 	taken, live, hold, err := e.cells.gaugeAcquire(in.CellKey(), limit, false, now, e.leaseTTL)
 	if err != nil {
-		return e.uncheckable(s, in, v, "its shared-data gauge could not be updated: "+err.Error())
+		return e.uncheckable(s, in, v, "its shared-data gauge could not be updated: "+err.Error()), false
 	}
 	if taken {
 		s.leases = append(s.leases, lease{hold: hold})
 		if len(l.Thresholds) > 0 {
 			e.gateAlerts(in, live, live+1, limit, now)
 		}
-		return nil
+		return nil, false
 	}
 	if !e.over(s, in) {
-		return nil
+		return nil, false
 	}
 	r := wire.Refusal{
 		RequestID: s.id,
@@ -448,7 +470,7 @@ func (e *Engine) checkConcurrency(s *Stream, in *govern.Instance, now time.Time,
 		Observed:  live,
 		Limit:     limit,
 	}
-	return e.refuse(s, v, &r, in)
+	return e.refuse(s, v, &r, in), false
 }
 
 // disclose makes an rpm or tpm instance the disclosed policy when it is the
@@ -538,7 +560,13 @@ func (e *Engine) refuse(s *Stream, v Verdict, r *wire.Refusal, in *govern.Instan
 	e.host.Metrics.Refused(l.ID, l.Type.String())
 	s.replied, s.status = true, r.Status()
 	v.Action = ActReply
-	v.Reply = &Reply{Status: r.Status(), Headers: r.AppendHeaders(nil), Body: r.AppendBody(nil), Details: "tokentriage_" + r.ErrorType()}
+	h := r.AppendHeaders(nil)
+	if len(s.suspended) > 0 {
+		// Decided by this replica alone (the fleet did not decide): the
+		// refusal says so, as a served answer does.
+		h = append(h, [2]string{HeaderSuspended, strings.Join(s.suspended, ",")})
+	}
+	v.Reply = &Reply{Status: r.Status(), Headers: h, Body: r.AppendBody(nil), Details: "tokentriage_" + r.ErrorType()}
 	return &v
 }
 

@@ -7,8 +7,6 @@ import (
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/llm"
-	"github.com/tokentriage/tokentriage/shared/rate"
-	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
@@ -27,7 +25,7 @@ func (e *Engine) RequestBody(s *Stream, size int, eos bool, body BodySource) Ver
 	if !s.governs || s.replied {
 		return Verdict{}
 	}
-	if s.held || s.fleet.pending {
+	if s.held || s.wait.pending {
 		e.sawHeldBody() // a filter paused at the headers gets the body
 	}
 	s.bodySize = size
@@ -40,9 +38,9 @@ func (e *Engine) RequestBody(s *Stream, size int, eos bool, body BodySource) Ver
 		}
 		return e.reject(s, Verdict{}, wire.TooLarge(s.id, e.cfg.MaxBodyBytes))
 	}
-	if s.fleet.pending {
-		// Gate 1 still waits for the fleet's answer: keep the body for
-		// gate 2, which runs once gate 1 has decided.
+	if s.wait.pending && s.wait.gate == 1 {
+		// Gate 1 still waits for a lease: keep the body for gate 2,
+		// which runs once gate 1 has decided.
 		if eos {
 			s.bodyIn = bodyInEnd
 		}
@@ -61,7 +59,7 @@ const (
 )
 
 // BodyAfterWait runs gate 2 on a body that was complete before gate 1's
-// fleet answer came (the binding calls it on that answer).
+// lease came (the binding calls it on that answer).
 func (e *Engine) BodyAfterWait(s *Stream, body BodySource) Verdict {
 	in := s.bodyIn
 	s.bodyIn = bodyInNone
@@ -82,7 +80,7 @@ func (e *Engine) RequestTrailers(s *Stream, body BodySource) Verdict {
 	if s.held {
 		e.sawHeldBody()
 	}
-	if s.fleet.pending {
+	if s.wait.pending && s.wait.gate == 1 {
 		s.bodyIn = bodyInTrailers
 		return Verdict{Action: ActPause}
 	}
@@ -100,13 +98,13 @@ type bytesSource []byte
 func (b bytesSource) Body(n int) []byte { return b[:min(n, len(b))] }
 
 // gate2 parses the complete body, checks the model scope, and evaluates
-// budget_usd, quota_tokens, quota_requests (from the snapshot) and tpm (a
-// reserve), deepest instance first, stopping at the first over. The
-// instances the fleet's Redis decides (store: redis tpm, and budgets in
-// reserve mode when the accountant has Redis) are asked in one callout
-// before the walk, and the request waits at its body for the answer (see
-// fleetPrefix2), so the walk judges every instance at its own place in
-// seed 004's order, whatever store it uses.
+// budget_usd, quota_tokens, quota_requests (from the snapshot, or a
+// reservation in reserve mode) and tpm (a reserve), deepest instance
+// first, stopping at the first over. The fleet's limits (store: redis
+// tpm, reserve mode with the fleet's Redis) decide on the replica's
+// leases, and a request whose lease is empty waits at its body for a
+// refill, so the walk judges every instance at its own place in seed
+// 004's order, whatever store it uses.
 func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 	now := e.host.Now()
 	req, err := llm.ParseRequest(s.path, body)
@@ -143,55 +141,69 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 	e.facts = e.chainFacts(s.chain, e.facts)
 	e.inst = e.armed.ResolveFacts(s.chain, e.facts, s.dims, govern.Gate2, e.inst[:0])
 	e.bindValues(s, e.inst, now)
-	s.fleet.reset() // gate 1's question is answered and done with
-	if asked := e.fleetPrefix2(s, e.inst, now); len(asked) > 0 {
-		if pv, paused := e.askGate2(s, e.inst, asked, body, v); paused {
-			return pv
-		}
-	}
+	s.wait.reset() // gate 1's wait is done with
 	return e.gate2Walk(s, e.inst, body, now, v)
 }
 
 // gate2Walk evaluates the gate-2 instances in order, stopping at the first
-// over, with everything the request holds handed back on a refusal; the
-// fleet's answers (s.fleet) decide the instances it was asked about.
+// over, with everything the request holds handed back on a refusal. It
+// runs on the body, or again, from where it stopped, when the lease a
+// request waited for is answered (s.wait).
 func (e *Engine) gate2Walk(s *Stream, insts []govern.Instance, body []byte, now time.Time, v Verdict) Verdict {
-	for i := range insts {
+	start := 0
+	if s.wait.resume && s.wait.gate == 2 {
+		start = s.wait.pos // the instance there takes the answer (leaseWait.answered)
+	}
+	for i := start; i < len(insts); i++ {
 		in := &insts[i]
 		var reply *Verdict
-		switch {
-		case in.Limit.Type == govern.RPM:
+		wait := false
+		switch l := in.Limit; {
+		case l.Type == govern.RPM:
 			// An rpm limit narrowed by the model (or the customer, or a
 			// tag) is judged here, where the body has named it; a store:
-			// redis one from the fleet's answer (s.fleet, position i).
-			reply = e.checkRPM(s, in, i, now, v)
-		case in.Limit.Type == govern.Concurrency:
-			reply = e.checkConcurrency(s, in, now, v)
-		case in.Limit.Type == govern.TPM && e.fleetRate(in):
-			reply = e.checkFleetTPM(s, in, i, now, v)
-		case in.Limit.Type == govern.TPM:
+			// redis one on the replica's lease, as at gate 1.
+			reply, wait = e.checkRPM(s, in, i, now, v)
+		case l.Type == govern.Concurrency:
+			reply, wait = e.checkConcurrency(s, in, i, now, v)
+		case l.Type == govern.TPM && l.Store == govern.StoreRedis && e.leased(in):
+			reply, wait = e.checkLeasedTPM(s, in, i, now, v)
+		case l.Type == govern.TPM:
 			reply = e.checkTPM(s, in, now, v)
-		case in.Limit.Reserve && in.Limit.Mode == govern.ModeOn && e.fleetHoldable(s, in):
-			reply = e.checkFleetHold(s, in, i, now, v)
-		case in.Limit.Reserve && in.Limit.Mode == govern.ModeOn:
+		case l.Reserve && l.Mode == govern.ModeOn && e.leased(in):
+			e.seeLease(leaseKey(kindSpend, in.CellKey()), in)
+			reply, wait = e.checkLeasedSpend(s, in, i, now, v)
+		case l.Reserve && l.Mode == govern.ModeOn:
 			reply = e.checkReserve(s, in, now, v)
 		default:
 			reply = e.checkSettled(s, in, now, v)
+		}
+		if wait {
+			// The request waits at its body for its lease; the body is
+			// the engine's buffer, valid only in this callback, so the
+			// request keeps a copy.
+			w := &s.wait
+			w.inst = append(w.inst[:0], insts...)
+			w.gate = 2
+			if len(body) > 0 && (len(s.body) == 0 || &body[0] != &s.body[0]) {
+				s.body = append(s.body[:0], body...)
+			}
+			v.Action = ActPause
+			return v
 		}
 		if reply != nil {
 			e.handBack(s, now)
 			return *reply
 		}
 	}
+	s.wait.since = time.Time{}
 	return e.gate2Done(s, body, v)
 }
 
 // handBack gives back everything a request refused at gate 2 holds: tpm
-// reserves, budget reservations (the replica's and the fleet's holds) and
-// concurrency leases.
+// reserves, reservations of reserve mode and concurrency leases.
 func (e *Engine) handBack(s *Stream, now time.Time) {
 	e.returnReserves(s, now)
-	e.releaseFleetHolds(s)
 	e.settleSpend(s, false, now)
 	e.releaseLeases(s, now)
 }
@@ -360,6 +372,11 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 	l := in.Limit
 	p := e.rateParams(in)
 	cost := tpmReserve(l, s.req)
+	if why := e.storeDistrust(l.Store); why != "" {
+		if reply := e.uncheckable(s, in, v, why); reply != nil {
+			return reply
+		}
+	}
 	res, err := e.cells.rateTake(in.CellKey(), l.Algorithm, now, cost, p)
 	if err != nil {
 		return e.uncheckable(s, in, v, "its shared-data cell could not be updated: "+err.Error())
@@ -367,31 +384,35 @@ func (e *Engine) checkTPM(s *Stream, in *govern.Instance, now time.Time, v Verdi
 	if !res.Allowed && l.Fit {
 		return e.fitTPM(s, in, now, v, p)
 	}
-	return e.tpmJudged(s, in, now, v, res, cost, false)
+	return e.tpmJudged(s, in, now, v, rateDecision{res: res}, cost, in.CellKey())
 }
 
-// tpmJudged carries out a tpm reserve's decision: the reserve recorded
-// (fleet: taken in the fleet's Redis) and disclosed, or the 429.
-func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verdict, res rate.Result, cost int64, fleet bool) *Verdict {
+// checkLeasedTPM reserves the request's estimated tokens on the replica's
+// lease of a store: redis tpm instance at position i, and may wait for
+// one.
+func (e *Engine) checkLeasedTPM(s *Stream, in *govern.Instance, i int, now time.Time, v Verdict) (*Verdict, bool) {
+	e.seeLease(leaseKey(kindRate, in.CellKey()), in)
+	cost := tpmReserve(in.Limit, s.req)
+	d := e.leaseRate(s, in, i, cost, now, v)
+	if d.wait || d.reply != nil {
+		return d.reply, d.wait
+	}
+	cell := ""
+	if d.share {
+		cell = shareKey(in.CellKey())
+	}
+	return e.tpmJudged(s, in, now, v, d, cost, cell), false
+}
+
+// tpmJudged carries out a tpm reserve's decision: the reserve recorded (in
+// the fleet's lot d.lot, or in the shared-data cell named cell) and
+// disclosed, or the 429.
+func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verdict, d rateDecision, cost int64, cell string) *Verdict {
 	l := in.Limit
 	p := e.rateParams(in)
-	cell := !fleet // a local reserve is in the cell rateTake wrote
-	if fleet {
-		e.noteFleetSeen(in, res, now)
-		if res.Allowed {
-			// The replica's cell counts what the fleet reserved too (an
-			// adjust, no decision: the fleet decided), so that when Redis
-			// stops deciding the cell goes on from every token this replica
-			// admitted, not from an empty window.
-			if err := e.cells.rateAdjust(in.CellKey(), l.Algorithm, now, cost, p); err != nil {
-				e.logf(LogWarn, "counting a tpm reserve the fleet admitted in the replica's cell %s: %v", in.CellKey(), err)
-			} else {
-				cell = true
-			}
-		}
-	}
+	res := d.res
 	if res.Allowed {
-		s.reserves = append(s.reserves, reserve{key: in.CellKey(), id: in.ID, metric: l.Metric, alg: l.Algorithm, params: p, amount: cost, fleet: fleet, cell: cell})
+		s.reserves = append(s.reserves, reserve{key: in.CellKey(), id: in.ID, metric: l.Metric, alg: l.Algorithm, params: p, amount: cost, lot: d.lot, cell: cell})
 		disclose(&s.disclosure.Tokens, l, p, res.Remaining)
 		if len(l.Thresholds) > 0 {
 			used := res.Limit - res.Remaining
@@ -419,33 +440,19 @@ func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verd
 }
 
 // returnReserves gives back every tpm reserve of a request refused before
-// it was forwarded: in the replica's cells what they hold, and the fleet's
-// in one correction the accountant commits in Redis.
+// it was forwarded: into the lot or the cell it was taken from.
 func (e *Engine) returnReserves(s *Stream, now time.Time) {
-	var back []byte
 	for _, r := range s.reserves {
-		if r.fleet {
-			if back == nil {
-				back = append(make([]byte, 0, 128), `{"adjust":[`...)
-			} else {
-				back = append(back, ',')
+		switch {
+		case r.lot != 0:
+			e.returnLeased(r, now)
+		case r.cell != "":
+			if err := e.cells.rateAdjust(r.cell, r.alg, now, -r.amount, r.params); err != nil {
+				e.logf(LogWarn, "returning a tpm reserve on %s: %v (it drains with the window)", r.cell, err)
 			}
-			back = appendAdjust(back, r, -r.amount)
-		}
-		if !r.cell {
-			continue
-		}
-		if err := e.cells.rateAdjust(r.key, r.alg, now, -r.amount, r.params); err != nil {
-			e.logf(LogWarn, "returning a tpm reserve on %s: %v (it drains with the window)", r.key, err)
 		}
 	}
 	s.reserves = s.reserves[:0]
-	if back != nil && e.host.Caller != nil {
-		back = append(back, "]}"...)
-		if err := e.host.Caller.Call("POST", syncwire.AdmitPath, jsonHeaders, back, e.callTimeout(), func(int, []byte) {}); err != nil {
-			e.logf(LogWarn, "returning tpm reserves to the fleet store: %v (they drain with the window)", err)
-		}
-	}
 }
 
 // modelAllowed checks a model against a key's model scope (path.Match

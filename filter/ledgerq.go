@@ -482,6 +482,10 @@ func (e *Engine) Finish(done func()) bool {
 	now := e.host.Now()
 	e.queueUnauth(now, true)
 	e.drainTotals(now)
+	if e.host.Caller != nil && e.finishing == nil {
+		// What this VM's leases hold goes back for the other replicas.
+		e.renewLeases(e.host.Now(), true)
+	}
 	if e.host.Caller == nil || e.rows.lag() == 0 || e.finishing != nil {
 		return e.finishing == nil
 	}

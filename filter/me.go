@@ -129,20 +129,41 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		p := e.rateParams(in)
 		m.Amount = p.Amount
 		m.ResetsAt = ceilSecond(now)
-		if l.Store == govern.StoreRedis && !in.Unresolved {
+		if l.Store == govern.StoreRedis && !in.Unresolved && e.host.Caller != nil {
 			// The cell lives in the fleet's Redis, which this page does not
 			// ask: it shows the fleet's last answer this replica received
-			// (noteFleetSeen), drained to now, or, while the fleet store is
-			// not deciding, the replica's own cell, flagged suspended.
-			if !e.fleetDown && e.host.Caller != nil {
+			// (noteFleetSeen), drained to now, with what this replica's lot
+			// still holds; or, while the fleet does not decide, the
+			// replica's share, flagged suspended.
+			c, _, _, err := e.leaseGet(leaseKey(kindRate, in.CellKey()), kindRate)
+			if err == nil && c.downSince == 0 {
 				if res, next, found, err := e.cells.ratePeekFound(fleetSeenKey(in.CellKey()), l.Algorithm, now, p); err == nil && found {
+					if c.expires > now.UnixNano() {
+						res.Remaining = min(res.Remaining+max(c.units, 0), res.Limit)
+						if res.Remaining > 0 {
+							next = 0
+						}
+					}
 					m.Observed, m.Remaining = res.Limit-res.Remaining, res.Remaining
 					m.RetryAfter = wire.Seconds(next)
 					m.ResetsAt = ceilSecond(now.Add(res.ResetAfter))
 					return m
 				}
 			}
-			m.Suspended = e.fleetDown || e.host.Caller == nil
+			if err != nil || c.downSince != 0 {
+				m.Suspended = true
+				sp := e.shareParams(in, &c)
+				m.Amount = sp.Amount
+				if res, next, err := e.cells.ratePeek(shareKey(in.CellKey()), l.Algorithm, now, sp); err == nil {
+					m.Observed, m.Remaining = res.Limit-res.Remaining, res.Remaining
+					m.RetryAfter = wire.Seconds(next)
+					m.ResetsAt = ceilSecond(now.Add(res.ResetAfter))
+				}
+				return m
+			}
+		}
+		if why := e.storeDistrust(l.Store); why != "" && (l.Store != govern.StoreRedis || e.host.Caller == nil) {
+			m.Suspended = true
 		}
 		if in.Unresolved {
 			m.Remaining = p.Burst
@@ -164,13 +185,28 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 	case govern.Concurrency:
 		m.Amount = e.shareCap(in.Amount, l.Store)
 		live, err := e.cells.gaugeRead(in.CellKey(), now)
-		if err != nil {
+		if err != nil || e.storeDistrust(l.Store) != "" {
 			m.Suspended = true
+		}
+		if l.Store == govern.StoreShare && e.leased(in) {
+			// The fleet's slots: this replica's calls in flight and the
+			// slots the others hold, as last answered.
+			m.Amount = in.Amount
+			c, _, _, err := e.leaseGet(leaseKey(kindSlots, in.CellKey()), kindSlots)
+			m.Suspended = err != nil || c.downSince != 0
+			live = min(addSpend(live, max(c.fleetA, 0)), in.Amount)
+			if m.Suspended {
+				m.Amount = max(c.units, replicaShare(in.Amount, max(c.replicas, int64(e.replicas), 1)))
+			}
 		}
 		m.Observed, m.Remaining = live, max(m.Amount-live, 0)
 	default: // LedgerSettled
 		m.ResetsAt = calendar.End(l.Period.Calendar, now)
 		m.Suspended = e.snapshotDistrust(now) != "" || e.fleetDistrust() != "" || !l.Reserve && e.rowsDistrust(now) != ""
+		if l.Reserve && e.leased(in) && !in.Unresolved {
+			c, _, _, err := e.leaseGet(leaseKey(kindSpend, in.CellKey()), kindSpend)
+			m.Suspended = m.Suspended || err != nil || c.downSince != 0
+		}
 		observed := int64(0)
 		if !in.Unresolved {
 			observed = e.observed(in, now)

@@ -255,26 +255,28 @@ func logged(h *wasmtest.Host, part string) bool {
 	return false
 }
 
-// A store: redis rpm limit makes gate 1 wait for the fleet's answer at the
-// headers; with the headers held, the body keeps coming meanwhile. Whether
-// the answer or the end of the body comes first, gate 2 runs once, after
-// gate 1, and the request leaves with its routing headers and rewritten
-// body.
+// A store: redis rpm limit makes gate 1 wait for a lease at the headers
+// (every request here: the fleet grants exactly what is asked, nothing
+// ahead of need); with the headers held, the body keeps coming meanwhile.
+// Whether the answer or the end of the body comes first, gate 2 runs
+// once, after gate 1, and the request leaves with its routing headers and
+// rewritten body.
 func TestFleetAnswerAndHeldBody(t *testing.T) {
 	limits := `{"id":"fleet_rpm","attach":{"level":"team"},"type":"rpm","amount":100000,"period":"1m","store":"redis"},` + limTeamTPM
 	r := newRig(t, rigOptions{
 		governance: gov(limits, `,"require_key":true,"shared_state":{"redis":{"addr":"127.0.0.1:6379","timeout":"10s"}}`),
 		keys:       []testKey{dev1Key}, accountant: true, workers: 2,
 	})
-	allow := func(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
-		var out syncwire.AdmitAnswer
-		for _, st := range req.Rate {
-			out.Rate = append(out.Rate, syncwire.RateResult{Allowed: true, Limit: st.Amount, Remaining: st.Amount - 1})
+	grant := func(req syncwire.LeaseRequest) syncwire.LeaseAnswer {
+		var out syncwire.LeaseAnswer
+		for _, l := range req.Leases {
+			out.Leases = append(out.Leases, syncwire.LeaseGrant{Allowed: true, Granted: l.Need, Limit: l.Amount, Remaining: l.Amount - 1,
+				Anchor: "1", ValidNS: int64(time.Hour)})
 		}
 		return out
 	}
 	r.acct.mu.Lock()
-	r.acct.admit = allow
+	r.acct.lease = grant
 	r.acct.mu.Unlock()
 	r.sync()
 	for i := range 20 {
@@ -288,14 +290,14 @@ func TestFleetAnswerAndHeldBody(t *testing.T) {
 			t.Fatalf("request %d: the provider got %s with model header %q", i, sent.Body, sent.Header.Get("X-Tt-Model"))
 		}
 	}
-	r.acct.mu.Lock()
-	if len(r.acct.admits) < 20 {
-		t.Errorf("the fleet was asked %d times for 20 requests", len(r.acct.admits))
+	if _, asks := r.acct.leaseCalls(); asks < 20 {
+		t.Errorf("the fleet was asked %d times for 20 requests", asks)
 	}
 	// The fleet refuses: the held request is answered 429, whether its
 	// body came before the answer or after.
-	r.acct.admit = func(req syncwire.AdmitRequest) syncwire.AdmitAnswer {
-		return syncwire.AdmitAnswer{Rate: []syncwire.RateResult{{Allowed: false, Limit: 100000, RetryAfterNS: 1e9}}}
+	r.acct.mu.Lock()
+	r.acct.lease = func(req syncwire.LeaseRequest) syncwire.LeaseAnswer {
+		return syncwire.LeaseAnswer{Leases: []syncwire.LeaseGrant{{Allowed: false, Limit: 100000, RetryAfterNS: 1e9, Anchor: "1", ValidNS: int64(time.Hour)}}}
 	}
 	r.acct.mu.Unlock()
 	for i := range 10 {

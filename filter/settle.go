@@ -56,18 +56,21 @@ func (e *Engine) Done(s *Stream) {
 		}
 		for _, r := range s.reserves {
 			actual := settledTokens(r.metric, min(max(s.usage.Input, 0), maxSettleTokens), min(max(s.usage.Output, 0), maxSettleTokens), actual) // what this reserve's metric counts
-			if r.fleet {
-				// Committed in the fleet's Redis by the accountant when it
-				// records this row (exactly once, by request id); the
-				// replica's cell, which counted the reserve, is corrected
-				// by the same difference below.
-				s.reconcile = append(s.reconcile, reconcileEntry(r, actual-r.amount))
-			}
-			if !r.cell {
+			if r.lot != 0 {
+				// In the lot it came from while that is the replica's;
+				// what it cannot take is committed in the fleet's Redis by
+				// the accountant when it records this row (exactly once,
+				// by request id).
+				if rest := e.settleLeased(r, actual-r.amount, now); rest != 0 {
+					s.reconcile = append(s.reconcile, reconcileEntry(r, rest))
+				}
 				continue
 			}
-			if err := e.cells.rateAdjust(r.key, r.alg, now, actual-r.amount, r.params); err != nil {
-				e.logf(LogWarn, "reconciling a tpm reserve on %s: %v", r.key, err)
+			if r.cell == "" {
+				continue
+			}
+			if err := e.cells.rateAdjust(r.cell, r.alg, now, actual-r.amount, r.params); err != nil {
+				e.logf(LogWarn, "reconciling a tpm reserve on %s: %v", r.cell, err)
 			}
 		}
 		s.reserves = s.reserves[:0]
@@ -227,7 +230,6 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 		Breached:     s.breached,
 		Suspended:    s.suspended,
 		Reconcile:    s.reconcile,
-		Holds:        s.holds,
 		Customer:     s.dims.Customer,
 		Tags:         rowTags(s.dims.Tags),
 		Overflow:     s.overflow,

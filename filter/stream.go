@@ -59,14 +59,12 @@ type Stream struct {
 	overflow []string
 	unarmed  bool // no plan in force yet: nothing was checked
 
-	// fleet is the question to the fleet store (store: redis) the request
-	// waits for, and its answer; reconcile are the corrections of its
-	// store: redis tpm reserves for the row (ledger.Row.Reconcile), and
-	// holds its budget holds in the fleet's Redis (ledger.Row.Holds);
-	// body is the request body while gate 2 waits for the answer.
-	fleet     fleetAsk
+	// wait is the request's wait for a lease of a fleet limit, and where
+	// its gate resumes; reconcile are the corrections of its store: redis
+	// tpm reserves its lot could not take, for the row
+	// (ledger.Row.Reconcile); body is the request body while gate 2 waits.
+	wait      leaseWait
 	reconcile []string
-	holds     []string
 	body      []byte
 	// gen changes every time the stream is reused, so an answer to a
 	// callout of an earlier request is recognised and dropped.
@@ -124,11 +122,12 @@ type lease struct {
 	released bool
 }
 
-// reserve is one tpm reserve taken at gate 2; fleet: in the fleet's
-// Redis (store: redis), reconciled by the accountant from the row; cell:
-// in the replica's own cell (a local reserve, and a fleet one counted
-// there too), corrected there on a hand-back and at settlement. key is
-// the cell's shared-data key (Instance.CellKey), id the counter identity
+// reserve is one tpm reserve taken at gate 2: from the fleet's lot named
+// lot (store: redis; corrected in that lot while it is the replica's,
+// else by the row's reconcile), or in the shared-data rate cell named cell
+// (a local reserve, or the replica's share while the fleet does not
+// decide), corrected there on a hand-back and at settlement. key is the
+// instance's shared-data key (Instance.CellKey), id the counter identity
 // the fleet's Redis knows it by; metric what its tokens count.
 type reserve struct {
 	key    string
@@ -137,8 +136,8 @@ type reserve struct {
 	alg    rate.Algorithm
 	params rate.Params
 	amount int64
-	fleet  bool
-	cell   bool
+	lot    int64
+	cell   string
 }
 
 // refusalInfo is what the ledger row records of a refusal.
@@ -151,13 +150,13 @@ func (s *Stream) reset() {
 	leases, reserves, spend := s.leases[:0], s.reserves[:0], s.spend[:0]
 	shadow, breached, suspended, overflow := s.shadow[:0], s.breached[:0], s.suspended[:0], s.overflow[:0]
 	chain, out, jsonBody, scanner, bigJSON := s.chain[:0], s.out[:0], s.jsonBody[:0], s.scanner, s.bigJSON
-	fleet, gen, reconcile, holds := s.fleet, s.gen+1, s.reconcile[:0], s.holds[:0]
+	wait, gen, reconcile := s.wait, s.gen+1, s.reconcile[:0]
 	body := s.body[:0]
 	if cap(body) > 64<<10 {
 		body = nil // a large body's copy is not kept for the next request
 	}
-	fleet.reset()
-	*s = Stream{fleet: fleet, gen: gen, reconcile: reconcile, holds: holds, body: body}
+	wait.reset()
+	*s = Stream{wait: wait, gen: gen, reconcile: reconcile, body: body}
 	s.leases, s.reserves, s.spend = leases, reserves, spend
 	s.shadow, s.breached, s.suspended, s.overflow = shadow, breached, suspended, overflow
 	s.chain, s.out, s.jsonBody, s.scanner, s.bigJSON = chain, out, jsonBody, scanner, bigJSON

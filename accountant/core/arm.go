@@ -86,7 +86,9 @@ func (c *Core) rederive(now time.Time, live bool) error {
 				add(t, n)
 				if t.reserve() {
 					for _, rn := range a.replicas {
-						add(t.replicaTarget(rn.replica), rn.nanos)
+						if n := amountOf(t.limit, rn.agg); n != 0 {
+							add(t.replicaTarget(rn.replica), n)
+						}
 					}
 				}
 			}

@@ -63,16 +63,16 @@ func (t target) estimatedTarget() target {
 	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.EstimatedSuffix, unit: t.unit}
 }
 
-// reserve reports whether t is a budget_usd target in reserve mode, whose
-// rows are also counted per filter replica.
+// reserve reports whether t is a target in reserve mode (budget_usd,
+// quota_tokens or quota_requests), whose rows are also counted per filter
+// replica.
 func (t target) reserve() bool {
-	return t.limit.Reserve && t.limit.Type == govern.BudgetUSD
+	return t.limit.Reserve
 }
 
-// replicaTarget is the companion counter of a reserve-mode budget_usd
-// target for one filter replica: the priced nanodollars of that replica's
-// rows folded into it (syncwire.ReplicaSuffix). It raises no threshold
-// alert.
+// replicaTarget is the companion counter of a reserve-mode target for one
+// filter replica: what that replica's rows folded into it
+// (syncwire.ReplicaSuffix). It raises no threshold alert.
 func (t target) replicaTarget(replica string) target {
 	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.ReplicaSuffix + replica, unit: t.unit}
 }
@@ -98,30 +98,43 @@ type agg struct {
 	// a per-value limit that came first keep counters of their own when a
 	// re-derivation applies max_distinct.
 	first int64
-	// replicas splits nanos by the filter replica that wrote the rows (rows
-	// with no replica id, or that cost nothing, are left out), so the
-	// companions of a reserve-mode budget re-derive exactly, also for a
-	// limit that a re-arm has just put in reserve mode. It is kept for
-	// every aggregate, 24 bytes per replica (the ids are interned), rather
-	// than splitting the aggregates themselves by replica.
-	replicas []replicaNanos
+	// replicas splits the sums by the filter replica that wrote the rows
+	// (rows with no replica id are left out), so the companions of a
+	// reserve-mode limit re-derive exactly, also for a limit that a re-arm
+	// has just put in reserve mode. It is kept for every aggregate, a few
+	// dozen bytes per replica (the ids are interned), rather than
+	// splitting the aggregates themselves by replica.
+	replicas []replicaAgg
 }
 
-// replicaNanos is the priced cost of one filter replica's rows.
-type replicaNanos struct {
+// replicaAgg is the sums of one filter replica's rows (its own replicas
+// left empty).
+type replicaAgg struct {
 	replica string
-	nanos   int64
+	agg     agg
 }
 
-// addReplica adds n nanodollars to replica's share of a.
-func (a *agg) addReplica(replica string, n int64) {
+// plus adds the sums of o (not its replicas) to a.
+func (a *agg) plus(o agg) {
+	a.rows = addSat(a.rows, o.rows)
+	a.tokens = addSat(a.tokens, o.tokens)
+	a.input = addSat(a.input, o.input)
+	a.output = addSat(a.output, o.output)
+	a.nanos = addSat(a.nanos, o.nanos)
+	a.unpriced = addSat(a.unpriced, o.unpriced)
+	a.estimated = addSat(a.estimated, o.estimated)
+}
+
+// addReplica adds the sums of o to replica's share of a.
+func (a *agg) addReplica(replica string, o agg) {
+	o.replicas = nil
 	for i := range a.replicas {
 		if a.replicas[i].replica == replica {
-			a.replicas[i].nanos = addSat(a.replicas[i].nanos, n)
+			a.replicas[i].agg.plus(o)
 			return
 		}
 	}
-	a.replicas = append(a.replicas, replicaNanos{replica: replica, nanos: n})
+	a.replicas = append(a.replicas, replicaAgg{replica: replica, agg: o})
 }
 
 type aggKey struct {
@@ -230,18 +243,12 @@ func (c *Core) foldAgg(r *ledger.Row, a agg) {
 			p = &agg{}
 			c.aggs[aggKey{d: ad.clone(), day: day}] = p
 		}
-		p.rows = addSat(p.rows, a.rows)
-		p.tokens = addSat(p.tokens, a.tokens)
-		p.input = addSat(p.input, a.input)
-		p.output = addSat(p.output, a.output)
-		p.nanos = addSat(p.nanos, a.nanos)
-		p.unpriced = addSat(p.unpriced, a.unpriced)
-		p.estimated = addSat(p.estimated, a.estimated)
+		p.plus(a)
 		if end := r.End.UnixNano(); a.rows > 0 && (p.first == 0 || end < p.first) {
 			p.first = end
 		}
-		if a.nanos != 0 && r.Replica != "" {
-			p.addReplica(c.intern(r.Replica), a.nanos)
+		if r.Replica != "" {
+			p.addReplica(c.intern(r.Replica), a)
 		}
 	}
 	for _, t := range c.resolve(d) {
@@ -267,7 +274,7 @@ func (c *Core) foldAgg(r *ledger.Row, a agg) {
 		})
 		c.targets = append(c.targets, t)
 		if t.reserve() && r.Replica != "" {
-			// n is the row's priced cost, not zero here.
+			// n is what the row adds to the counter.
 			rt := t.replicaTarget(r.Replica)
 			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: rt.id, Unit: rt.unit, Start: start}, N: n})
 			c.targets = append(c.targets, rt)

@@ -1,13 +1,20 @@
 // Package redisstore owns the accountant's use of the fleet's shared Redis
-// (shared_state.redis, or --redis): the rate cells of store: redis limits,
-// evaluated by one Lua script per request with shared/rate's arithmetic;
-// each accountant's own spend and quota totals, published idempotently and
-// summed into fleet totals; the budget holds of reserve mode, which expire;
-// and the heartbeats that count the fleet's live replicas.
+// (shared_state.redis, or --redis): the leases a replica takes of a fleet
+// limit (store: redis rpm and tpm cells, the spend and quota of reserve
+// mode, the slots of a concurrency limit under store: share), each run by
+// one Lua script with shared/rate's arithmetic; each accountant's own
+// spend and quota totals, published idempotently and summed into fleet
+// totals; and the heartbeats that count the fleet's live replicas.
 //
-// Every key starts with one hash tag, "{" + key_prefix + "}", so every key a
-// script touches sits in one Redis Cluster slot. Redis is soft state: the
-// ledgers are the truth, and what Redis loses the accountants write again.
+// Redis runs as a single server, behind Sentinel, or as a Redis Cluster
+// (go-redis's UniversalClient), over TLS where the deployment wants it, with
+// an ACL user. Every key of one counter carries that counter's hash tag
+// ("{" + its identity + "}"), so the keys a script touches share a Redis
+// Cluster slot while the counters of different tenants spread over the
+// cluster's slots; the few fleet-wide keys (the epoch, the replica
+// heartbeats, the index of each period's totals) carry the key prefix's tag.
+// Redis is soft state: the ledgers are the truth, and what Redis loses the
+// accountants and their replicas write again.
 //
 // The client watches its connection: an operation that fails on the
 // network marks Redis down (logged once, tt_accountant_redis_up 0),
@@ -19,6 +26,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,13 +52,27 @@ var ErrDown = errors.New("redis is down")
 
 // Options configure a Client.
 type Options struct {
-	// Addr is host:port of the Redis server.
-	Addr     string
+	// Addr is host:port of the Redis server, or a redis:// or rediss://
+	// (TLS) URL, which may carry the user, the password and the database.
+	Addr string
+	// Addrs are the seed nodes of a Redis Cluster (Cluster), or the
+	// Sentinels that name the master (MasterName). Addr is then empty.
+	Addrs []string
+	// Cluster: Addrs (or Addr) is a node of a Redis Cluster.
+	Cluster bool
+	// MasterName is the master Sentinel watches; SentinelUsername and
+	// SentinelPassword authenticate to the Sentinels.
+	MasterName                         string
+	SentinelUsername, SentinelPassword string
+	// Username and Password authenticate (an ACL user, or the default
+	// user with requirepass); they win over a URL's.
 	Username string
 	Password string
 	DB       int
-	// Prefix is the key prefix (shared_state.redis.key_prefix, "tt");
-	// every key starts with "{Prefix}:".
+	// TLS, when set, is the TLS configuration of every connection (a
+	// rediss:// URL without it uses the system's roots).
+	TLS *tls.Config
+	// Prefix is the key prefix (shared_state.redis.key_prefix, "tt").
 	Prefix string
 	// Timeout is the per-operation deadline of the request path (rate
 	// cells, holds). Zero: DefaultTimeout.
@@ -64,8 +86,10 @@ type Options struct {
 // Client is the accountant's connection to the shared Redis. It is safe
 // for concurrent use.
 type Client struct {
-	rdb     *redis.Client
-	prefix  string
+	rdb     redis.UniversalClient
+	addr    string // for log lines: the address, or the seeds
+	prefix  string // the key prefix, without a tag
+	global  string // prefix + ":{" + prefix + "}:", the fleet-wide keys' start
 	timeout time.Duration
 	log     *slog.Logger
 
@@ -95,11 +119,9 @@ type clientMetrics struct {
 // New returns a client for opts. It does not wait for Redis: the first
 // probe runs at once, and until it answers the client reports down.
 func New(opts Options) (*Client, error) {
-	if opts.Addr == "" {
-		return nil, errors.New("redis: no address (shared_state.redis.addr, or --redis HOST:PORT)")
-	}
-	if _, _, err := net.SplitHostPort(opts.Addr); err != nil {
-		return nil, fmt.Errorf("redis: the address %q is not HOST:PORT: %v", opts.Addr, err)
+	uo, addr, err := universalOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = "tt"
@@ -111,27 +133,10 @@ func New(opts Options) (*Client, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Client{
-		rdb: redis.NewClient(&redis.Options{
-			Addr:     opts.Addr,
-			Username: opts.Username,
-			Password: opts.Password,
-			DB:       opts.DB,
-			// A script is not idempotent (a take counts an arrival):
-			// never send it twice on our behalf.
-			MaxRetries:            -1,
-			DialTimeout:           time.Second,
-			ReadTimeout:           2 * time.Second,
-			WriteTimeout:          2 * time.Second,
-			ContextTimeoutEnabled: true,
-			// No RESP3 handshake surprises with older servers.
-			Protocol: 2,
-			// The client name shows in CLIENT LIST on the server.
-			ClientName: "tokentriage-accountant",
-			// Connections kept open while idle, so the first requests of
-			// a burst do not dial within their deadline.
-			MinIdleConns: 2,
-		}),
-		prefix:  "{" + opts.Prefix + "}:",
+		rdb:     redis.NewUniversalClient(uo),
+		addr:    addr,
+		prefix:  opts.Prefix,
+		global:  opts.Prefix + ":{" + opts.Prefix + "}:",
 		timeout: opts.Timeout,
 		log:     opts.Logger,
 		closed:  make(chan struct{}),
@@ -144,6 +149,100 @@ func New(opts Options) (*Client, error) {
 	c.startProbeLocked()
 	c.mu.Unlock()
 	return c, nil
+}
+
+// universalOptions turns opts into go-redis's options, and names the
+// server (or its seeds) for log lines.
+func universalOptions(opts Options) (*redis.UniversalOptions, string, error) {
+	uo := &redis.UniversalOptions{
+		Username:         opts.Username,
+		Password:         opts.Password,
+		DB:               opts.DB,
+		TLSConfig:        opts.TLS,
+		MasterName:       opts.MasterName,
+		SentinelUsername: opts.SentinelUsername,
+		SentinelPassword: opts.SentinelPassword,
+		IsClusterMode:    opts.Cluster,
+		// A script is not idempotent (a lease takes units): never send it
+		// twice on our behalf. A cluster still follows MOVED and ASK
+		// (a slot that moved), which sends nothing twice.
+		MaxRetries:            -1,
+		DialTimeout:           time.Second,
+		ReadTimeout:           2 * time.Second,
+		WriteTimeout:          2 * time.Second,
+		ContextTimeoutEnabled: true,
+		// No RESP3 handshake surprises with older servers.
+		Protocol: 2,
+		// The client name shows in CLIENT LIST on the server.
+		ClientName: "tokentriage-accountant",
+		// Connections kept open while idle, so the first requests of a
+		// burst do not dial within their deadline.
+		MinIdleConns: 2,
+	}
+	addr := opts.Addr
+	switch {
+	case strings.Contains(opts.Addr, "://"):
+		u, err := redis.ParseURL(opts.Addr)
+		if err != nil {
+			return nil, "", fmt.Errorf("redis: the address %q is not a redis:// or rediss:// URL: %v", redactURL(opts.Addr), err)
+		}
+		uo.Addrs = []string{u.Addr}
+		if uo.Username == "" {
+			uo.Username = u.Username
+		}
+		if uo.Password == "" {
+			uo.Password = u.Password
+		}
+		if uo.DB == 0 {
+			uo.DB = u.DB
+		}
+		if uo.TLSConfig == nil {
+			uo.TLSConfig = u.TLSConfig
+		}
+		addr = u.Addr
+	case opts.Addr != "":
+		if _, _, err := net.SplitHostPort(opts.Addr); err != nil {
+			return nil, "", fmt.Errorf("redis: the address %q is not HOST:PORT: %v", opts.Addr, err)
+		}
+		uo.Addrs = []string{opts.Addr}
+	case len(opts.Addrs) > 0:
+		for _, a := range opts.Addrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return nil, "", fmt.Errorf("redis: the address %q is not HOST:PORT: %v", a, err)
+			}
+		}
+		uo.Addrs = append([]string(nil), opts.Addrs...)
+		addr = strings.Join(opts.Addrs, ",")
+	default:
+		return nil, "", errors.New("redis: no address (shared_state.redis.addr, or --redis HOST:PORT)")
+	}
+	if len(uo.Addrs) > 1 && !opts.Cluster && opts.MasterName == "" {
+		return nil, "", fmt.Errorf("redis: %d addresses: set cluster (the seeds of a Redis Cluster) or sentinel_master (the Sentinels of a master)", len(uo.Addrs))
+	}
+	if opts.Cluster && opts.DB != 0 {
+		return nil, "", fmt.Errorf("redis: a Redis Cluster has only database 0, not %d", opts.DB)
+	}
+	if opts.MasterName != "" {
+		addr = opts.MasterName + " (sentinels " + addr + ")"
+	}
+	return uo, addr, nil
+}
+
+// redactURL hides a URL's password for a message.
+func redactURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return s
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass {
+		return s
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
 func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
@@ -163,8 +262,9 @@ func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
 	return m
 }
 
-// Addr is the server's address.
-func (c *Client) Addr() string { return c.rdb.Options().Addr }
+// Addr is the server's address (a cluster's seeds, a master's name and
+// its Sentinels).
+func (c *Client) Addr() string { return c.addr }
 
 // Timeout is the request path's per-operation deadline.
 func (c *Client) Timeout() time.Duration { return c.timeout }
@@ -204,8 +304,32 @@ func (c *Client) Close() error {
 	return c.rdb.Close()
 }
 
-// key is the full key for name: the hash tag, then name.
-func (c *Client) key(name string) string { return c.prefix + name }
+// counterKey is the key of kind for counter identity id: the prefix, the
+// hash tag of the counter (its identity up to any "#" companion suffix,
+// with braces escaped so the tag ends where it should), the rest of the
+// identity, then kind. Every key of one counter shares its slot.
+func (c *Client) counterKey(id, kind string) string {
+	base, rest := id, ""
+	if i := strings.IndexByte(id, '#'); i >= 0 {
+		base, rest = id[:i], id[i:]
+	}
+	return c.prefix + ":{" + escapeTag(base) + "}" + escapeTag(rest) + ":" + kind
+}
+
+// escapeTag escapes the bytes that would end or open a hash tag early
+// (and the escape itself), so distinct identities stay distinct keys.
+func escapeTag(s string) string {
+	if !strings.ContainsAny(s, "{}%") {
+		return s
+	}
+	return tagEscaper.Replace(s)
+}
+
+var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+// globalKey is a fleet-wide key (the epoch, the heartbeats, the index of a
+// period's totals), in the prefix's own slot.
+func (c *Client) globalKey(name string) string { return c.global + name }
 
 // do runs one operation: at once ErrDown while Redis is down, else f under
 // a deadline of timeout (0: the client's request-path deadline); a
@@ -356,7 +480,7 @@ func (c *Client) probe() {
 // store: redis limit missed its 5 ms deadline on that alone (it was
 // answered locally and said suspended, so a fresh fleet admitted one
 // arrival more than its limit on every replica).
-var scripts = []*redis.Script{rateScript, publishScript, totalsScript}
+var scripts = []*redis.Script{rateScript, leaseScript, publishScript, epochScript, indexScript}
 
 // loadScripts loads scripts and leaves a couple of connections open for
 // the request path. A failure is not Redis down: a script missing from

@@ -2,11 +2,11 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,10 +14,11 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // Fleet totals of the LedgerSettled counters (spend and quota). Each
-// accountant folds only the rows of its own replica; the fleet's total of
+// accountant folds only the rows of its own replicas; the fleet's total of
 // a counter in a period is the sum of every accountant's own total. So
 // each accountant publishes its own totals into Redis, one hash per
 // counter and period with one field per accountant, always by setting its
@@ -26,20 +27,28 @@ import (
 // twice. It reads the others' fields back and serves own + others in its
 // snapshot.
 //
-//	{tt}:total:<unit>:<start>:<identity>   hash  accountant id → its total
-//	{tt}:totals:<unit>:<start>             set   the identities published for the period
-//	{tt}:epoch                             a value set once per data set
+//	<p>:{<identity>}:total:<unit>:<start>    hash  accountant id -> its total
+//	<p>:{<identity>}:lease:<unit>:<start>    hash  s:<replica> -> that replica's spend (reserve mode)
+//	<p>:{<p>}:totals:<unit>:<start>          set   the identities published for the period
+//	<p>:{<p>}:epoch                          a value set once per data set
 //
-// An accountant's field only grows within its period (a publish never
-// lowers it): a budget hold's release raises it with the call's cost in
-// the same step as the hold leaves (ReleaseHolds), and a publish that read
-// the counters just before must not take that back.
+// A reserve-mode counter's leases (lease.lua) need each replica's own
+// spend beside what it was granted, so the accountant publishes, in the
+// same script as its total, its replicas' companion counters
+// (syncwire.ReplicaSuffix) into the lease hash: a call's cost moves from
+// the replica's lease to the accountant's total in one step. An
+// accountant's field, and a replica's, only grows within its period (a
+// publish never lowers it).
 //
 // Every key expires a day after its period ends. When Redis loses its data
 // (a restart without persistence, a flush), the epoch disappears with it:
 // the next reader sets a new one, and every accountant that sees the epoch
 // change publishes all of its totals again from its own counters, which its
-// ledger rebuilt. The ledgers stay the truth.
+// ledger rebuilt; the replicas count their leases again (Lease,
+// LeaseRestore) from what they hold. Until every accountant has had the
+// time to do so (RebuildGrace), the leases it grants answer as rebuilding
+// and each replica decides within its own share. The ledgers stay the
+// truth.
 
 // Refresh and publish cadence. A row folded on one replica is published
 // within publishEvery and read by every other accountant within
@@ -56,64 +65,48 @@ const (
 	// LivenessWindow is how long a replica's heartbeat counts it live
 	// (the accountant's own window for the replicas that poll it).
 	LivenessWindow = 30 * time.Second
+	// RebuildGrace is how long after Redis lost its data (a new epoch
+	// replaced one an accountant knew) every accountant has seen it and
+	// published its totals again (refreshEvery and publishEvery), and
+	// every replica has counted its leases again (its lease renewal, once
+	// a second), with a margin for a busy machine.
+	RebuildGrace = 3 * time.Second
 )
 
+// publishSource sets an accountant's own totals of one counter (and its
+// companions) and its replicas' spend in the counter's lease hash, each
+// only upward.
+//
+//	KEYS   the counter's lease hash, then its total hashes
+//	ARGV   accountant id, expiry (unix ms), one total per total hash ("":
+//	       drop the field), then pairs: replica, its spend
 const publishSource = `
-local p, acct = ARGV[1], ARGV[2]
-local i = 3
-while i + 4 <= #ARGV do
-  local unit, start, id, value, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local h = p .. 'total:' .. unit .. ':' .. start .. ':' .. id
-  local idx = p .. 'totals:' .. unit .. ':' .. start
-  if value == '' then
-    redis.call('HDEL', h, acct)
+local acct, exp = ARGV[1], ARGV[2]
+local function grows(cur, v)
+  return not cur or #v > #cur or (#v == #cur and v > cur)
+end
+for i = 2, #KEYS do
+  local v = ARGV[1 + i]
+  if v == '' then
+    redis.call('HDEL', KEYS[i], acct)
   else
-    -- within a period an accountant's own total only grows: a publish
-    -- that read its counters before a budget hold's release raised the
-    -- field (ReleaseHolds) never lowers it back
-    local cur = redis.call('HGET', h, acct)
-    if not cur or #value > #cur or (#value == #cur and value > cur) then
-      redis.call('HSET', h, acct, value)
+    if grows(redis.call('HGET', KEYS[i], acct), v) then
+      redis.call('HSET', KEYS[i], acct, v)
     end
-    redis.call('PEXPIREAT', h, exp)
-    redis.call('SADD', idx, id)
-    redis.call('PEXPIREAT', idx, exp)
+    redis.call('PEXPIREAT', KEYS[i], exp)
   end
-  i = i + 5
+end
+for j = #KEYS + 2, #ARGV, 2 do
+  local f, v = 's:' .. ARGV[j], ARGV[j + 1]
+  if grows(redis.call('HGET', KEYS[1], f), v) then
+    redis.call('HSET', KEYS[1], f, v)
+    redis.call('PEXPIREAT', KEYS[1], exp)
+  end
 end
 return 1
 `
 
-const totalsSource = `
-local p, fresh, nowms, window, nids = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local epoch = redis.call('GET', p .. 'epoch')
-if not epoch then
-  redis.call('SET', p .. 'epoch', fresh)
-  epoch = fresh
-end
--- the replicas' heartbeats: a member per live replica, scored by when its
--- accountant last saw it
-local hb = p .. 'replicas'
-for i = 6, 5 + nids do
-  redis.call('ZADD', hb, nowms, ARGV[i])
-end
-redis.call('ZREMRANGEBYSCORE', hb, '-inf', '(' .. (nowms - window))
-redis.call('PEXPIRE', hb, window * 2)
-local out = { epoch, redis.call('ZCARD', hb) }
-for i = 6 + nids, #ARGV, 2 do
-  local unit, start = ARGV[i], ARGV[i + 1]
-  local ids = redis.call('SMEMBERS', p .. 'totals:' .. unit .. ':' .. start)
-  for _, id in ipairs(ids) do
-    out[#out + 1] = { unit, start, id, redis.call('HGETALL', p .. 'total:' .. unit .. ':' .. start .. ':' .. id) }
-  end
-end
-return out
-`
-
-var (
-	publishScript = redis.NewScript(publishSource)
-	totalsScript  = redis.NewScript(totalsSource)
-)
+var publishScript = redis.NewScript(publishSource)
 
 // Fleet is a store.Store whose counters are this accountant's own (a
 // store.Local, rebuilt from its ledger) plus the others' totals read from
@@ -137,9 +130,16 @@ type Fleet struct {
 	full      bool                // publish every own counter
 	published map[store.Key]int64 // what Redis holds of ours
 	epoch     string
-	lastRead  time.Time
-	readErr   error
-	onChange  func()
+	// rebuildUntil: Redis lost its data (a new epoch replaced the one this
+	// accountant knew) and the fleet's leases are being counted again
+	// until then (RebuildGrace); lease grants answer as rebuilding.
+	rebuildUntil time.Time
+	// onEpoch is told each epoch adopted (the accountant keeps it in its
+	// data directory, so a restart knows the data set it last saw).
+	onEpoch  func(string)
+	lastRead time.Time
+	readErr  error
+	onChange func()
 	// liveIDs names this accountant's live filter replicas (those that
 	// polled it with the internal token); replicas counts the fleet's.
 	liveIDs  func() []string
@@ -370,19 +370,18 @@ func (f *Fleet) publish(ctx context.Context) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 2+5*len(keys))
-	args = append(args, f.c.prefix, f.acct)
-	for _, k := range keys {
-		v, ok := values[k]
-		val := ""
-		if ok {
-			val = strconv.FormatInt(v, 10)
-		}
-		exp := calendar.End(k.Unit, k.PeriodStart()).Add(keepAfterEnd).UnixMilli()
-		args = append(args, k.Unit.String(), strconv.FormatInt(k.Start, 10), k.ID, val, strconv.FormatInt(exp, 10))
-	}
+	calls := f.publishCalls(keys, values)
 	err = f.c.do(ctx, "publish_totals", fleetTimeout, func(ctx context.Context) error {
-		return publishScript.Run(ctx, f.c.rdb, nil, args...).Err()
+		cmds, err := f.c.runPipelined(ctx, calls)
+		if err != nil {
+			return err
+		}
+		for _, cmd := range cmds {
+			if e := cmd.Err(); e != nil {
+				return e
+			}
+		}
+		return nil
 	})
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -406,6 +405,84 @@ func (f *Fleet) publish(ctx context.Context) error {
 	return nil
 }
 
+// publishCalls groups the counters keys by the counter they belong to (a
+// companion belongs to its counter) and period: one publish script per
+// group, whose keys share a slot, and the period's index beside it.
+func (f *Fleet) publishCalls(keys []store.Key, values map[store.Key]int64) []scriptCall {
+	type group struct {
+		base  string
+		unit  calendar.Unit
+		start int64
+	}
+	type parts struct {
+		totals   []store.Key
+		replicas []store.Key
+	}
+	groups := map[group]*parts{}
+	var order []group
+	for _, k := range keys {
+		base, _, _ := strings.Cut(k.ID, "#")
+		g := group{base, k.Unit, k.Start}
+		p := groups[g]
+		if p == nil {
+			p = &parts{}
+			groups[g] = p
+			order = append(order, g)
+		}
+		if strings.Contains(k.ID, syncwire.ReplicaSuffix) {
+			p.replicas = append(p.replicas, k)
+		} else {
+			p.totals = append(p.totals, k)
+		}
+	}
+	calls := make([]scriptCall, 0, 2*len(order))
+	for _, g := range order {
+		p := groups[g]
+		exp := strconv.FormatInt(calendar.End(g.unit, time.Unix(g.start, 0).UTC()).Add(keepAfterEnd).UnixMilli(), 10)
+		keys := []string{f.c.LeaseKey(g.unit, g.start, g.base)}
+		args := []any{f.acct, exp}
+		for _, k := range p.totals {
+			keys = append(keys, f.c.TotalKey(k.Unit, k.Start, k.ID))
+			val := ""
+			if v, ok := values[k]; ok {
+				val = strconv.FormatInt(v, 10)
+			}
+			args = append(args, val)
+		}
+		for _, k := range p.replicas {
+			v, ok := values[k]
+			_, rep, _ := strings.Cut(k.ID, syncwire.ReplicaSuffix)
+			if ok && rep != "" {
+				args = append(args, rep, strconv.FormatInt(v, 10))
+			}
+		}
+		calls = append(calls, scriptCall{publishScript, keys, args})
+		if len(p.totals) > 0 {
+			members := make([]any, 0, len(p.totals))
+			for _, k := range p.totals {
+				if _, ok := values[k]; ok {
+					members = append(members, k.ID)
+				}
+			}
+			idx := f.c.globalKey("totals:" + g.unit.String() + ":" + strconv.FormatInt(g.start, 10))
+			if len(members) > 0 {
+				calls = append(calls, scriptCall{indexScript, []string{idx}, append([]any{exp}, members...)})
+			}
+		}
+	}
+	return calls
+}
+
+// indexSource adds counters to a period's index of totals (SADD, with the
+// index's expiry), as a script so a pipeline holds only scripts.
+const indexSource = `
+redis.call('SADD', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIREAT', KEYS[1], ARGV[1])
+return 1
+`
+
+var indexScript = redis.NewScript(indexSource)
+
 func (f *Fleet) refresh(ctx context.Context) bool {
 	now := f.now()
 	starts := currentStarts(now)
@@ -416,24 +493,67 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 	if liveIDs != nil {
 		ids = liveIDs() // outside f.mu: it takes the server's lock
 	}
-	args := []any{f.c.prefix, newEpoch(), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(LivenessWindow.Milliseconds(), 10), strconv.Itoa(len(ids))}
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	for _, u := range []calendar.Unit{calendar.Day, calendar.Week, calendar.Month} {
-		args = append(args, u.String(), strconv.FormatInt(starts[u], 10))
-	}
-	var reply any
-	err := f.c.do(ctx, "read_totals", fleetTimeout, func(ctx context.Context) error {
-		var err error
-		reply, err = totalsScript.Run(ctx, f.c.rdb, nil, args...).Result()
-		return err
-	})
-	var epoch string
+	var ep Epoch
 	var replicas int
 	read := map[store.Key]map[string]int64{}
+	err := f.c.do(ctx, "read_totals", fleetTimeout, func(ctx context.Context) error {
+		units := []calendar.Unit{calendar.Day, calendar.Week, calendar.Month}
+		var fleetCmd *redis.Cmd
+		members := make([]*redis.StringSliceCmd, len(units))
+		_, err := f.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			fc := f.c.fleetCall(ids, LivenessWindow)
+			fleetCmd = fc.script.Run(ctx, p, fc.keys, fc.args...)
+			for i, u := range units {
+				members[i] = p.SMembers(ctx, f.c.globalKey("totals:"+u.String()+":"+strconv.FormatInt(starts[u], 10)))
+			}
+			return nil
+		})
+		if err != nil && noScript([]*redis.Cmd{fleetCmd}) {
+			if err := epochScript.Load(ctx, f.c.rdb).Err(); err != nil {
+				return err
+			}
+			return errors.New("the fleet script was not in Redis's script cache; loaded it for the next read")
+		}
+		if err != nil && err != redis.Nil {
+			return err
+		}
+		if ep, replicas, err = parseFleet(fleetCmd); err != nil {
+			return err
+		}
+		var keys []store.Key
+		var hashes []*redis.MapStringStringCmd
+		_, err = f.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, u := range units {
+				for _, id := range members[i].Val() {
+					k := store.Key{ID: id, Unit: u, Start: starts[u]}
+					keys = append(keys, k)
+					hashes = append(hashes, p.HGetAll(ctx, f.c.TotalKey(u, starts[u], id)))
+				}
+			}
+			return nil
+		})
+		if err != nil && err != redis.Nil {
+			return err
+		}
+		for i, k := range keys {
+			for acct, vs := range hashes[i].Val() {
+				if acct == f.acct {
+					continue
+				}
+				v, err := strconv.ParseInt(vs, 10, 64)
+				if err != nil || v <= 0 {
+					continue // nothing counted, or not a total any accountant writes
+				}
+				if read[k] == nil {
+					read[k] = map[string]int64{}
+				}
+				read[k][acct] = v
+			}
+		}
+		return nil
+	})
 	if err == nil {
-		epoch, replicas, err = f.parseTotals(reply, read)
+		f.NoteEpoch(ep)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -445,13 +565,6 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 	f.lastRead = now
 	changedReplicas := replicas != f.replicas
 	f.replicas = replicas
-	if epoch != f.epoch {
-		// A new data set (Redis lost its data, or this is the first
-		// read): everything we published may be gone.
-		f.epoch = epoch
-		f.full = true
-		clear(f.published)
-	}
 	changed := false
 	for k, accts := range read {
 		known := f.fields[k]
@@ -481,53 +594,62 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 	return changed || changedReplicas
 }
 
-// parseTotals reads the totals script's answer into fields: per counter,
-// every accountant's field but this one's.
-func (f *Fleet) parseTotals(reply any, fields map[store.Key]map[string]int64) (string, int, error) {
-	rows, ok := reply.([]any)
-	if !ok || len(rows) < 2 {
-		return "", 0, fmt.Errorf("redis: the totals script answered %T", reply)
+// KnowEpoch tells the store the epoch this accountant last saw (kept in its
+// data directory), before its first read: a different one read from Redis
+// then means Redis lost its data while the accountant was away.
+func (f *Fleet) KnowEpoch(name string, onEpoch func(string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.epoch == "" {
+		f.epoch = name
 	}
-	epoch, _ := rows[0].(string)
-	replicas, _ := rows[1].(int64)
-	for _, r := range rows[2:] {
-		row, ok := r.([]any)
-		if !ok || len(row) != 4 {
-			return "", 0, fmt.Errorf("redis: a totals row is %v", r)
-		}
-		unitName, _ := row[0].(string)
-		startS, _ := row[1].(string)
-		id, _ := row[2].(string)
-		hash, _ := row[3].([]any)
-		unit, ok := calendar.ParseUnit(unitName)
-		start, err := strconv.ParseInt(startS, 10, 64)
-		if !ok || err != nil {
-			return "", 0, fmt.Errorf("redis: a totals row names period %q %q", unitName, startS)
-		}
-		k := store.Key{ID: id, Unit: unit, Start: start}
-		for i := 0; i+1 < len(hash); i += 2 {
-			acct, _ := hash[i].(string)
-			if acct == f.acct {
-				continue
-			}
-			vs, _ := hash[i+1].(string)
-			v, err := strconv.ParseInt(vs, 10, 64)
-			if err != nil || v <= 0 {
-				continue // nothing counted, or not a total any accountant writes
-			}
-			if fields[k] == nil {
-				fields[k] = map[string]int64{}
-			}
-			fields[k][acct] = v
-		}
-	}
-	return epoch, int(replicas), nil
+	f.onEpoch = onEpoch
 }
 
-func newEpoch() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// NoteEpoch takes the epoch a Redis call read (a refresh, a lease). A new
+// one replacing one this accountant knew means Redis lost its data: every
+// own total is published again, and until RebuildGrace after the epoch
+// was made (by Redis's clock) Rebuilding reports it. The first epoch an
+// accountant ever sees is adopted as it is: a fresh fleet on a fresh Redis
+// has nothing to rebuild.
+func (f *Fleet) NoteEpoch(ep Epoch) {
+	if ep.Name == "" {
+		return
+	}
+	f.mu.Lock()
+	if ep.Name == f.epoch {
+		f.mu.Unlock()
+		return
+	}
+	knew := f.epoch != ""
+	f.epoch = ep.Name
+	f.full = true
+	clear(f.published)
+	if knew {
+		left := RebuildGrace
+		if !ep.Created.IsZero() && !ep.SeenAt.IsZero() {
+			left = ep.Created.Add(RebuildGrace).Sub(ep.SeenAt)
+		}
+		if until := f.now().Add(left); until.After(f.rebuildUntil) {
+			f.rebuildUntil = until
+		}
+	}
+	onEpoch := f.onEpoch
+	f.mu.Unlock()
+	if onEpoch != nil {
+		onEpoch(ep.Name)
+	}
+}
+
+// Rebuilding says, while Redis's data is being counted again after it
+// lost it, until when; the zero time otherwise.
+func (f *Fleet) Rebuilding() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.now().Before(f.rebuildUntil) {
+		return f.rebuildUntil
+	}
+	return time.Time{}
 }
 
 // currentStarts returns the start of the period containing now for each
@@ -549,21 +671,4 @@ func addSat(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return math.MinInt64
-}
-
-// ReleaseHolds releases the budget holds of calls whose rows this
-// accountant just recorded (each hold once, by request id) and, in the
-// same script, raises this accountant's published total of each held
-// counter to its own total, which counts the call now, so the fleet never
-// sees the call's cost in neither (see Client.ReleaseHolds). The own
-// totals are read here; the caller leaves Own unset.
-func (f *Fleet) ReleaseHolds(ctx context.Context, rels []HoldRelease, timeout time.Duration) (int, error) {
-	for i := range rels {
-		v, ok := f.local.Value(store.Key{ID: rels[i].ID, Unit: rels[i].Unit, Start: rels[i].Start})
-		rels[i].Own = -1
-		if ok {
-			rels[i].Own = v
-		}
-	}
-	return f.c.ReleaseHolds(ctx, f.acct, rels, timeout)
 }

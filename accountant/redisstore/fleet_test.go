@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -75,7 +74,7 @@ func TestFleetTotalsSumOwnTotals(t *testing.T) {
 	if va := fleetValue(t, a, now, day); va != 760 {
 		t.Fatalf("after republishing: fleet total %d, want 760", va)
 	}
-	if fields, _ := r.Do("HLEN", ca.key("total:day:"+strconv.FormatInt(day.Start, 10)+":"+day.ID)); fields != "2" {
+	if fields, _ := r.Do("HLEN", ca.TotalKey(calendar.Day, day.Start, day.ID)); fields != "2" {
 		t.Fatalf("the counter's hash has %s fields; want one per accountant", fields)
 	}
 

@@ -5,23 +5,26 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/rate"
 )
 
+//go:embed ratelib.lua
+var rateLib string
+
 //go:embed rate.lua
-var rateSource string
+var rateMain string
 
 // rateScript runs by EVALSHA; go-redis sends the source with EVAL when the
 // server answers NOSCRIPT (a restarted or flushed Redis), which loads it
 // again.
-var rateScript = redis.NewScript(rateSource)
+var rateScript = redis.NewScript(rateLib + "\n" + rateMain)
 
-// RateStep is one instance for the rate script: its counter identity, its
+// RateStep is one rate cell for the rate script: its counter identity, its
 // algorithm (gcra, fixed_window or sliding_window) and numbers, and the
 // cost to take (Take) or the signed correction to commit (Adjust).
 type RateStep struct {
@@ -29,42 +32,22 @@ type RateStep struct {
 	Alg    rate.Algorithm
 	Params rate.Params
 	N      int64
-	// Hold, when set, makes the step a budget hold (reserve: true) instead
-	// of a rate cell: ID, N (the dearest cost) and the hold's numbers.
-	Hold *Hold
 }
 
-// Hold is a budget reserve-mode step: the budget's amount (nanodollars),
-// the calendar period it counts, the least cost the call can be lowered
-// to (its output maximum at one token), and how long the hold lives
-// unless released (seed 003: 15 minutes).
-type Hold struct {
-	Amount int64
-	Unit   calendar.Unit
-	Start  int64 // unix seconds
-	Least  int64
-	Lease  time.Duration
-}
+// RateKey is the Redis key of a rate cell.
+func (c *Client) RateKey(id string) string { return c.counterKey(id, "rate") }
 
-// HoldKey is the Redis key of the holds on a budget counter in a period.
-func (c *Client) HoldKey(unit calendar.Unit, start int64, id string) string {
-	return c.key("hold:" + unit.String() + ":" + strconv.FormatInt(start, 10) + ":" + id)
-}
-
-// RateKey is the Redis key of a rate cell: the hash tag, then the counter
-// identity.
-func (c *Client) RateKey(id string) string { return c.key("rate:" + id) }
+// reconcileKey marks request rid's reconcile of the cell of id as done.
+func (c *Client) reconcileKey(id, rid string) string { return c.counterKey(id, "rc:"+rid) }
 
 // Take evaluates steps in order, as one script, and stops at the first
 // that refuses: the results are those of the steps evaluated, the last one
-// refused unless every step was admitted. now is the instant of the
+// refused unless every step was admitted. The cells must share a slot on a
+// Redis Cluster (one cell always does). now is the instant of the
 // decision; the zero time means the Redis server's clock, which every
-// accountant of a fleet then shares. rid is the request's id, which names
-// its budget holds (a hold's result: Limit is what it holds, Remaining
-// what the fleet had spent and held before it, ResetAfter, in nanodollars,
-// how much of that the live holds of calls in flight held).
-func (c *Client) Take(ctx context.Context, now time.Time, rid string, steps []RateStep) ([]rate.Result, error) {
-	keys, args, err := c.rateArgs("take", now, rid, steps)
+// accountant of a fleet then shares.
+func (c *Client) Take(ctx context.Context, now time.Time, steps []RateStep) ([]rate.Result, error) {
+	keys, args, err := c.rateArgs("take", now, "", steps)
 	if err != nil {
 		return nil, err
 	}
@@ -81,48 +64,34 @@ func (c *Client) Take(ctx context.Context, now time.Time, rid string, steps []Ra
 }
 
 // Adjust commits each step's signed correction (N > 0 debits, N < 0
-// credits) without an admission decision, as one script: the tpm
-// reconcile. timeout 0 is the request path's deadline.
+// credits) without an admission decision, one script per cell in one
+// pipelined round trip. timeout 0 is the request path's deadline.
 func (c *Client) Adjust(ctx context.Context, now time.Time, steps []RateStep, timeout time.Duration) error {
-	keys, args, err := c.rateArgs("adjust", now, "", steps)
-	if err != nil {
-		return err
+	calls := make([]scriptCall, 0, len(steps))
+	for _, st := range steps {
+		keys, args, err := c.rateArgs("adjust", now, "", []RateStep{st})
+		if err != nil {
+			return err
+		}
+		calls = append(calls, scriptCall{rateScript, keys, args})
+	}
+	if len(calls) == 0 {
+		return nil
 	}
 	return c.do(ctx, "rate_adjust", timeout, func(ctx context.Context) error {
-		return rateScript.Run(ctx, c.rdb, keys, args...).Err()
+		_, err := c.runPipelined(ctx, calls)
+		return err
 	})
 }
 
 func (c *Client) rateArgs(op string, now time.Time, rid string, steps []RateStep) ([]string, []any, error) {
 	keys := make([]string, len(steps))
 	args := make([]any, 0, 4+5*len(steps))
-	at := ""
-	if !now.IsZero() {
-		at = strconv.FormatInt(now.UnixNano(), 10)
-	}
-	args = append(args, op, at, rid, c.prefix)
+	args = append(args, op, instant(now), rid, "")
 	for i, s := range steps {
-		if h := s.Hold; h != nil {
-			if rid == "" && op == "take" {
-				return nil, nil, fmt.Errorf("redis: budget hold on %s: no request id to name it", s.ID)
-			}
-			keys[i] = c.HoldKey(h.Unit, h.Start, s.ID)
-			args = append(args, 4, strconv.FormatInt(max(s.N, 0), 10),
-				strconv.FormatInt(max(h.Amount, 0), 10),
-				strconv.FormatInt(min(max(h.Least, 0), max(s.N, 0)), 10),
-				strconv.FormatInt(max(h.Lease.Milliseconds(), 1), 10))
-			continue
-		}
-		code := 0
-		switch s.Alg {
-		case rate.GCRA:
-			code = 1
-		case rate.FixedWindow:
-			code = 2
-		case rate.SlidingWindow:
-			code = 3
-		default:
-			return nil, nil, fmt.Errorf("redis: rate cell %s: algorithm %s runs on the local store only", s.ID, s.Alg)
+		code, err := algCode(s)
+		if err != nil {
+			return nil, nil, err
 		}
 		keys[i] = c.RateKey(s.ID)
 		n := s.N
@@ -135,6 +104,27 @@ func (c *Client) rateArgs(op string, now time.Time, rid string, steps []RateStep
 			strconv.FormatInt(max(s.Params.Burst, 0), 10))
 	}
 	return keys, args, nil
+}
+
+// instant is a script's ARGV[2]: unix ns, or "" for the server's clock.
+func instant(now time.Time) string {
+	if now.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(now.UnixNano(), 10)
+}
+
+// algCode is the scripts' number for a step's algorithm.
+func algCode(s RateStep) (int, error) {
+	switch s.Alg {
+	case rate.GCRA:
+		return 1, nil
+	case rate.FixedWindow:
+		return 2, nil
+	case rate.SlidingWindow:
+		return 3, nil
+	}
+	return 0, fmt.Errorf("redis: rate cell %s: algorithm %s runs on the local store only", s.ID, s.Alg)
 }
 
 // parseTake reads the take reply: one row per step evaluated.
@@ -151,18 +141,11 @@ func parseTake(reply any, steps int) ([]rate.Result, error) {
 		}
 		var n [6]int64
 		for j, v := range f {
-			switch v := v.(type) {
-			case int64:
-				n[j] = v
-			case string:
-				x, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return nil, fmt.Errorf("redis: rate script row %d field %d: %v", i, j, err)
-				}
-				n[j] = x
-			default:
-				return nil, fmt.Errorf("redis: rate script row %d field %d is %T", i, j, v)
+			x, err := replyInt(v)
+			if err != nil {
+				return nil, fmt.Errorf("redis: rate script row %d field %d: %v", i, j, err)
 			}
+			n[j] = x
 		}
 		out[i] = rate.Result{
 			Allowed:    n[0] == 1,
@@ -179,45 +162,16 @@ func parseTake(reply any, steps int) ([]rate.Result, error) {
 	return nil, fmt.Errorf("redis: rate script stopped after %d of %d steps without a refusal", len(out), steps)
 }
 
-// HoldRelease is one budget hold to release when its call's row is
-// recorded: the counter and period it holds on, the request, and Own, the
-// recording accountant's own total of that counter now that it counts the
-// call (-1: none to raise).
-type HoldRelease struct {
-	Unit  calendar.Unit
-	Start int64
-	ID    string
-	RID   string
-	Own   int64
-}
-
-// ReleaseHolds releases the holds, as one script, each at most once, and
-// raises acct's field of each counter's fleet total to its Own in the same
-// step, so a call's cost is always in its hold or in the total. It reports
-// how many holds it found. timeout 0 is the request path's deadline.
-func (c *Client) ReleaseHolds(ctx context.Context, acct string, rels []HoldRelease, timeout time.Duration) (int, error) {
-	if len(rels) == 0 {
-		return 0, nil
+// replyInt reads an integer of a script's reply: an integer, or a decimal
+// string.
+func replyInt(v any) (int64, error) {
+	switch v := v.(type) {
+	case int64:
+		return v, nil
+	case string:
+		return strconv.ParseInt(v, 10, 64)
 	}
-	keys := make([]string, len(rels))
-	args := make([]any, 0, 4+5*len(rels))
-	args = append(args, "release", "", "", c.prefix)
-	for i, r := range rels {
-		keys[i] = c.HoldKey(r.Unit, r.Start, r.ID)
-		own, exp := "", ""
-		if r.Own >= 0 {
-			own = strconv.FormatInt(r.Own, 10)
-			exp = strconv.FormatInt(calendar.End(r.Unit, time.Unix(r.Start, 0).UTC()).Add(keepAfterEnd).UnixMilli(), 10)
-		}
-		args = append(args, r.RID, acct, own, exp, "")
-	}
-	var n int64
-	err := c.do(ctx, "release_holds", timeout, func(ctx context.Context) error {
-		var err error
-		n, err = rateScript.Run(ctx, c.rdb, keys, args...).Int64()
-		return err
-	})
-	return int(n), err
+	return 0, fmt.Errorf("%T is not a number", v)
 }
 
 // RowReconcile is the tpm reconciles of one ledger row, named by its
@@ -227,55 +181,101 @@ type RowReconcile struct {
 	Steps []RateStep
 }
 
-// Reconcile commits the tpm reconciles of rows, each row once by its
-// request id (a retry commits nothing twice: a marker in Redis, living as
-// long as the longest window it corrects, says it was committed), in one
-// pipelined round trip. It reports how many rows it committed now.
+// Reconcile commits the tpm reconciles of rows, each row's correction of
+// each cell once by its request id (a retry commits nothing twice: a
+// marker in Redis, living as long as the window it corrects, says it was
+// committed), in one pipelined round trip. It reports how many
+// corrections it committed now.
 func (c *Client) Reconcile(ctx context.Context, rows []RowReconcile, timeout time.Duration) (int, error) {
-	type call struct {
-		keys []string
-		args []any
-	}
-	calls := make([]call, 0, len(rows))
+	var calls []scriptCall
 	for _, r := range rows {
-		if r.RID == "" || len(r.Steps) == 0 {
+		if r.RID == "" {
 			continue
 		}
-		keys, args, err := c.rateArgs("reconcile", time.Time{}, r.RID, r.Steps)
-		if err != nil {
-			return 0, err
+		for _, st := range r.Steps {
+			keys, args, err := c.rateArgs("reconcile", time.Time{}, r.RID, []RateStep{st})
+			if err != nil {
+				return 0, err
+			}
+			keys = append(keys, c.reconcileKey(st.ID, r.RID))
+			calls = append(calls, scriptCall{rateScript, keys, args})
 		}
-		calls = append(calls, call{keys, args})
 	}
 	if len(calls) == 0 {
 		return 0, nil
 	}
 	n := 0
 	err := c.do(ctx, "rate_reconcile", timeout, func(ctx context.Context) error {
-		n = 0
-		for attempt := 0; ; attempt++ {
-			cmds, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for _, cl := range calls {
-					rateScript.EvalSha(ctx, p, cl.keys, cl.args...)
-				}
-				return nil
-			})
-			if err != nil && attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				if err := rateScript.Load(ctx, c.rdb).Err(); err != nil {
-					return err
-				}
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			for _, cmd := range cmds {
-				if v, _ := cmd.(*redis.Cmd).Int64(); v >= 0 {
-					n++
-				}
-			}
-			return nil
+		cmds, err := c.runPipelined(ctx, calls)
+		if err != nil {
+			return err
 		}
+		n = 0
+		for _, cmd := range cmds {
+			if v, _ := cmd.Int64(); v >= 0 {
+				n++
+			}
+		}
+		return nil
 	})
 	return n, err
+}
+
+// scriptCall is one script run of a pipeline.
+type scriptCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// runPipelined runs calls in one pipelined round trip (one per node of a
+// cluster), by EVALSHA; when Redis no longer has a script (it restarted, or
+// was flushed), it loads them and runs the calls again, once.
+func (c *Client) runPipelined(ctx context.Context, calls []scriptCall) ([]*redis.Cmd, error) {
+	for attempt := 0; ; attempt++ {
+		cmds := make([]*redis.Cmd, len(calls))
+		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, cl := range calls {
+				cmds[i] = cl.script.EvalSha(ctx, p, cl.keys, cl.args...)
+			}
+			return nil
+		})
+		if err != nil && attempt == 0 && noScript(cmds) {
+			for _, sc := range scripts {
+				if err := sc.Load(ctx, c.rdb).Err(); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if err != nil {
+			// A script's own error reply fails only its command: the
+			// others stand.
+			for _, cmd := range cmds {
+				if e := cmd.Err(); e != nil && e != redis.Nil && !isScriptError(e) {
+					return cmds, e
+				}
+			}
+		}
+		return cmds, nil
+	}
+}
+
+// noScript reports whether a command of the pipeline failed on a script
+// Redis no longer holds.
+func noScript(cmds []*redis.Cmd) bool {
+	for _, cmd := range cmds {
+		if cmd != nil && cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			return true
+		}
+	}
+	return false
+}
+
+// isScriptError reports whether err is one of the scripts' own error
+// replies (arguments they refuse), which fail that command alone; any
+// other error (the connection, a server loading its data, a read-only
+// replica) is the round trip's.
+func isScriptError(err error) bool {
+	return strings.HasPrefix(err.Error(), "tokentriage ")
 }

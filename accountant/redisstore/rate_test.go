@@ -98,7 +98,7 @@ func TestRateScriptMatchesSharedRate(t *testing.T) {
 				st = rate.Adjust(alg, st, at, step.N, p)
 			} else {
 				step.N = []int64{0, 1, 1, 1, 2, p.Amount / 3, p.Amount, p.Amount + 1}[rng.IntN(8)]
-				got, err := c.Take(ctx, at, "", []RateStep{step})
+				got, err := c.Take(ctx, at, []RateStep{step})
 				if err != nil {
 					t.Fatalf("case %d: take: %v", n, err)
 				}
@@ -133,18 +133,18 @@ func TestRateScriptStopsAtFirstOver(t *testing.T) {
 		{ID: "b", Alg: rate.FixedWindow, Params: p(1), N: 1},
 		{ID: "c", Alg: rate.SlidingWindow, Params: p(10), N: 1},
 	}
-	got, err := c.Take(ctx, now, "", steps)
+	got, err := c.Take(ctx, now, steps)
 	if err != nil || len(got) != 3 || !got[2].Allowed {
 		t.Fatalf("first request: %+v, %v", got, err)
 	}
-	got, err = c.Take(ctx, now, "", steps)
+	got, err = c.Take(ctx, now, steps)
 	if err != nil || len(got) != 2 || !got[0].Allowed || got[1].Allowed {
 		t.Fatalf("second request: %+v, %v; want a admitted, b refused, c not evaluated", got, err)
 	}
 	if got[1].RetryAfter != time.Minute-time.Duration(now.UnixNano()%int64(time.Minute)) {
 		t.Errorf("b's retry after = %s", got[1].RetryAfter)
 	}
-	res, err := c.Take(ctx, now, "", steps[2:])
+	res, err := c.Take(ctx, now, steps[2:])
 	if err != nil || res[0].Remaining != 8 {
 		t.Fatalf("c after two requests, the second stopped before it: remaining %+v, %v; want 8 (one counted, this one)", res, err)
 	}
@@ -161,7 +161,7 @@ func TestRateScriptServerClock(t *testing.T) {
 	c := testClient(t, r)
 	step := RateStep{ID: "clock", Alg: rate.GCRA, Params: rate.Params{Amount: 2, Period: time.Hour}, N: 1}
 	for i, want := range []bool{true, true, false} {
-		got, err := c.Take(context.Background(), time.Time{}, "", []RateStep{step})
+		got, err := c.Take(context.Background(), time.Time{}, []RateStep{step})
 		if err != nil || got[len(got)-1].Allowed != want {
 			t.Fatalf("take %d: %+v, %v; want allowed %v", i, got, err, want)
 		}
@@ -174,13 +174,13 @@ func TestRateScriptReloadedAfterFlush(t *testing.T) {
 	r := redistest.Start(t)
 	c := testClient(t, r)
 	step := RateStep{ID: "noscript", Alg: rate.GCRA, Params: rate.Params{Amount: 5, Period: time.Hour}, N: 1}
-	if _, err := c.Take(context.Background(), time.Time{}, "", []RateStep{step}); err != nil {
+	if _, err := c.Take(context.Background(), time.Time{}, []RateStep{step}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Do("SCRIPT", "FLUSH"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.Take(context.Background(), time.Time{}, "", []RateStep{step})
+	got, err := c.Take(context.Background(), time.Time{}, []RateStep{step})
 	if err != nil || got[0].Remaining != 3 {
 		t.Fatalf("after SCRIPT FLUSH: %+v, %v", got, err)
 	}
@@ -210,7 +210,7 @@ func BenchmarkRateTake(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			r.Do("CONFIG", "RESETSTAT")
 			for b.Loop() {
-				if _, err := c.Take(ctx, time.Time{}, "", bc.steps); err != nil {
+				if _, err := c.Take(ctx, time.Time{}, bc.steps); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -175,15 +175,39 @@ type SharedState struct {
 	Redis *Redis `json:"redis"`
 }
 
-// Redis is the shared Redis used by store: redis limits and the accountant.
+// Redis is the shared Redis used by store: redis limits and the accountant:
+// one server (addr), a Redis Cluster (cluster, with addrs or addr as
+// seeds), or a master behind Sentinel (sentinel_master, with the
+// Sentinels in addrs), over TLS where wanted (tls, or a rediss:// addr).
 type Redis struct {
-	// Addr is host:port of the Redis server (or the first seed of a
-	// cluster).
-	Addr     string `json:"addr"`
+	// Addr is host:port of the Redis server (or a seed of a cluster), or a
+	// redis:// or rediss:// URL.
+	Addr string `json:"addr"`
+	// Addrs are the seeds of a Redis Cluster (cluster: true) or the
+	// Sentinels (sentinel_master), host:port each.
+	Addrs []string `json:"addrs,omitempty"`
+	// Cluster: the addresses are nodes of a Redis Cluster.
+	Cluster bool `json:"cluster,omitempty"`
+	// SentinelMaster is the name of the master the Sentinels in addrs
+	// watch; SentinelUsername and SentinelPasswordEnv authenticate to
+	// them.
+	SentinelMaster      string `json:"sentinel_master,omitempty"`
+	SentinelUsername    string `json:"sentinel_username,omitempty"`
+	SentinelPasswordEnv string `json:"sentinel_password_env,omitempty"`
+	// Username is the ACL user.
 	Username string `json:"username"`
 	// PasswordEnv names the environment variable holding the password.
 	PasswordEnv string `json:"password_env"`
 	DB          int    `json:"db"`
+	// TLS connects over TLS; TLSCAFile names the CA bundle that signs the
+	// server's certificate (default: the system's), TLSCertFile and
+	// TLSKeyFile a client certificate, TLSServerName the name to check
+	// the server's certificate against (default: the host).
+	TLS           bool   `json:"tls,omitempty"`
+	TLSCAFile     string `json:"tls_ca_file,omitempty"`
+	TLSCertFile   string `json:"tls_cert_file,omitempty"`
+	TLSKeyFile    string `json:"tls_key_file,omitempty"`
+	TLSServerName string `json:"tls_server_name,omitempty"`
 	// KeyPrefix prefixes every key; default "tt".
 	KeyPrefix string `json:"key_prefix"`
 	// Timeout is the deadline of one Redis decision on the request path

@@ -130,7 +130,9 @@ type Limit struct {
 	// (count or nanodollars), or -1 when no ceiling was declared.
 	OverrideAllow bool
 	OverrideMax   int64
-	// Reserve is budget reserve mode (budget_usd only).
+	// Reserve is reserve mode (budget_usd, quota_tokens, quota_requests):
+	// admission holds a call's dearest cost against what the period has
+	// left.
 	Reserve bool
 	// Fit lowers a call's output maximum to what the window or period
 	// still holds (tpm, quota_tokens; budget_usd in reserve mode, which

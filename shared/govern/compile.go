@@ -118,11 +118,49 @@ func (c *compiler) sharedState(s *config.SharedState) *config.SharedState {
 		return nil
 	}
 	r := *s.Redis
-	if r.Addr == "" {
-		c.at("governance.shared_state.redis.addr", "required (host:port of the Redis server)")
+	const p = "governance.shared_state.redis"
+	switch {
+	case r.Addr == "" && len(r.Addrs) == 0:
+		c.at(p+".addr", "required (host:port of the Redis server, or a redis:// or rediss:// URL; addrs for the seeds of a cluster or the Sentinels)")
+	case r.Addr != "" && len(r.Addrs) > 0:
+		c.at(p+".addrs", "set addr or addrs, not both")
+	case len(r.Addrs) > 0 && !r.Cluster && r.SentinelMaster == "":
+		c.at(p+".addrs", "several addresses are the seeds of a Redis Cluster (set cluster: true) or Sentinels (set sentinel_master)")
+	}
+	if r.Cluster && r.SentinelMaster != "" {
+		c.at(p+".sentinel_master", "a Redis Cluster is not behind Sentinel: set cluster or sentinel_master, not both")
+	}
+	if r.SentinelMaster != "" && len(r.Addrs) == 0 {
+		c.at(p+".addrs", "sentinel_master needs the Sentinels' addresses in addrs")
+	}
+	for i, a := range r.Addrs {
+		if !hostPort(a) {
+			c.at(fmt.Sprintf("%s.addrs[%d]", p, i), "%q is not host:port", a)
+		}
+	}
+	if r.Addr != "" {
+		scheme, _, url := strings.Cut(r.Addr, "://")
+		switch {
+		case url && scheme != "redis" && scheme != "rediss":
+			c.at(p+".addr", "%q: the scheme is redis:// or rediss:// (TLS)", r.Addr)
+		case !url && !hostPort(r.Addr):
+			c.at(p+".addr", "%q is not host:port (or a redis:// or rediss:// URL)", r.Addr)
+		}
+		if url && r.SentinelMaster != "" {
+			c.at(p+".addr", "a URL names one server: with sentinel_master, list the Sentinels in addrs")
+		}
 	}
 	if r.DB < 0 {
-		c.at("governance.shared_state.redis.db", "must be 0 or more, got %d", r.DB)
+		c.at(p+".db", "must be 0 or more, got %d", r.DB)
+	}
+	if r.Cluster && r.DB != 0 {
+		c.at(p+".db", "a Redis Cluster has only database 0, got %d", r.DB)
+	}
+	if (r.TLSCertFile == "") != (r.TLSKeyFile == "") {
+		c.at(p+".tls_cert_file", "a client certificate needs both tls_cert_file and tls_key_file")
+	}
+	if !r.TLS && !strings.HasPrefix(r.Addr, "rediss://") && (r.TLSCAFile != "" || r.TLSCertFile != "" || r.TLSKeyFile != "" || r.TLSServerName != "") {
+		c.at(p+".tls", "tls_* files and names are read only over TLS: set tls: true (or write addr as rediss://)")
 	}
 	if r.KeyPrefix == "" {
 		r.KeyPrefix = "tt"
@@ -137,6 +175,20 @@ func (c *compiler) sharedState(s *config.SharedState) *config.SharedState {
 		}
 	}
 	return &config.SharedState{Redis: &r}
+}
+
+// hostPort reports whether a is host:port with a port number.
+func hostPort(a string) bool {
+	i := strings.LastIndexByte(a, ':')
+	if i <= 0 || i == len(a)-1 {
+		return false
+	}
+	for _, ch := range a[i+1:] {
+		if ch < '0' || ch > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Values of governance.refusals.shape.

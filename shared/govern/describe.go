@@ -28,6 +28,21 @@ func (p *Plan) Describe() string {
 		if r.PasswordEnv != "" {
 			fmt.Fprintf(&b, " password_env=%s", r.PasswordEnv)
 		}
+		if len(r.Addrs) > 0 {
+			fmt.Fprintf(&b, " addrs=%s", strings.Join(r.Addrs, ","))
+		}
+		if r.Cluster {
+			b.WriteString(" cluster=true")
+		}
+		if r.SentinelMaster != "" {
+			fmt.Fprintf(&b, " sentinel_master=%s", r.SentinelMaster)
+		}
+		if r.TLS || strings.HasPrefix(r.Addr, "rediss://") {
+			b.WriteString(" tls=true")
+			if r.TLSCAFile != "" {
+				fmt.Fprintf(&b, " tls_ca_file=%s", r.TLSCAFile)
+			}
+		}
 		b.WriteByte('\n')
 	}
 	if src := p.Source; src != nil && src.Timezone != "" {

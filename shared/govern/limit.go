@@ -55,11 +55,11 @@ func (c *compiler) limit(i int, cl *config.Limit, tree map[string]uint8, shared 
 	}
 	c.posture(l, p, cl.Posture)
 	if cl.Reserve {
-		if typeOK && t != BudgetUSD {
+		if typeOK && t.Class() != LedgerSettled {
 			c.at(p+".reserve", "%s", reserveRefusal(t))
 		}
 		if l.Enforce == EnforceSoft {
-			c.at(p+".reserve", "reserve mode holds the cap by lowering each call's output maximum to what the budget has left, so with enforce: soft (admit on breach) calls would be cut short while some is left and then admitted whole once none is; remove reserve for a soft budget, or enforce: soft for a reserve one")
+			c.at(p+".reserve", "reserve mode holds the cap by lowering each call's output maximum to what the limit has left, so with enforce: soft (admit on breach) calls would be cut short while some is left and then admitted whole once none is; remove reserve for a soft limit, or enforce: soft for a reserve one")
 		}
 		l.Reserve = true
 	}
@@ -71,18 +71,16 @@ func (c *compiler) limit(i int, cl *config.Limit, tree map[string]uint8, shared 
 }
 
 // reserveRefusal says why reserve: true is refused on a limit of type t:
-// what the type holds at admission already, or why nothing is held.
+// what the type holds at admission already.
 func reserveRefusal(t Type) string {
-	const head = "reserve mode is for budget_usd only (it holds a call's dearest cost in dollars while the call runs); "
+	const head = "reserve mode is for budget_usd, quota_tokens and quota_requests (it holds a call's dearest cost against what the period has left while the call runs); "
 	switch t {
 	case RPM:
 		return head + "rpm counts each request as it arrives, so there is nothing left to hold: remove reserve"
 	case TPM:
 		return head + "tpm already reserves each call's most tokens when it is admitted and hands back what it did not use when the call ends: remove reserve"
-	case Concurrency:
-		return head + "concurrency already holds a slot for each call from its admission to its end: remove reserve"
 	}
-	return head + t.String() + " is checked at the gate against what the ledger has settled, and counts a call once it ends, not while it runs: remove reserve, or hold the spend with a budget_usd limit in reserve mode"
+	return head + "concurrency already holds a slot for each call from its admission to its end: remove reserve"
 }
 
 func (c *compiler) attach(l *Limit, p string, a config.Attach, tree map[string]uint8) {

@@ -61,10 +61,11 @@ type Sync struct {
 	// Replicas is the number of filter replicas (host processes) that
 	// polled within the liveness window; store: share divides by it.
 	Replicas int `json:"replicas"`
-	// Redis is set when the accountant has the fleet's shared Redis: a
-	// budget in reserve mode then holds fleet-wide (AdmitPath), and when
-	// Redis cannot decide it falls back to the replica's own count and
-	// says suspended.
+	// Redis is set when the accountant has the fleet's shared Redis:
+	// reserve mode and concurrency under store: share then decide on
+	// leases of the fleet's amount (LeasePath), and when Redis cannot
+	// decide, past the lease, within the replica's share, saying
+	// suspended.
 	Redis bool `json:"redis,omitempty"`
 }
 
