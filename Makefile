@@ -3,6 +3,7 @@
 #   make run     build everything and run the whole system on 127.0.0.1
 #   make reload  re-read the config of the system make run started (SIGHUP)
 #   make fleet   a redis-server and three dev replicas sharing it and one runtime plane
+#                (PORT=9300 REDIS_PORT=9390 REPLICAS=2 move and size it)
 #   make test    build the filter and run every test
 #   make check   formatting, vet, the wasip1 builds, tests, and a tidy go.mod
 #   make bench   the benchmarks BENCHMARKS.md reports
@@ -67,8 +68,15 @@ reload:
 	@test -f $(DATA)/dev.pid || { echo "no $(DATA)/dev.pid: is make run (or tokentriage dev --data $(DATA)) running?"; exit 1; }
 	kill -HUP $$(cat $(DATA)/dev.pid)
 
+# make fleet PORT=9300 REDIS_PORT=9390 moves the fleet's ports: replica
+# n's gateway is PORT+2n, its accountant PORT+2n+1 (REPLICAS=N, 1 to 9,
+# changes how many).
+FLEET_PORT ?= $(or $(PORT),8790)
+REDIS_PORT ?= 6390
+REPLICAS   ?= 3
+
 fleet: build
-	CLI=$(CLI) WASM=$(WASM) scripts/fleet.sh
+	CLI=$(CLI) WASM=$(WASM) PORT=$(FLEET_PORT) REDIS_PORT=$(REDIS_PORT) REPLICAS=$(REPLICAS) scripts/fleet.sh
 
 test: wasm
 	$(TEST_ENV) $(GO) test -timeout 25m ./...

@@ -6,10 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/tokentriage/tokentriage/internal/devserver"
 	"github.com/tokentriage/tokentriage/internal/fleettest"
@@ -23,7 +20,7 @@ const storeBenchConfig = `governance:
   enabled: true
   require_key: false
   shared_state:
-    redis: { addr: "127.0.0.1:1", timeout: "2s" }
+    redis: { addr: "127.0.0.1:1" }
   tenants:
     - org: acme
       teams: [ml]
@@ -45,10 +42,12 @@ const storeBenchConfig = `governance:
 
 // BenchmarkRPMStore is the latency a request pays for store: redis: the
 // same `tokentriage dev` (one in-process system, a real redis-server on
-// loopback) serves requests governed by an rpm limit on the local store
-// (chat completions) and by one on the fleet store (completions), one
-// request at a time, in the same run; redis_ops/req is the Redis commands
-// (EVALSHA) per request, read from the server's own statistics.
+// loopback, the default 5 ms timeout) serves requests governed by an rpm
+// limit on the local store (chat completions) and by one on the fleet
+// store (completions), one request at a time, in the same run;
+// redis_ops/req is the Redis scripts (EVALSHA) per request, read from the
+// server's own statistics: the leases, their renewals and the fleet
+// store's background reads, every one of them.
 //
 //	go test ./e2e -run '^$' -bench RPMStore -benchtime 2000x
 func BenchmarkRPMStore(b *testing.B) {
@@ -115,96 +114,90 @@ func commandCalls(tb testing.TB, r *redistest.Server, cmd string) float64 {
 	return 0
 }
 
-// fleetOvershootConfig: a daily budget of $0.001 at __global, worth about
-// five of the benchmark's calls (gpt-4o, $0.00022 each); reserve adds
-// reserve: true. The fleet store's deadline is 2 s, as in TestFleet: at
-// seed 000's 5 ms a loaded machine answers some calls on the replica's own
-// count (suspended), which is not what the figure measures.
+// fleetOvershootConfig: one limit of each class, each on calls only it
+// counts, tiny against a burst; reserve puts the spend and quota limits in
+// reserve mode. The default settings (shared_state.redis.timeout 5 ms).
 func fleetOvershootConfig(reserve bool) string {
 	return fmt.Sprintf(`governance:
   enabled: true
   require_key: false
   shared_state:
-    redis: { addr: "127.0.0.1:1", timeout: "2s" }
-  tenants:
-    - org: acme
-      teams: [ml]
+    redis: { addr: "127.0.0.1:1" }
   limits:
-    - id: fleet_day
-      attach: { node: __global }
-      type: budget_usd
-      amount_usd: 0.001
-      period: day
-      reserve: %t
+    - { id: budget, attach: { node: __global }, type: budget_usd, amount_usd: 0.001, period: day, reserve: %[1]t, match: { model: gpt-4o } }
+    - { id: tokens, attach: { node: __global }, type: quota_tokens, amount: 1000, period: day, reserve: %[1]t, match: { model: gpt-4.1-nano } }
+    - { id: calls, attach: { node: __global }, type: quota_requests, amount: 5, period: day, reserve: %[1]t, match: { model: gpt-4.1-mini } }
+    - { id: rpm, attach: { node: __global }, type: rpm, amount: 30, period: 1h, store: redis, match: { endpoint: /v1/completions } }
+    - { id: tpm, attach: { node: __global }, type: tpm, amount: 20000, period: 1h, store: redis, match: { endpoint: /v1/messages } }
+    - { id: inflight, attach: { node: __global }, type: concurrency, amount: 6, store: share, match: { endpoint: /v1/embeddings } }
 `, reserve)
 }
 
-// BenchmarkFleetBudgetOvershoot is BenchmarkBudgetOvershoot across three
-// replicas (real `tokentriage dev` processes sharing one Redis): a burst
-// of 64 calls spread over the three, each held 300 ms at the stub so that
-// all are in flight together, against one fleet budget worth about five;
-// it reports the fleet's total spend, once every row is folded and
-// published, divided by the cap, for the default class and for reserve
-// mode. One iteration per fleet (the budget is spent after it).
+// overshootClass is one burst of BenchmarkFleetOvershoot.
+type overshootClass struct {
+	id, path, body string
+	limit          float64 // the amount, in the unit observed counts
+	usd            bool    // observed in dollars (nanodollars)
+	admitted       bool    // observed is what was admitted (rpm, concurrency)
+	perCall        float64 // tpm: the tokens one admitted call counts (the stub's usage)
+}
+
+// BenchmarkFleetOvershoot is BenchmarkBudgetOvershoot for every class,
+// across three replicas (real `tokentriage dev` processes sharing one
+// Redis, at the default settings): a burst of 64 calls at once spread over
+// the three, each held 300 ms at the stub so that all are in flight
+// together, against each limit in turn; it reports what the fleet counted
+// once every row is folded and published (for rpm and concurrency, what it
+// admitted; for tpm, the tokens of the calls it admitted), divided by the
+// limit, for the default class of the spend and quota limits and for
+// reserve mode. One iteration per fleet (the limits are spent after it).
 //
-//	go test ./e2e -run '^$' -bench FleetBudgetOvershoot -benchtime 1x
-func BenchmarkFleetBudgetOvershoot(b *testing.B) {
+//	go test ./e2e -run '^$' -bench FleetOvershoot -benchtime 1x
+func BenchmarkFleetOvershoot(b *testing.B) {
+	classes := []overshootClass{
+		{id: "budget", path: "/v1/chat/completions", body: `{"model":"gpt-4o","messages":[{"role":"user","content":"What is the capital of Germany?"}]}`, limit: 1e6, usd: true},
+		{id: "tokens", path: "/v1/chat/completions", body: `{"model":"gpt-4.1-nano","max_tokens":100,"messages":[{"role":"user","content":"What is the capital of Germany?"}]}`, limit: 1000},
+		{id: "calls", path: "/v1/chat/completions", body: `{"model":"gpt-4.1-mini","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, limit: 5},
+		{id: "rpm", path: "/v1/completions", body: fleetBodies["/v1/completions"], limit: 30, admitted: true},
+		{id: "tpm", path: "/v1/messages", body: `{"model":"claude-3-5-haiku-latest","max_tokens":3000,"messages":[{"role":"user","content":"Say hi"}]}`, limit: 20000, admitted: true, perCall: 22},
+		{id: "inflight", path: "/v1/embeddings", body: fleetBodies["/v1/embeddings"], limit: 6, admitted: true},
+	}
 	for _, reserve := range []bool{false, true} {
 		name := "default"
 		if reserve {
 			name = "reserve"
 		}
 		b.Run(name, func(b *testing.B) {
-			b.N = 1
-			r := redistest.Start(b)
-			f := fleettest.Start(b, fleettest.Options{Replicas: 3, Config: writeConfig(b, fleetOvershootConfig(reserve)), Redis: r.Addr, NoControl: true})
-			ctx := testContext(b)
-			body := `{"model":"gpt-4o","messages":[{"role":"user","content":"What is the capital of Germany?"}]}`
-			var ok atomic.Int64
-			var wg sync.WaitGroup
-			for i := 0; i < 64; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.Replica(i%3).URL+"/v1/chat/completions", strings.NewReader(body))
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set("x-stub-delay-ms", "300")
-					resp, err := http.DefaultClient.Do(req)
-					if err != nil {
-						return
+			observed := map[string]float64{}
+			suspended := map[string]float64{}
+			for range b.N {
+				r := redistest.Start(b)
+				f := fleettest.Start(b, fleettest.Options{Replicas: 3, Config: writeConfig(b, fleetOvershootConfig(reserve)), Redis: r.Addr, NoControl: true})
+				ctx := testContext(b)
+				for _, c := range classes {
+					if reserve && c.admitted {
+						continue // one figure each: taken with the default run
 					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode == 200 {
-						ok.Add(1)
+					answers := burst(ctx, b, f.Replicas(), c.path, c.body, 64, "x-stub-delay-ms", "300")
+					admitted, _, held := tally(b, answers, c.id)
+					o := float64(admitted)
+					switch {
+					case c.perCall > 0:
+						o = float64(admitted) * c.perCall
+					case !c.admitted:
+						o = float64(settledUse(ctx, b, f, c.id, c.usd))
 					}
-				}()
-			}
-			wg.Wait()
-			// The fleet total, once every replica's rows are folded and
-			// published: the value stops moving on every replica.
-			var spent int64
-			last, same := int64(-1), 0
-			for same < 6 {
-				spent = 0
-				for _, rep := range f.Replicas() {
-					l := fleetMe(ctx, b, rep.URL).limit(b, "fleet_day")
-					n, _ := nanos(l.ObservedUSD.USD)
-					spent = max(spent, n)
-				}
-				if spent == last {
-					same++
-				} else {
-					same, last = 0, spent
-				}
-				select {
-				case <-ctx.Done():
-					b.Fatal("the fleet total never settled")
-				case <-time.After(250 * time.Millisecond):
+					observed[c.id] += o / c.limit
+					suspended[c.id] += float64(held)
 				}
 			}
-			b.ReportMetric(float64(ok.Load()), "admitted/64")
-			b.ReportMetric(float64(spent)/1e6, "observed/limit")
+			for _, c := range classes {
+				if reserve && c.admitted {
+					continue
+				}
+				b.ReportMetric(observed[c.id]/float64(b.N), c.id+"-observed/limit")
+				b.ReportMetric(suspended[c.id]/float64(b.N), c.id+"-suspended/64")
+			}
 		})
 	}
 }
@@ -214,7 +207,7 @@ const reserveBenchConfig = `governance:
   enabled: true
   require_key: false
   shared_state:
-    redis: { addr: "127.0.0.1:1", timeout: "2s" }
+    redis: { addr: "127.0.0.1:1" }
   tenants:
     - org: acme
       teams: [ml]
@@ -230,10 +223,10 @@ const reserveBenchConfig = `governance:
 // BenchmarkReserveStore is the latency a budget in reserve mode pays for
 // holding fleet-wide: two `tokentriage dev` (one in-process system each)
 // with the same budget, one whose accountant has a real redis-server on
-// loopback (the call's dearest cost held in Redis, released with its row)
-// and one without (the replica's own count), one request at a time, in the
-// same run; redis_ops/req is the Redis scripts (EVALSHA) per request, the
-// hold and its share of the batched releases.
+// loopback (each call's dearest cost held on the replica's lease of the
+// fleet's budget) and one without (the replica's own count), one request at
+// a time, in the same run; redis_ops/req is the Redis scripts (EVALSHA) per
+// request: the leases, their renewals, the publishes of the totals.
 //
 //	go test ./e2e -run '^$' -bench ReserveStore -benchtime 1000x
 func BenchmarkReserveStore(b *testing.B) {
@@ -241,7 +234,7 @@ func BenchmarkReserveStore(b *testing.B) {
 	start := func(redisAddr string) *devserver.Server {
 		cfg := reserveBenchConfig
 		if redisAddr == "" {
-			cfg = strings.Replace(cfg, "  shared_state:\n    redis: { addr: \"127.0.0.1:1\", timeout: \"2s\" }\n", "", 1)
+			cfg = strings.Replace(cfg, "  shared_state:\n    redis: { addr: \"127.0.0.1:1\" }\n", "", 1)
 		}
 		s, err := devserver.Start(testContext(b), devserver.Options{
 			ConfigPath:       writeConfig(b, cfg),

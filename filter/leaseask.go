@@ -166,8 +166,16 @@ func (e *Engine) waitLease(s *Stream, in *govern.Instance, i int, kind byte, nee
 	}
 	a := e.asks[key]
 	if a == nil {
-		a = &leaseAsk{key: key, kind: kind, in: *in, lease: e.leaseOf(in, kind, now), wait: true}
-		e.asks[key] = a
+		if r := e.refills[key]; r != nil && r.out {
+			// A refill ahead of need is out on this VM: its answer serves
+			// the request first (asking beside it, the two answers could
+			// cross, and the request be refused while the refill's units
+			// land).
+			a = r
+		} else {
+			a = &leaseAsk{key: key, kind: kind, in: *in, lease: e.leaseOf(in, kind, now), wait: true}
+			e.asks[key] = a
+		}
 	}
 	a.waiters = append(a.waiters, leaseWaiter{s: s, gen: s.gen, need: need, least: least, spend: sp})
 	w.pending, w.key, w.pos, w.outcome = true, key, i, leaseNone
@@ -551,27 +559,35 @@ func (e *Engine) leaseAnswered(a *leaseAsk, l syncwire.Lease, status int, answer
 	if ans.down || ans.why == "" {
 		e.noteFleet(ans.why)
 	}
-	// Waiters the grant did not serve, and that did not hear no, ask again.
+	// Waiters the grant did not serve, and that did not hear no, ask again
+	// (a refill they joined hands them to a call of their own).
+	if !a.wait {
+		delete(e.refills, a.key)
+	} else if !a.out && len(a.waiters) == 0 {
+		delete(e.asks, a.key)
+	}
+	var again []leaseWaiter
 	for i := range waiters {
-		w := &waiters[i]
-		if w.live(a.key) && w.s.wait.outcome == leaseNone {
-			a.waiters = append(a.waiters, *w)
+		if w := &waiters[i]; w.live(a.key) && w.s.wait.outcome == leaseNone {
+			again = append(again, *w)
 		}
 	}
-	if len(a.waiters) > 0 {
-		if err := e.sendAsk(a, now); err != nil {
-			for i := range a.waiters {
-				a.waiters[i].s.wait.outcome, a.waiters[i].s.wait.why = leaseDown, "the accountant could not be called: "+err.Error()
+	if len(again) > 0 {
+		w := e.asks[a.key]
+		if w == nil {
+			w = &leaseAsk{key: a.key, kind: a.kind, in: a.in, lease: a.lease, wait: true}
+			e.asks[a.key] = w
+		}
+		w.waiters = append(w.waiters, again...)
+		if !w.out {
+			if err := e.sendAsk(w, now); err != nil {
+				for i := range w.waiters {
+					w.waiters[i].s.wait.outcome, w.waiters[i].s.wait.why = leaseDown, "the accountant could not be called: "+err.Error()
+				}
+				waiters = append(waiters, w.waiters...)
+				w.waiters = nil
+				delete(e.asks, a.key)
 			}
-			waiters = append(waiters, a.waiters...)
-			a.waiters = nil
-		}
-	}
-	if !a.out && len(a.waiters) == 0 {
-		if a.wait {
-			delete(e.asks, a.key)
-		} else {
-			delete(e.refills, a.key)
 		}
 	}
 	for i := range waiters {

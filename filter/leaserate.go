@@ -177,6 +177,9 @@ func (e *Engine) rateGranted(a *leaseAsk, l syncwire.Lease, ans leaseAnswer, wai
 		c.units += left
 		c.granted += g.Granted
 		c.drawn += g.Granted - left
+		if g.Granted > 0 {
+			c.lastUse = ns // a lot just filled is not idle
+		}
 		for i := range waiters {
 			if w := &waiters[i]; !got[i] && w.live(a.key) && w.need <= c.units {
 				c.units -= w.need

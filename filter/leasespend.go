@@ -136,6 +136,9 @@ func (e *Engine) spendGranted(a *leaseAsk, l syncwire.Lease, ans leaseAnswer, wa
 		if c.anchor == l.Start {
 			c.units = addSpend(c.units, g.Granted)
 			c.expires = a.sent.Add(spendFree - leaseMargin).UnixNano()
+			if g.Granted > 0 {
+				c.lastUse = ns // a lease just granted is not idle
+			}
 		}
 		c.fleetA, c.fleetB, c.fleetC, c.seenAt = g.Spent, g.Left, g.InFlight, ns
 		c.downSince, c.noneUntil = 0, 0

@@ -14,10 +14,16 @@
 //
 // The server goes away with the test (t.Cleanup), and with the test binary
 // if that dies first (the parent-death signal, on Linux).
+//
+// StartWith starts one with TLS (certificates made for the test), an ACL
+// user, or more arguments; StartCluster starts a Redis Cluster of masters
+// made with redis-cli --cluster create; StartSentinel a master, its
+// replica and a Sentinel watching them, for a failover.
 package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -45,14 +51,30 @@ const (
 	Saved
 )
 
+// Options shape a server StartWith starts.
+type Options struct {
+	// TLS serves TLS only, with a certificate for 127.0.0.1 signed by a
+	// CA made for the test (Server.CAFile).
+	TLS bool
+	// User and Password make an ACL user with every permission, and turn
+	// the default user off.
+	User, Password string
+	// Args are more arguments for redis-server.
+	Args []string
+}
+
 // Server is one redis-server process.
 type Server struct {
 	// Addr is host:port, 127.0.0.1 and the port the server listens on. It
 	// stays the same across restarts.
 	Addr string
 	// Dir is the server's data directory.
-	Dir  string
-	port int
+	Dir string
+	// CAFile is the CA that signed a TLS server's certificate (PEM).
+	CAFile string
+	port   int
+	opts   Options
+	tls    *tls.Config // for Do, when the server speaks TLS
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -63,15 +85,23 @@ type Server struct {
 // t.TempDir(), waits until it answers PING, and stops it when the test
 // ends. It fails the test, saying how to install it, when the binary is
 // missing.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { t.Helper(); return StartWith(t, Options{}) }
+
+// StartWith is Start with opts.
+func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
 	bin := binary()
 	if _, err := exec.LookPath(bin); err != nil {
 		t.Fatalf("redistest: %s is not installed (apt-get install redis-server; .ci/run does): %v", bin, err)
 	}
-	s := &Server{Dir: filepath.Join(t.TempDir(), "redis")}
+	s := &Server{Dir: filepath.Join(t.TempDir(), "redis"), opts: opts}
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		t.Fatalf("redistest: %v", err)
+	}
+	if opts.TLS {
+		if err := s.makeCerts(); err != nil {
+			t.Fatalf("redistest: making TLS certificates: %v", err)
+		}
 	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -111,8 +141,13 @@ func freePort() (int, error) {
 
 // start runs the server on s.port in s.Dir and waits until it answers.
 func (s *Server) start() error {
-	args := []string{
-		"--port", strconv.Itoa(s.port),
+	port := []string{"--port", strconv.Itoa(s.port)}
+	if s.opts.TLS {
+		port = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port),
+			"--tls-cert-file", filepath.Join(s.Dir, "server.pem"), "--tls-key-file", filepath.Join(s.Dir, "server.key"),
+			"--tls-ca-cert-file", s.CAFile, "--tls-auth-clients", "no"}
+	}
+	args := append(port,
 		"--bind", "127.0.0.1",
 		"--dir", s.Dir,
 		"--dbfilename", "dump.rdb",
@@ -121,7 +156,11 @@ func (s *Server) start() error {
 		"--daemonize", "no",
 		"--logfile", "redis.log",
 		"--protected-mode", "yes",
+	)
+	if s.opts.User != "" {
+		args = append(args, "--user", s.opts.User, "on", ">"+s.opts.Password, "~*", "&*", "+@all", "--user", "default", "off")
 	}
+	args = append(args, s.opts.Args...)
 	cmd := exec.Command(binary(), args...)
 	cmd.Dir = s.Dir
 	cmd.SysProcAttr = sysProcAttr()
@@ -252,21 +291,47 @@ func (s *Server) Ping() error {
 // An error reply is returned as an error. It is for tests to look at the
 // server (DBSIZE, KEYS, FLUSHALL, CONFIG SET), not a client.
 func (s *Server) Do(args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
+	return do(s.Addr, s.tls, s.opts.User, s.opts.Password, args...)
+}
+
+// do sends one command to addr on a connection of its own (over TLS with
+// conf, after AUTH user password when user is set).
+func do(addr string, conf *tls.Config, user, password string, args ...string) (string, error) {
+	var c net.Conn
+	var err error
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	if conf != nil {
+		c, err = tls.DialWithDialer(d, "tcp", addr, conf)
+	} else {
+		c, err = d.Dial("tcp", addr)
+	}
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	r := bufio.NewReader(c)
+	send := func(args ...string) error {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		_, err := c.Write([]byte(b.String()))
+		return err
 	}
-	if _, err := c.Write([]byte(b.String())); err != nil {
+	if user != "" {
+		if err := send("AUTH", user, password); err != nil {
+			return "", err
+		}
+		if _, err := readReply(r); err != nil {
+			return "", err
+		}
+	}
+	if err := send(args...); err != nil {
 		return "", err
 	}
-	return readReply(bufio.NewReader(c))
+	return readReply(r)
 }
 
 // readReply reads one RESP2 reply.

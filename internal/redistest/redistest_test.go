@@ -48,3 +48,28 @@ func TestTwoServersApart(t *testing.T) {
 		t.Fatalf("b sees a's key: %q", v)
 	}
 }
+
+// A TLS server with an ACL user answers over TLS, to that user only.
+func TestTLSAndACL(t *testing.T) {
+	r := StartWith(t, Options{TLS: true, User: "tt", Password: "s3cret"})
+	if v, err := r.Do("SET", "k", "v"); err != nil || v != "OK" {
+		t.Fatalf("SET over TLS as tt: %q %v", v, err)
+	}
+	if _, err := do(r.Addr, nil, "", "", "PING"); err == nil {
+		t.Fatal("a plain connection answered a TLS-only server")
+	}
+	if _, err := do(r.Addr, r.tls, "", "", "GET", "k"); err == nil {
+		t.Fatal("the default user (off) read a key")
+	}
+}
+
+// A cluster of three masters covers every slot; keys of different tags
+// land on different nodes.
+func TestCluster(t *testing.T) {
+	c := StartCluster(t, 3)
+	a, _ := c.SlotOf("{a}x")
+	b, _ := c.SlotOf("{a}y")
+	if a != b {
+		t.Fatalf("keys of one tag in slots %d and %d", a, b)
+	}
+}
