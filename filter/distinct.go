@@ -148,7 +148,7 @@ func (e *Engine) valueSlot(in *govern.Instance, now time.Time, claim bool) (cell
 			}
 			if swapped {
 				if found {
-					e.clearLeases(slotCell(base, i))
+					e.clearLeases(l, slotCell(base, i))
 				}
 				return slotCell(base, i), false, nil
 			}

@@ -412,7 +412,7 @@ func (e *Engine) tpmJudged(s *Stream, in *govern.Instance, now time.Time, v Verd
 	p := e.rateParams(in)
 	res := d.res
 	if res.Allowed {
-		s.reserves = append(s.reserves, reserve{key: in.CellKey(), id: in.ID, metric: l.Metric, alg: l.Algorithm, params: p, amount: cost, lot: d.lot, cell: cell})
+		s.reserves = append(s.reserves, reserve{key: in.CellKey(), id: leaseID(in), metric: l.Metric, alg: l.Algorithm, params: p, amount: cost, lot: d.lot, cell: cell})
 		disclose(&s.disclosure.Tokens, l, p, res.Remaining)
 		if len(l.Thresholds) > 0 {
 			used := res.Limit - res.Remaining

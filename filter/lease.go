@@ -231,13 +231,7 @@ func (e *Engine) leasedLimit(l *govern.Limit) bool {
 // nothing its value could still draw on or give back: no units in a lot
 // still open, nothing granted and held, no refill out.
 func (e *Engine) leaseDrained(l *govern.Limit, cell string, now time.Time) bool {
-	kind := kindRate
-	switch {
-	case l.Type == govern.Concurrency:
-		kind = kindSlots
-	case l.Type.Class() == govern.LedgerSettled:
-		kind = kindSpend
-	}
+	kind := leaseKind(l)
 	c, _, found, err := e.leaseGet(leaseKey(kind, cell), kind)
 	if err != nil {
 		return false
@@ -259,17 +253,37 @@ func (e *Engine) leaseDrained(l *govern.Limit, cell string, now time.Time) bool 
 }
 
 // clearLeases empties the lease cells of a slot another value has just
-// taken over (and the share it answered from while the fleet did not
-// decide).
-func (e *Engine) clearLeases(cell string) {
-	for _, key := range [...]string{leaseKey(kindRate, cell), leaseKey(kindSpend, cell), leaseKey(kindSlots, cell), shareKey(cell), fleetSeenKey(cell)} {
+// taken over (and, for a rate limit, the share it answered from while the
+// fleet did not decide and the fleet's last answer): those that exist.
+func (e *Engine) clearLeases(l *govern.Limit, cell string) {
+	if !e.leasedLimit(l) {
+		return
+	}
+	kind := leaseKind(l)
+	keys := []string{leaseKey(kind, cell)}
+	if kind == kindRate {
+		keys = append(keys, shareKey(cell), fleetSeenKey(cell))
+	}
+	for _, key := range keys {
+		if _, _, found, err := e.cells.store.Get(key); err != nil || !found {
+			continue
+		}
 		if err := e.cells.put(key, nil); err != nil {
 			e.logf(LogWarn, "clearing the lease cell %s for the value that took its slot: %v", key, err)
 		}
 	}
-	for _, kind := range [...]byte{kindRate, kindSpend, kindSlots} {
-		delete(e.unclaimed, leaseKey(kind, cell))
+	delete(e.unclaimed, leaseKey(kind, cell))
+}
+
+// leaseKind is the kind of lease the instances of l are decided on.
+func leaseKind(l *govern.Limit) byte {
+	switch {
+	case l.Type == govern.Concurrency:
+		return kindSlots
+	case l.Type.Class() == govern.LedgerSettled:
+		return kindSpend
 	}
+	return kindRate
 }
 
 // replicaShare is ceil(left / replicas): what one replica may admit past

@@ -376,3 +376,79 @@ func TestLeaseSlots(t *testing.T) {
 		t.Fatalf("answers %v to 6 calls at once; want 2 served (4 slots, 2 held by another replica)", codes)
 	}
 }
+
+// TestLeasePerValue: a per-model store: redis rpm keeps one counter per
+// model in Redis and the lease of each in its model's slot here; while
+// the slots' leases hold units, the models past max_distinct share the
+// overflow slot, and with it the overflow counter in Redis. A slot whose
+// lease has drained passes to the next model with empty lease cells: the
+// new model draws on a lease of its own counter, never on units of the
+// model before it.
+func TestLeasePerValue(t *testing.T) {
+	lims := `{"id":"model_rpm","attach":{"node":"org:acme"},"type":"rpm","amount":4,"period":"1m","algorithm":"fixed_window","store":"redis","match":{"model":"*"},"max_distinct":2}`
+	r, m := leaseRig(t, lims)
+	admitted := func(model string, n int) int {
+		t.Helper()
+		got := 0
+		for i := 0; i < n; i++ {
+			resp := r.chat(dev1Key, chatBody(model, germany))
+			if s := resp.Headers.Get("X-Tt-Suspended"); s != "" {
+				t.Fatalf("%s: suspended %q", model, s)
+			}
+			if resp.Status == 200 {
+				got++
+			}
+			r.wait() // a refill ahead of need lands before the next request
+		}
+		return got
+	}
+	// m1 and m2 hold the two slots, and their leases units ahead of need.
+	for _, model := range []string{"m1", "m2"} {
+		if got := admitted(model, 1); got != 1 {
+			t.Fatalf("%s: refused", model)
+		}
+	}
+	// m3 and m4 overflow: one counter, 4 for both.
+	if got := admitted("m3", 1) + admitted("m4", 5); got != 4 {
+		t.Fatalf("m3 and m4 in the overflow: %d admitted, want the overflow counter's 4", got)
+	}
+	// m1 has its own 4.
+	if got := admitted("m1", 4); got != 3 {
+		t.Fatalf("m1: %d more admitted, want 3 (4 in all)", got)
+	}
+	r.acct.mu.Lock()
+	var ids []string
+	for id := range m.cells {
+		ids = append(ids, id)
+	}
+	r.acct.mu.Unlock()
+	overflow, m1 := 0, 0
+	for _, id := range ids {
+		switch {
+		case strings.Contains(id, "*"):
+			overflow++
+		case strings.Contains(id, "m1"):
+			m1++
+		case strings.Contains(id, "m3") || strings.Contains(id, "m4"):
+			t.Errorf("a counter of its own in Redis for an overflowed model: %s", id)
+		}
+	}
+	if len(ids) != 3 || overflow != 1 || m1 != 1 {
+		t.Errorf("counters in Redis: %q; want m1's, m2's and the overflow's", ids)
+	}
+	// The window turns; m5 takes a drained slot and gets a lease of its
+	// own counter, and m1 (its slot taken or not) its own two again.
+	r.step(2 * time.Minute)
+	if got := admitted("m5", 5); got != 4 {
+		t.Fatalf("m5 in a slot taken over: %d of 5 admitted, want 4", got)
+	}
+	n := 0
+	for _, k := range r.h.SharedDataKeys() {
+		if strings.HasPrefix(k, "tt/lease/r|") && strings.Contains(k, "model_rpm") {
+			n++
+		}
+	}
+	if n > 3 {
+		t.Errorf("%d lease cells of model_rpm, want at most 3 (2 slots and the overflow)", n)
+	}
+}

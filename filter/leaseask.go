@@ -190,19 +190,32 @@ func (e *Engine) waitLease(s *Stream, in *govern.Instance, i int, kind byte, nee
 	return true
 }
 
+// leaseID is the counter in Redis instance in's lease is of: its
+// identity, or, for a per-value instance whose value is counted in the
+// overflow cell (its slots all held), the overflow counter, which every
+// replica's overflowed values share as its cell here does.
+func leaseID(in *govern.Instance) string {
+	l := in.Limit
+	if l.PerValue() && in.Cell != "" && in.Cell == overflowCell(govern.DistinctBase(l, in.Node)) {
+		return govern.OverflowIdentity(l, in.Node)
+	}
+	return in.ID
+}
+
 // leaseOf is the lease's numbers for instance in.
 func (e *Engine) leaseOf(in *govern.Instance, kind byte, now time.Time) syncwire.Lease {
 	l := in.Limit
+	id := leaseID(in)
 	switch kind {
 	case kindRate:
 		p := e.rateParams(in)
-		return syncwire.Lease{Kind: syncwire.LeaseRate, ID: in.ID, Alg: l.Algorithm.String(), Amount: p.Amount,
+		return syncwire.Lease{Kind: syncwire.LeaseRate, ID: id, Alg: l.Algorithm.String(), Amount: p.Amount,
 			PeriodNS: int64(p.Period), Burst: p.Burst}
 	case kindSpend:
-		return syncwire.Lease{Kind: syncwire.LeaseSpend, ID: in.ID, Amount: in.Amount, Unit: l.Period.Calendar.String(),
+		return syncwire.Lease{Kind: syncwire.LeaseSpend, ID: id, Amount: in.Amount, Unit: l.Period.Calendar.String(),
 			Start: calendar.Start(l.Period.Calendar, now).Unix()}
 	}
-	return syncwire.Lease{Kind: syncwire.LeaseSlots, ID: in.ID, Amount: in.Amount}
+	return syncwire.Lease{Kind: syncwire.LeaseSlots, ID: id, Amount: in.Amount}
 }
 
 // refill asks for a lease of in ahead of need (a draw left it low), unless

@@ -63,6 +63,7 @@ func (e *Engine) priceOf(model string) (pricing.Rates, bool) {
 // of the body a token), its completions and its output maximum so far.
 type spendAsk struct {
 	typ     govern.Type
+	metric  govern.Metric // quota_tokens: which tokens count
 	rates   pricing.Rates
 	input   int64
 	choices int64
@@ -80,6 +81,12 @@ func (m spendAsk) dear(n int64) int64 {
 	case govern.QuotaRequests:
 		return 1
 	case govern.QuotaTokens:
+		switch m.metric {
+		case govern.MetricInput:
+			return m.input
+		case govern.MetricOutput:
+			return out
+		}
 		return addSpend(m.input, out)
 	}
 	return pricing.Cost(m.rates, ledger.Usage{Input: m.input, Output: out})
@@ -135,7 +142,7 @@ func fitOutputBy(dear func(n int64) int64, outCap, avail int64) (out, cost int64
 // spendAskOf is the call's spendAsk on instance in, or why its cost cannot
 // be bounded ("" when it can).
 func (e *Engine) spendAskOf(s *Stream, in *govern.Instance) (spendAsk, string) {
-	m := spendAsk{typ: in.Limit.Type, input: int64(s.bodySize), choices: s.req.Choices, outCap: s.outMax, minOut: 1}
+	m := spendAsk{typ: in.Limit.Type, metric: in.Limit.Metric, input: int64(s.bodySize), choices: s.req.Choices, outCap: s.outMax, minOut: 1}
 	if in.Limit.Fit {
 		m.minOut = in.Limit.MinOutput // fit: true lets a call through with min_output at the least
 	}
