@@ -1,6 +1,7 @@
 package filter_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -352,11 +353,17 @@ func TestLeaseQuotaTokensLowers(t *testing.T) {
 
 // TestLeaseSlots: concurrency under store: share with the fleet's Redis
 // holds the fleet's slots: this replica takes what it needs while the
-// others hold theirs, and past them the fleet refuses.
+// others hold theirs, and past them the fleet refuses. The served calls
+// are held at the provider until every call has had its answer or reached
+// it, so none ends (and gives its slot back) before the last one is
+// decided, however slow the machine.
 func TestLeaseSlots(t *testing.T) {
 	lims := `{"id":"fleet_conc","attach":{"node":"org:acme"},"type":"concurrency","amount":4,"store":"share"}`
 	r, m := leaseRig(t, lims)
 	r.acct.set(func(*fakeAccountant) { m.slots["fleet_conc|concurrency|org:acme|||"] = map[string]int64{"other": 2} })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := len(r.stub.Requests())
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	codes := map[int]int{}
@@ -364,16 +371,25 @@ func TestLeaseSlots(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: chatBody("gpt-4o-mini", "hi"),
-				headers: map[string]string{"X-Stub-Delay-Ms": "300"}})
+			resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: chatBody("gpt-4o-mini", "hi"), ctx: ctx,
+				headers: map[string]string{"X-Stub-Delay-Ms": "600000"}})
 			mu.Lock()
 			codes[resp.Status]++
 			mu.Unlock()
 		}()
 	}
+	waitFor(t, "every call answered or at the provider", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return codes[429]+len(r.stub.Requests())-seen >= 6
+	})
+	mu.Lock()
+	refused, served := codes[429], len(r.stub.Requests())-seen
+	mu.Unlock()
+	cancel()
 	wg.Wait()
-	if codes[200] != 2 || codes[429] != 4 {
-		t.Fatalf("answers %v to 6 calls at once; want 2 served (4 slots, 2 held by another replica)", codes)
+	if served != 2 || refused != 4 {
+		t.Fatalf("6 calls at once: %d reached the provider, %d refused; want 2 served (4 slots, 2 held by another replica) and 4 refused", served, refused)
 	}
 }
 
