@@ -34,13 +34,17 @@ func (e *Engine) checkSlots(s *Stream, in *govern.Instance, i int, now time.Time
 	if o, ok := s.wait.answered(i); ok {
 		switch o {
 		case leaseGot:
-			// The grant was this call's slot: taken whatever the gauge
-			// reads (the other VMs' calls are within the slots before it).
-			return e.takeSlot(s, in, in.Amount, true, now, v), false
+			// The grant raised the replica's slots by this call's: it
+			// takes one under them below, as any call does. Another call
+			// of the replica may have taken it between the answer and
+			// now; then this one asks again (taken whatever the gauge
+			// read, it ran the replica past its slots, the fleet past its
+			// amount).
 		case leaseRefused:
 			return e.refuseSlots(s, in, now, v, s.wait.spent), false
+		default:
+			return e.slotsShare(s, in, now, v, s.wait.why), false
 		}
-		return e.slotsShare(s, in, now, v, s.wait.why), false
 	}
 	c, _, _, err := e.leaseGet(key, kindSlots)
 	if err != nil {
@@ -72,10 +76,9 @@ func (e *Engine) checkSlots(s *Stream, in *govern.Instance, i int, now time.Time
 	return e.slotsShare(s, in, now, v, s.wait.why), false
 }
 
-// takeSlot takes one lease on in's gauge under limit (or whatever it reads,
-// with force).
-func (e *Engine) takeSlot(s *Stream, in *govern.Instance, limit int64, force bool, now time.Time, v Verdict) *Verdict {
-	taken, live, h, err := e.cells.gaugeAcquire(in.CellKey(), limit, force, now, e.leaseTTL)
+// takeSlot takes one lease on in's gauge under limit.
+func (e *Engine) takeSlot(s *Stream, in *govern.Instance, limit int64, now time.Time, v Verdict) *Verdict {
+	taken, live, h, err := e.cells.gaugeAcquire(in.CellKey(), limit, false, now, e.leaseTTL)
 	if err != nil {
 		return e.uncheckable(s, in, v, "its shared-data gauge could not be updated: "+err.Error())
 	}
@@ -128,7 +131,7 @@ func (e *Engine) slotsShare(s *Stream, in *govern.Instance, now time.Time, v Ver
 		held = 0
 	}
 	limit := max(held, replicaShare(in.Amount, max(c.replicas, int64(e.replicas), 1)))
-	return e.takeSlot(s, in, limit, false, now, v)
+	return e.takeSlot(s, in, limit, now, v)
 }
 
 // slotsGranted takes a slots lease's answer: the replica's slots are what
