@@ -25,7 +25,8 @@ type Token struct {
 	Kind Kind
 	// Depth is how deep the token stands: 0 for the top-level value
 	// (and its brackets), 1 for what is directly inside it. A container's
-	// opening and closing brackets stand at the same depth.
+	// opening and closing brackets stand at the same depth. End and Err
+	// stand at depth 0.
 	Depth int32
 	// Shrink is, for a String or Key, how many bytes fewer its decoded
 	// text has than the bytes between its quotes: it holds an escape
@@ -205,10 +206,13 @@ func (t *Tokenizer) SkipValue() Token {
 
 // SkipRest reads the rest of the innermost open container, its close
 // included, and returns that closing token (an Err token on a fault): for
-// a reader that has read what it wanted from an object or array. It is
-// called after Next has handed out a token.
+// a reader that has read what it wanted from an object or array. Before
+// any token was handed out it is SkipValue.
 func (t *Tokenizer) SkipRest() Token {
-	last := t.buf[max(t.bi-1, 0)]
+	if t.bi == 0 {
+		return t.SkipValue()
+	}
+	last := t.buf[t.bi-1]
 	switch last.Kind {
 	case ObjectStart, ArrayStart:
 		return t.closeAt(last.Depth)

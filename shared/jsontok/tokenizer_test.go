@@ -228,4 +228,11 @@ func TestSkipRest(t *testing.T) {
 	if end := tk.SkipRest(); end.Kind != Err || tk.Err().Code != ErrValue {
 		t.Fatalf("a cut array: %+v", end)
 	}
+	// Before any token: the whole value, whatever the Tokenizer read before.
+	tk.Reset([]byte(`{"a":[1]}`), GJSON)
+	tk.Next()
+	tk.Reset([]byte(` [1,{"b":2}] `), GJSON)
+	if v := tk.SkipRest(); v.Kind != ArrayStart || v.Start != 1 || v.End != 12 || tk.Next().Kind != End {
+		t.Fatalf("SkipRest first = %+v", v)
+	}
 }
