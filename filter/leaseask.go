@@ -434,7 +434,7 @@ func (e *Engine) readLeaseAnswer(status int, answer []byte, timeout time.Duratio
 		a.why = "no answer within " + timeout.String() + " (what the waiting requests had left, at least shared_state.redis.timeout " + e.redisTimeout().String() + ", and " + fleetHop.String() + " for the way to the accountant and back)"
 	case status != 200:
 		a.why, a.down = "the accountant answered "+strconv.Itoa(status), true
-	case !gjson.ValidBytes(answer):
+	case jsontok.Valid(answer, jsontok.GJSON).Code != jsontok.ErrNone:
 		a.why, a.down = "the accountant's answer is not JSON", true
 	}
 	if a.why != "" {

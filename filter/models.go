@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
@@ -161,9 +162,17 @@ func emptyModelList(anthropic bool) []byte {
 // "last_id":…}), the entries whose id the patterns allow; everything else
 // is kept as the upstream wrote it, Anthropic's paging cursors included
 // (they page the upstream's list). A body that is not such a list comes
-// back unchanged, with ok false.
+// back unchanged, with ok false; one nested deeper than the filter reads
+// (jsontok.DefaultMaxDepth) comes back nil, with ok false. The body is
+// checked with the tokenizer, whose nesting is a bit stack: gjson's check
+// recursed once per level, and an upstream's megabyte of '[' overflowed
+// the guest's call stack, a trap that took the VM down.
 func filterModelList(body []byte, patterns []string) (out []byte, ok bool) {
-	if !gjson.ValidBytes(body) {
+	switch jsontok.Valid(body, jsontok.GJSON).Code {
+	case jsontok.ErrNone:
+	case jsontok.ErrDepth:
+		return nil, false
+	default:
 		return body, false
 	}
 	data := gjson.GetBytes(body, "data")
@@ -190,13 +199,17 @@ func filterModelList(body []byte, patterns []string) (out []byte, ok bool) {
 
 // modelListBody is the list a key with a models scope receives, from the
 // upstream's whole answer: filtered, or, when it cannot be read (over the
-// copy cap, compressed), the empty list: never a model outside the scope.
+// copy cap, compressed, nested past the bound), the empty list: never a
+// model outside the scope.
 func modelListBody(s *Stream, body []byte, readable bool) []byte {
 	if readable && len(body) <= maxJSONCopy {
-		if out, ok := filterModelList(body, s.modelScope); ok {
+		out, ok := filterModelList(body, s.modelScope)
+		switch {
+		case ok:
 			return out
+		case out != nil:
+			return body // not a list: an answer of another kind, passed on
 		}
-		return body // not a list: an answer of another kind, passed on
 	}
 	return emptyModelList(s.shape == wire.ShapeAnthropic)
 }

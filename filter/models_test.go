@@ -2,7 +2,10 @@ package filter_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -268,6 +271,30 @@ func TestFreeEndpointsRawDotSegments(t *testing.T) {
 		before = r.stub.Served()
 		if resp := r.do(req{method: c.method, path: c.path, key: pass, body: body}); resp.Status == 403 || r.stub.Served() == before {
 			t.Errorf("%s %s with allow_passthrough: %d %s, reached the upstream %v; want it forwarded", c.method, c.path, resp.Status, resp.Body, r.stub.Served() > before)
+		}
+	}
+}
+
+// TestModelListNestedPastTheBound: an upstream's model list nested a
+// million levels deep (2 MB of brackets) is read by a VM that stays up and
+// answered, to a key with a models scope, as an unreadable list is: the
+// empty list. The check that read it before recursed once per level and
+// overflowed the guest's call stack, a trap that took the VM down.
+func TestModelListNestedPastTheBound(t *testing.T) {
+	const depth = 1 << 20
+	up := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[{"id":"gpt-4o","x":`+strings.Repeat("[", depth)+strings.Repeat("]", depth)+`}]}`)
+	})
+	gpt := newTestKey("vk_gptgptgptgpt", "org:acme/team:ml/user:dev2").withScopes(`{"models":["gpt-4o*"]}`)
+	r := newRig(t, rigOptions{governance: gov(limUserConcurrency, `,"require_key":true`), keys: []testKey{gpt}, accountant: true,
+		upstream: up, workers: 1, bufferLimit: 4 << 20})
+	r.sync()
+	for i := 0; i < 2; i++ { // the second on the same VM
+		resp := r.do(req{method: "GET", path: "/v1/models", key: gpt})
+		mustStatus(t, resp, 200)
+		if ids, _ := modelIDs(t, resp.Body); len(ids) != 0 {
+			t.Fatalf("request %d: listed %v", i, ids)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
 	"github.com/tokentriage/tokentriage/shared/pricing"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -403,8 +404,8 @@ func decodeLease(b []byte) (vm uint32, until int64) {
 // authenticate: never read as less restricted than it is); the page's
 // other items are written.
 func (e *Engine) applySync(body []byte, now time.Time) (more bool, err error) {
-	if !gjson.ValidBytes(body) {
-		return false, planError("the accountant's sync answer is not valid JSON")
+	if e := jsontok.Valid(body, jsontok.GJSON); e.Code != jsontok.ErrNone {
+		return false, planError("the accountant's sync answer is not valid JSON: " + e.Error())
 	}
 	if !e.holdsSyncLease(now) {
 		return false, nil // another VM polls now; it will ask again
@@ -779,8 +780,8 @@ func (e *Engine) sweepOld(v *syncVersions, f *feedState) error {
 // names and aliases (lowercase) to their rates in nanodollars per million
 // tokens.
 func decodePrices(b []byte) (map[string]pricing.Rates, error) {
-	if !gjson.ValidBytes(b) {
-		return nil, planError("the price catalog is not valid JSON")
+	if e := jsontok.Valid(b, jsontok.GJSON); e.Code != jsontok.ErrNone {
+		return nil, planError("the price catalog is not valid JSON: " + e.Error())
 	}
 	r := gjson.ParseBytes(b)
 	if !r.IsObject() {
