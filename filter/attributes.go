@@ -7,7 +7,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokentriage/tokentriage/shared/govern"
-	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
@@ -64,15 +63,32 @@ func (e *Engine) headAttributes(s *Stream, h *RequestHead, v *Verdict) *wire.Rej
 	return nil
 }
 
-// bodyAttributes reads, at gate 2, the customer and tags the headers did
-// not name from the body fields of governance.attributes: the first field
-// present (a string; a customer of "" counts as none). A value of another
-// type or out of bound is the 400 it returns.
-func (e *Engine) bodyAttributes(s *Stream, body []byte) *wire.Rejection {
+// attributePaths are the body fields of governance.attributes gate 2
+// reads with the body (llm.ParseRequestFields, so that the body is read
+// once): the customer's unless a header named it, then the tags'.
+func (e *Engine) attributePaths(s *Stream) []string {
 	a := &e.plan.Attributes
-	if !s.hasCustomer && len(a.CustomerFields) > 0 {
-		e.fields = llm.Fields(body, a.CustomerFields, e.fields)
-		for i, f := range e.fields {
+	e.paths = e.paths[:0]
+	if !s.hasCustomer {
+		e.paths = append(e.paths, a.CustomerFields...)
+	}
+	if !s.hasTags {
+		e.paths = append(e.paths, a.TagsFields...)
+	}
+	return e.paths
+}
+
+// bodyAttributes reads, at gate 2, the customer and tags the headers did
+// not name from the body fields of governance.attributes (e.fields, read
+// with the body at attributePaths): the first field present (a string; a
+// customer of "" counts as none). A value of another type or out of bound
+// is the 400 it returns.
+func (e *Engine) bodyAttributes(s *Stream) *wire.Rejection {
+	a := &e.plan.Attributes
+	tagsAt := 0 // where the tags' fields start in e.fields
+	if !s.hasCustomer {
+		tagsAt = len(a.CustomerFields)
+		for i, f := range e.fields[:tagsAt] {
 			switch f.Type {
 			case gjson.Null:
 				continue
@@ -92,9 +108,8 @@ func (e *Engine) bodyAttributes(s *Stream, body []byte) *wire.Rejection {
 			break
 		}
 	}
-	if !s.hasTags && len(a.TagsFields) > 0 {
-		e.fields = llm.Fields(body, a.TagsFields, e.fields)
-		for i, f := range e.fields {
+	if !s.hasTags {
+		for i, f := range e.fields[tagsAt:] {
 			var list []string
 			switch {
 			case f.Type == gjson.Null:

@@ -110,8 +110,10 @@ type Engine struct {
 	free  []*Stream // finished streams, reused
 	inst  []govern.Instance
 	facts []govern.NodeFacts // the runtime plane's say on the chain resolved
-	// fields is scratch for the body fields gate 2 reads (attributes).
+	// fields and paths are scratch for the body fields gate 2 reads
+	// (attributes).
 	fields []gjson.Result
+	paths  []string
 	buf    []byte
 	// Scratch for what a callback hands the binding, which applies it
 	// before the next callback.

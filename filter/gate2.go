@@ -107,7 +107,12 @@ func (b bytesSource) Body(n int) []byte { return b[:min(n, len(b))] }
 // 004's order, whatever store it uses.
 func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 	now := e.host.Now()
-	req, err := llm.ParseRequest(s.path, body)
+	var paths []string
+	if !s.unarmed {
+		paths = e.attributePaths(s)
+	}
+	req, fields, err := llm.ParseRequestFields(s.path, body, paths, e.fields)
+	e.fields = fields
 	if err != nil {
 		if s.unarmed {
 			s.forwarded = true
@@ -126,7 +131,7 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 		e.releaseLeases(s, now)
 		return e.reject(s, v, *r)
 	}
-	if r := e.bodyAttributes(s, body); r != nil {
+	if r := e.bodyAttributes(s); r != nil {
 		e.releaseLeases(s, now)
 		return e.reject(s, v, *r)
 	}

@@ -12,35 +12,64 @@ import (
 // whatever the number of paths; a path is plain member names joined by
 // "." (govern checks them at compile). The body must be a valid JSON
 // object (ParseRequest has read it). out is reused when it has room.
+// ParseRequestFields reads the same in ParseRequest's pass over the body.
 func Fields(body []byte, paths []string, out []gjson.Result) []gjson.Result {
+	fr := newFieldReader(paths, out)
+	if fr.left == 0 {
+		return fr.out
+	}
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		fr.member(k.Str, v)
+		return fr.left > 0
+	})
+	return fr.out
+}
+
+// fieldReader reads the members at paths from a body's top-level members
+// in document order.
+type fieldReader struct {
+	paths []string
+	out   []gjson.Result
+	left  int // paths not yet read
+}
+
+func newFieldReader(paths []string, out []gjson.Result) fieldReader {
 	out = out[:0]
 	for range paths {
 		out = append(out, gjson.Result{})
 	}
-	if len(paths) == 0 {
-		return out
-	}
-	left := len(paths)
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
-		for i, p := range paths {
-			if out[i].Raw != "" {
-				continue // the first occurrence of a member is read, as gjson reads it
-			}
-			first, rest, nested := strings.Cut(p, ".")
-			if k.Str != first {
-				continue
-			}
-			f := v
-			if nested {
-				f = v.Get(rest)
-			}
-			if f.Raw == "" {
-				continue
-			}
-			out[i] = f
-			left--
+	return fieldReader{paths: paths, out: out, left: len(paths)}
+}
+
+// wants reports whether a top-level member named k may hold a path not
+// yet read.
+func (fr *fieldReader) wants(k string) bool {
+	for i, p := range fr.paths {
+		if fr.out[i].Raw == "" && (p == k || len(p) > len(k) && p[len(k)] == '.' && p[:len(k)] == k) {
+			return true
 		}
-		return left > 0
-	})
-	return out
+	}
+	return false
+}
+
+// member reads the top-level member named k, of value v.
+func (fr *fieldReader) member(k string, v gjson.Result) {
+	for i, p := range fr.paths {
+		if fr.out[i].Raw != "" {
+			continue // the first occurrence of a member is read, as gjson reads it
+		}
+		first, rest, nested := strings.Cut(p, ".")
+		if k != first {
+			continue
+		}
+		f := v
+		if nested {
+			f = v.Get(rest)
+		}
+		if f.Raw == "" {
+			continue
+		}
+		fr.out[i] = f
+		fr.left--
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // typicalChat is a chat request as SDKs send it: a system prompt, a short
@@ -19,6 +21,39 @@ func BenchmarkParseRequest(b *testing.B) {
 		if _, err := ParseRequest("/v1/chat/completions", typicalChat); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkParseRequestFields reads the chat body with the default
+// customer fields (user, safety_identifier, metadata.user_id), as gate 2
+// does: in the same pass ("with"), and, as before, ParseRequest then
+// Fields ("then").
+func BenchmarkParseRequestFields(b *testing.B) {
+	paths := []string{"user", "safety_identifier", "metadata.user_id"}
+	for _, body := range []struct {
+		name string
+		b    []byte
+	}{{"chat", typicalChat}, {"100KB", promptBody(100 << 10)}} {
+		b.Run("with/"+body.name, func(b *testing.B) {
+			var out []gjson.Result
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if _, out, err = ParseRequestFields("/v1/chat/completions", body.b, paths, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("then/"+body.name, func(b *testing.B) {
+			var out []gjson.Result
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ParseRequest("/v1/chat/completions", body.b); err != nil {
+					b.Fatal(err)
+				}
+				out = Fields(body.b, paths, out)
+			}
+		})
 	}
 }
 

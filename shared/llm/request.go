@@ -104,9 +104,38 @@ func ParseRequest(path string, body []byte) (Request, error) {
 	return req, nil
 }
 
+// ParseRequestFields is ParseRequest that also reads the body members at
+// paths as Fields reads them (out, reused when it has room, holds the
+// value at each path), in the same pass over the body when the one-pass
+// reader takes it: the body is read once.
+func ParseRequestFields(path string, body []byte, paths []string, out []gjson.Result) (Request, []gjson.Result, error) {
+	ep := EndpointOf(path)
+	if ep == Unknown {
+		return Request{}, out[:0], &EndpointError{Path: path}
+	}
+	req, out, rerr := parseRequestFields(ep, body, paths, out)
+	if rerr != nil {
+		return Request{}, out, rerr
+	}
+	return req, out, nil
+}
+
+func parseRequestFields(ep Endpoint, body []byte, paths []string, out []gjson.Result) (Request, []gjson.Result, *RequestError) {
+	fr := newFieldReader(paths, out)
+	req := Request{Endpoint: ep, Choices: 1}
+	if scanRequest(ep, body, &req, &fr) {
+		return req, fr.out, nil
+	}
+	req, rerr := parseRequestGJSON(ep, body)
+	if rerr != nil {
+		return Request{}, fr.out[:0], rerr
+	}
+	return req, Fields(body, paths, fr.out), nil
+}
+
 func parseRequest(ep Endpoint, body []byte) (Request, *RequestError) {
 	req := Request{Endpoint: ep, Choices: 1}
-	if scanRequest(ep, body, &req) {
+	if scanRequest(ep, body, &req, nil) {
 		return req, nil
 	}
 	return parseRequestGJSON(ep, body)

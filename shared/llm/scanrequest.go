@@ -105,8 +105,9 @@ type bodyEdits struct {
 }
 
 // scanRequest reads body for endpoint ep into r (which holds Choices 1)
-// and reports whether it could; see the top of this file.
-func scanRequest(ep Endpoint, b []byte, r *Request) bool {
+// and reports whether it could; see the top of this file. With fr, it
+// also hands fr the top-level members fr wants (ParseRequestFields).
+func scanRequest(ep Endpoint, b []byte, r *Request, fr *fieldReader) bool {
 	var t jsontok.Tokenizer
 	t.Reset(b, jsontok.GJSON)
 	var (
@@ -129,6 +130,7 @@ func scanRequest(ep Endpoint, b []byte, r *Request) bool {
 	depth := 0
 	cur := qNone
 	role := vRoot
+	var field []byte // the name of the top-level member being read, when fr wants it
 	for {
 		toks := t.Batch()
 		for k := range toks {
@@ -155,6 +157,10 @@ func scanRequest(ep Endpoint, b []byte, r *Request) bool {
 				role = vNone
 				switch cur {
 				case qRoot:
+					field = nil
+					if fr != nil && fr.left > 0 && fr.wants(view(key)) {
+						field = key
+					}
 					var bit uint16
 					role, bit = rootRole(ep, key)
 					if bit != 0 {
@@ -214,6 +220,10 @@ func scanRequest(ep Endpoint, b []byte, r *Request) bool {
 			case jsontok.ObjectEnd, jsontok.ArrayEnd:
 				// Close the innermost container.
 				depth--
+				if depth == 1 && field != nil {
+					fr.member(view(field), gjson.ParseBytes(b[opens[1]:tok.End]))
+					field = nil
+				}
 				if depth < semanticDepth {
 					switch roles[depth] {
 					case vStreamOpts:
@@ -376,6 +386,10 @@ func scanRequest(ep Endpoint, b []byte, r *Request) bool {
 			}
 			// A scalar in role.
 			vs, i := tok.Start, tok.End
+			if depth == 1 && field != nil {
+				fr.member(view(field), gjson.ParseBytes(b[vs:i]))
+				field = nil
+			}
 			switch role {
 			case vNone:
 			case vRoot:

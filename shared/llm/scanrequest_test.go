@@ -15,8 +15,20 @@ import (
 // the scanner took it.
 func compareRequest(t testing.TB, ep Endpoint, body []byte) bool {
 	t.Helper()
+	// The members read with the body are what Fields reads of it.
+	if req, got, err := parseRequestFields(ep, body, fieldPaths, nil); err == nil {
+		if ref, _ := parseRequest(ep, body); req != ref {
+			t.Fatalf("%s %q: read with its fields %+v, without %+v", ep, body, req, ref)
+		}
+		want := Fields(body, fieldPaths, nil)
+		for i := range want {
+			if g, w := got[i], want[i]; g.Type != w.Type || g.Raw != w.Raw || g.Str != w.Str || g.Num != w.Num {
+				t.Fatalf("%s %q: %s read with the body %+v, by Fields %+v", ep, body, fieldPaths[i], g, w)
+			}
+		}
+	}
 	fast := Request{Endpoint: ep, Choices: 1}
-	if !scanRequest(ep, body, &fast) {
+	if !scanRequest(ep, body, &fast, nil) {
 		return false
 	}
 	if !gjson.ValidBytes(body) {
@@ -34,7 +46,7 @@ func compareRequest(t testing.TB, ep Endpoint, body []byte) bool {
 	// rewrites find.
 	for _, n := range []int64{0, 7, 123456} {
 		r := Request{Endpoint: ep, Choices: 1}
-		scanRequest(ep, body, &r)
+		scanRequest(ep, body, &r, nil)
 		got, gotChanged := r.SetOutputMax(body, n)
 		want, wantChanged := SetOutputMax(ep, body, n)
 		if gotChanged != wantChanged || !bytes.Equal(got, want) {
@@ -55,7 +67,7 @@ func compareRequest(t testing.TB, ep Endpoint, body []byte) bool {
 		}
 	}
 	r := Request{Endpoint: ep, Choices: 1}
-	scanRequest(ep, body, &r)
+	scanRequest(ep, body, &r, nil)
 	if ep == ChatCompletions || ep == Completions {
 		got, gotChanged := r.InjectIncludeUsage(body)
 		want, wantChanged := InjectIncludeUsage(body)
@@ -65,6 +77,11 @@ func compareRequest(t testing.TB, ep Endpoint, body []byte) bool {
 	}
 	return true
 }
+
+// fieldPaths are body fields compareRequest reads with the body, of
+// every kind: members and nested members the generated bodies hold or
+// lack, governed ones among them.
+var fieldPaths = []string{"user", "metadata.user_id", "metadata", "model", "stream", "stream_options.include_usage", "messages", "n", "max_tokens", "input", "x", "user.id"}
 
 var endpoints = []Endpoint{ChatCompletions, Completions, Embeddings, Responses, Messages}
 
@@ -351,4 +368,31 @@ func (g reqGen) tools() string {
 		return "{" + `"a":` + tool() + `,"b":` + tool() + "}"
 	}
 	return g.list(3, tool)
+}
+
+// TestParseRequestFieldsInOnePass: the body fields gate 2 reads (a
+// customer, tags) come out of the one pass that reads the request, equal
+// to what Fields reads of the body, first occurrences, nested members,
+// escapes and all.
+func TestParseRequestFieldsInOnePass(t *testing.T) {
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, body := range []string{
+		`{"model":"m",` + msgs + `,"user":"alice"}`,
+		`{"user":"a\u006cice","model":"m",` + msgs + `,"user":"bob"}`,
+		`{"model":"m","metadata":{"user_id":"u-1","tags":["a","b"]},` + msgs + `}`,
+		`{"model":"m","metadata":"flat",` + msgs + `,"metadata":{"user_id":"second"}}`,
+		`{"model":"m","metadata":{"deep":{"x":[1,{"user_id":"no"}]},"user_id":7},` + msgs + `,"user":null}`,
+		`{"model":"m",` + msgs + `,"safety_identifier":"s","user":{"id":"obj"}}`,
+		`{"model":"m",` + msgs + `}`,
+	} {
+		if !compareRequest(t, ChatCompletions, []byte(body)) {
+			t.Errorf("%s: not read in one pass", body)
+		}
+		fr := newFieldReader(fieldPaths, nil)
+		r := Request{Endpoint: ChatCompletions, Choices: 1}
+		scanRequest(ChatCompletions, []byte(body), &r, &fr)
+		if strings.Contains(body, `"user":`) && fr.out[0].Raw == "" {
+			t.Errorf("%s: the one pass read no user", body)
+		}
+	}
 }
