@@ -113,6 +113,38 @@ func TestLeaseRPMSteadyState(t *testing.T) {
 	}
 }
 
+// TestLeaseSpendSteadyState: a reserve-mode quota far from its amount on
+// the fleet's Redis: its lease grows with the replica's demand (about a
+// second of what its calls settle), so the calls to the accountant are a
+// small fraction of the requests, even where each call settles all it
+// held (quota_requests: one).
+func TestLeaseSpendSteadyState(t *testing.T) {
+	lims := `{"id":"dev1_calls","attach":{"node":"org:acme/team:ml/user:dev1"},"type":"quota_requests","amount":1000000,"period":"day","reserve":true}`
+	r, _ := leaseRig(t, lims)
+	body := chatBody("gpt-4o-mini", "hi")
+	_, before := r.acct.leaseCalls()
+	for i := 0; i < 200; i++ {
+		if resp := r.chat(dev1Key, body); resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "" {
+			t.Fatalf("request %d: %d %v", i, resp.Status, resp.Headers)
+		}
+		if i%10 == 9 {
+			r.step(50 * time.Millisecond) // 200 requests a second, as the host's clock sees them
+		}
+	}
+	calls, asks := r.acct.leaseCalls()
+	waited := 0
+	for _, c := range calls {
+		if c.Wait {
+			waited++
+		}
+	}
+	// Before the lease followed the demand it was one call's worth ahead:
+	// 192 calls for 200 requests, 100 with a request waiting.
+	if asks-before > 20 || waited > 5 {
+		t.Fatalf("%d calls asked for a lease for 200 requests, %d of them with a request waiting; want at most one in ten, and a wait only while the lease learns the demand (a few)", asks-before, waited)
+	}
+}
+
 // TestLeaseRPMDown: with Redis not deciding, a fail: closed hard limit
 // answers 503 past its lease; an open one admits within the replica's
 // share (the amount over the fleet's replicas, rounded up) and every

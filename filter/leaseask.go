@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -323,17 +324,19 @@ func (e *Engine) fillLease(l *syncwire.Lease, c *leaseCell, now time.Time) {
 }
 
 // leaseExtra is what a call asks for ahead of need: about a second of the
-// replica's demand as its lease has seen it, and at least one request's
-// worth (the last cost); Redis grants at most half of what is left.
+// replica's demand as its lease has seen it (rate: drawn from the lot;
+// spend: settled since the period's first grant), and at least one
+// request's worth (the last cost); Redis grants at most half of what is
+// left.
 func (e *Engine) leaseExtra(c *leaseCell, kind byte, need int64, now time.Time) int64 {
 	if kind == kindSlots {
 		return 0 // a slot comes back with its call: no demand to run ahead of
 	}
 	extra := max(c.lastCost, need)
-	if kind == kindRate && c.lotAt > 0 {
+	if c.lotAt > 0 {
 		age := max(now.UnixNano()-c.lotAt, int64(100*time.Millisecond))
 		perSecond := float64(c.drawn) * float64(time.Second) / float64(age)
-		extra = max(extra, int64(perSecond)+1)
+		extra = max(extra, int64(min(perSecond, float64(math.MaxInt64/4)))+1)
 	}
 	return extra
 }

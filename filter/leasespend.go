@@ -138,6 +138,9 @@ func (e *Engine) spendGranted(a *leaseAsk, l syncwire.Lease, ans leaseAnswer, wa
 			c.expires = a.sent.Add(spendFree - leaseMargin).UnixNano()
 			if g.Granted > 0 {
 				c.lastUse = ns // a lease just granted is not idle
+				if c.lotAt == 0 {
+					c.lotAt = ns // the period's first grant: demand is measured from it
+				}
 			}
 		}
 		c.fleetA, c.fleetB, c.fleetC, c.seenAt = g.Spent, g.Left, g.InFlight, ns
