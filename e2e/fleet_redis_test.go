@@ -26,30 +26,7 @@ func rpmConfig(redis string) string {
     redis:
 ` + redis + `
   limits:
-    - id: rpm_gcra
-      attach: { node: __global }
-      type: rpm
-      amount: 30
-      period: 1h
-      store: redis
-      match: { endpoint: /v1/chat/completions }
-    - id: rpm_fixed
-      attach: { node: __global }
-      type: rpm
-      amount: 30
-      period: 1h
-      algorithm: fixed_window
-      store: redis
-      match: { endpoint: /v1/completions }
-    - id: rpm_sliding
-      attach: { node: __global }
-      type: rpm
-      amount: 30
-      period: 1h
-      algorithm: sliding_window
-      store: redis
-      match: { endpoint: /v1/embeddings }
-`
+` + rpmBurstLimits
 }
 
 // TestFleetRedisCluster: two replicas on a three-master Redis Cluster:

@@ -25,23 +25,9 @@ import (
 // test depends on a key reaching every replica, but for the limits pinned
 // at the team, which each replica's own demo key reaches.
 
-// fleetConfig: an rpm limit per algorithm, each on its own endpoint; a tpm
-// on /v1/messages; and on /v1/responses, by model, a budget of the
-// default class (gpt-4o), a budget in reserve mode (gpt-4o-mini), a
-// request quota and a token quota in reserve mode (gpt-4.1-mini,
-// gpt-4.1-nano). The team's rpm on /v1/messages is for the Redis outage,
-// with a model the tpm does not count.
-const fleetConfig = `governance:
-  enabled: true
-  require_key: false
-  shared_state:
-    redis: { addr: "127.0.0.1:1" }
-  tenants:
-    - org: acme
-      teams: [ml]
-      users: { ml: [dev1] }
-  limits:
-    - id: rpm_gcra
+// rpmBurstLimits is one rpm 30 an hour on store: redis per algorithm,
+// each on an endpoint of its own (YAML, under limits:).
+const rpmBurstLimits = `    - id: rpm_gcra
       attach: { node: __global }
       type: rpm
       amount: 30
@@ -64,7 +50,25 @@ const fleetConfig = `governance:
       algorithm: sliding_window
       store: redis
       match: { endpoint: /v1/embeddings }
-    - id: fleet_tpm
+`
+
+// fleetConfig: an rpm limit per algorithm, each on its own endpoint; a tpm
+// on /v1/messages; and on /v1/responses, by model, a budget of the
+// default class (gpt-4o), a budget in reserve mode (gpt-4o-mini), a
+// request quota and a token quota in reserve mode (gpt-4.1-mini,
+// gpt-4.1-nano). The team's rpm on /v1/messages is for the Redis outage,
+// with a model the tpm does not count.
+const fleetConfig = `governance:
+  enabled: true
+  require_key: false
+  shared_state:
+    redis: { addr: "127.0.0.1:1" }
+  tenants:
+    - org: acme
+      teams: [ml]
+      users: { ml: [dev1] }
+  limits:
+` + rpmBurstLimits + `    - id: fleet_tpm
       attach: { node: __global }
       type: tpm
       amount: 20000

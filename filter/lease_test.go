@@ -89,27 +89,9 @@ func TestLeaseRPM(t *testing.T) {
 // replica's lot, refilled ahead of need, decides; the calls are a small
 // fraction of the requests.
 func TestLeaseRPMSteadyState(t *testing.T) {
-	lims := `{"id":"fleet_rpm","attach":{"node":"org:acme"},"type":"rpm","amount":100000,"period":"1m","store":"redis"}`
-	r, _ := leaseRig(t, lims)
-	body := chatBody("gpt-4o-mini", "hi")
-	_, before := r.acct.leaseCalls()
-	waited := 0
-	for i := 0; i < 200; i++ {
-		if resp := r.chat(dev1Key, body); resp.Status != 200 || resp.Headers.Get("X-Tt-Suspended") != "" {
-			t.Fatalf("request %d: %d %v", i, resp.Status, resp.Headers)
-		}
-		if i%10 == 9 {
-			r.step(50 * time.Millisecond) // 200 requests a second, as the host's clock sees them
-		}
-	}
-	calls, asks := r.acct.leaseCalls()
-	for _, c := range calls {
-		if c.Wait {
-			waited++
-		}
-	}
-	if asks-before > 20 || waited > 2 {
-		t.Fatalf("%d calls asked for units for 200 requests, %d of them with a request waiting; want at most one in ten, and a wait only for the first", asks-before, waited)
+	asks, waited := steadyLeaseCalls(t, `{"id":"fleet_rpm","attach":{"node":"org:acme"},"type":"rpm","amount":100000,"period":"1m","store":"redis"}`)
+	if asks > 20 || waited > 2 {
+		t.Fatalf("%d calls asked for units for 200 requests, %d of them with a request waiting; want at most one in ten, and a wait only for the first", asks, waited)
 	}
 }
 
@@ -119,7 +101,20 @@ func TestLeaseRPMSteadyState(t *testing.T) {
 // small fraction of the requests, even where each call settles all it
 // held (quota_requests: one).
 func TestLeaseSpendSteadyState(t *testing.T) {
-	lims := `{"id":"dev1_calls","attach":{"node":"org:acme/team:ml/user:dev1"},"type":"quota_requests","amount":1000000,"period":"day","reserve":true}`
+	asks, waited := steadyLeaseCalls(t, `{"id":"dev1_calls","attach":{"node":"org:acme/team:ml/user:dev1"},"type":"quota_requests","amount":1000000,"period":"day","reserve":true}`)
+	// Before the lease followed the demand it was one call's worth ahead:
+	// 192 calls for 200 requests, 100 with a request waiting.
+	if asks > 20 || waited > 5 {
+		t.Fatalf("%d calls asked for a lease for 200 requests, %d of them with a request waiting; want at most one in ten, and a wait only while the lease learns the demand (a few)", asks, waited)
+	}
+}
+
+// steadyLeaseCalls sends 200 requests, 200 a second as the host's clock
+// sees them, under the fleet limit lims far from its amount, each admitted
+// and none suspended, and returns how many lease calls asked for
+// something and how many had a request waiting.
+func steadyLeaseCalls(t *testing.T, lims string) (asks, waited int) {
+	t.Helper()
 	r, _ := leaseRig(t, lims)
 	body := chatBody("gpt-4o-mini", "hi")
 	_, before := r.acct.leaseCalls()
@@ -128,21 +123,16 @@ func TestLeaseSpendSteadyState(t *testing.T) {
 			t.Fatalf("request %d: %d %v", i, resp.Status, resp.Headers)
 		}
 		if i%10 == 9 {
-			r.step(50 * time.Millisecond) // 200 requests a second, as the host's clock sees them
+			r.step(50 * time.Millisecond)
 		}
 	}
 	calls, asks := r.acct.leaseCalls()
-	waited := 0
 	for _, c := range calls {
 		if c.Wait {
 			waited++
 		}
 	}
-	// Before the lease followed the demand it was one call's worth ahead:
-	// 192 calls for 200 requests, 100 with a request waiting.
-	if asks-before > 20 || waited > 5 {
-		t.Fatalf("%d calls asked for a lease for 200 requests, %d of them with a request waiting; want at most one in ten, and a wait only while the lease learns the demand (a few)", asks-before, waited)
-	}
+	return asks - before, waited
 }
 
 // TestLeaseRPMDown: with Redis not deciding, a fail: closed hard limit
