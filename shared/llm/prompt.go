@@ -17,148 +17,139 @@ func stringBytes(v gjson.Result, at path) (int64, *RequestError) {
 	return 0, fieldError(at, v, "must be a string; got "+typeName(v))
 }
 
-// messagesBytes reads chat or Anthropic messages: an array of objects.
-func messagesBytes(v gjson.Result, at path) (int64, *RequestError) {
-	if v.Type == gjson.Null {
-		return 0, nil
-	}
-	if !v.IsArray() {
-		return 0, fieldError(at, v, "must be an array of messages; got "+typeName(v))
-	}
-	var n int64
-	var err *RequestError
-	i := 0
-	v.ForEach(func(_, m gjson.Result) bool {
-		mat := at.index(i)
-		i++
-		if !m.IsObject() {
-			err = fieldError(mat, m, "must be a message object; got "+typeName(m))
-			return false
-		}
-		if err = foldedKey(m, mat, Unknown, false, messageNames); err != nil {
-			return false
-		}
-		m.ForEach(func(k, f gjson.Result) bool {
-			var c int64
-			switch k.Str {
-			case "content":
-				c, err = contentBytes(f, mat.key("content"))
-			case "tool_calls":
-				c, err = toolCallsBytes(f, mat.key("tool_calls"))
-			}
-			n = addSat(n, c)
-			return err == nil
-		})
-		return err == nil
-	})
-	return n, err
-}
-
-// contentBytes reads a content value: a string, an array of content parts
-// (OpenAI) or blocks (Anthropic), or null.
-func contentBytes(v gjson.Result, at path) (int64, *RequestError) {
+// arrayOr reads what every reader below starts with: null counts 0, a
+// string its decoded length when str, and anything else but an array is
+// refused as not what want says; array is true when v is one, for the
+// caller to read.
+func arrayOr(v gjson.Result, at path, str bool, want string) (n int64, array bool, err *RequestError) {
 	switch {
-	case v.Type == gjson.String:
-		return decodedLen(v.Raw), nil
+	case v.Type == gjson.String && str:
+		return decodedLen(v.Raw), false, nil
 	case v.Type == gjson.Null:
-		return 0, nil
-	case v.IsArray():
-		return partsBytes(v, at, 0)
+		return 0, false, nil
+	case !v.IsArray():
+		return 0, false, fieldError(at, v, "must be "+want+"; got "+typeName(v))
 	}
-	return 0, fieldError(at, v, "must be a string, an array of content parts or null; got "+typeName(v))
+	return 0, true, nil
 }
 
-// partsBytes reads an array of content parts or blocks: text counts; a
-// tool_result's content counts (one level down); a tool_use's input counts
-// its JSON bytes.
-func partsBytes(v gjson.Result, at path, level int) (int64, *RequestError) {
+// objectsBytes reads an array of objects, each "what" (a message, a
+// content part): an element that is not an object is refused, and so is
+// a member name that folds to one of names spelt otherwise; each counts
+// what each gives it.
+func objectsBytes(v gjson.Result, at path, what string, names []string, each func(o gjson.Result, at path) (int64, *RequestError)) (int64, *RequestError) {
 	var n int64
 	var err *RequestError
 	i := 0
-	v.ForEach(func(_, part gjson.Result) bool {
-		pat := at.index(i)
+	v.ForEach(func(_, o gjson.Result) bool {
+		oat := at.index(i)
 		i++
-		if !part.IsObject() {
-			err = fieldError(pat, part, "must be a content part object; got "+typeName(part))
+		if !o.IsObject() {
+			err = fieldError(oat, o, "must be "+what+" object; got "+typeName(o))
 			return false
 		}
-		if err = foldedKey(part, pat, Unknown, false, partNames); err != nil {
+		if err = foldedKey(o, oat, Unknown, false, names); err != nil {
 			return false
 		}
-		part.ForEach(func(k, f gjson.Result) bool {
-			var c int64
-			switch k.Str {
-			case "text":
-				c, err = stringBytes(f, pat.key("text"))
-			case "content":
-				switch {
-				case level > 0:
-				case f.IsArray():
-					c, err = partsBytes(f, pat.key("content"), level+1)
-				default:
-					c, err = contentBytes(f, pat.key("content"))
-				}
-			case "input":
-				if f.IsObject() || f.IsArray() {
-					c = int64(len(f.Raw))
-				}
-			}
-			n = addSat(n, c)
-			return err == nil
-		})
-		return err == nil
-	})
-	return n, err
-}
-
-// toolCallsBytes reads chat tool_calls[].function.arguments.
-func toolCallsBytes(v gjson.Result, at path) (int64, *RequestError) {
-	if v.Type == gjson.Null {
-		return 0, nil
-	}
-	if !v.IsArray() {
-		return 0, fieldError(at, v, "must be an array of tool calls; got "+typeName(v))
-	}
-	var n int64
-	var err *RequestError
-	i := 0
-	v.ForEach(func(_, call gjson.Result) bool {
-		cat := at.index(i)
-		i++
-		if !call.IsObject() {
-			err = fieldError(cat, call, "must be a tool call object; got "+typeName(call))
-			return false
-		}
-		if err = foldedKey(call, cat, Unknown, false, callNames); err != nil {
-			return false
-		}
-		if fn := call.Get("function"); fn.IsObject() {
-			if err = foldedKey(fn, cat.key("function"), Unknown, false, functionNames); err != nil {
-				return false
-			}
-		}
-		args := call.Get("function.arguments")
 		var c int64
-		c, err = stringBytes(args, cat.key("function").key("arguments"))
+		c, err = each(o, oat)
 		n = addSat(n, c)
 		return err == nil
 	})
 	return n, err
 }
 
+// membersBytes adds up what member gives each member of the object o.
+func membersBytes(o gjson.Result, at path, member func(k string, f gjson.Result, at path) (int64, *RequestError)) (int64, *RequestError) {
+	var n int64
+	var err *RequestError
+	o.ForEach(func(k, f gjson.Result) bool {
+		var c int64
+		c, err = member(k.Str, f, at)
+		n = addSat(n, c)
+		return err == nil
+	})
+	return n, err
+}
+
+// messagesBytes reads chat or Anthropic messages: an array of objects.
+func messagesBytes(v gjson.Result, at path) (int64, *RequestError) {
+	if n, array, err := arrayOr(v, at, false, "an array of messages"); !array {
+		return n, err
+	}
+	return objectsBytes(v, at, "a message", messageNames, func(m gjson.Result, mat path) (int64, *RequestError) {
+		return membersBytes(m, mat, messageMember)
+	})
+}
+
+func messageMember(k string, f gjson.Result, at path) (int64, *RequestError) {
+	switch k {
+	case "content":
+		return contentBytes(f, at.key("content"))
+	case "tool_calls":
+		return toolCallsBytes(f, at.key("tool_calls"))
+	}
+	return 0, nil
+}
+
+// contentBytes reads a content value: a string, an array of content parts
+// (OpenAI) or blocks (Anthropic), or null.
+func contentBytes(v gjson.Result, at path) (int64, *RequestError) {
+	if n, array, err := arrayOr(v, at, true, "a string, an array of content parts or null"); !array {
+		return n, err
+	}
+	return partsBytes(v, at, 0)
+}
+
+// partsBytes reads an array of content parts or blocks: text counts; a
+// tool_result's content counts (one level down); a tool_use's input counts
+// its JSON bytes.
+func partsBytes(v gjson.Result, at path, level int) (int64, *RequestError) {
+	return objectsBytes(v, at, "a content part", partNames, func(part gjson.Result, pat path) (int64, *RequestError) {
+		return membersBytes(part, pat, func(k string, f gjson.Result, pat path) (int64, *RequestError) {
+			switch k {
+			case "text":
+				return stringBytes(f, pat.key("text"))
+			case "content":
+				switch {
+				case level > 0:
+				case f.IsArray():
+					return partsBytes(f, pat.key("content"), level+1)
+				default:
+					return contentBytes(f, pat.key("content"))
+				}
+			case "input":
+				if f.IsObject() || f.IsArray() {
+					return int64(len(f.Raw)), nil
+				}
+			}
+			return 0, nil
+		})
+	})
+}
+
+// toolCallsBytes reads chat tool_calls[].function.arguments.
+func toolCallsBytes(v gjson.Result, at path) (int64, *RequestError) {
+	if n, array, err := arrayOr(v, at, false, "an array of tool calls"); !array {
+		return n, err
+	}
+	return objectsBytes(v, at, "a tool call", callNames, func(call gjson.Result, cat path) (int64, *RequestError) {
+		if fn := call.Get("function"); fn.IsObject() {
+			if err := foldedKey(fn, cat.key("function"), Unknown, false, functionNames); err != nil {
+				return 0, err
+			}
+		}
+		return stringBytes(call.Get("function.arguments"), cat.key("function").key("arguments"))
+	})
+}
+
 // promptBytes reads a completions prompt or an embeddings input: a string,
 // an array of strings, an array of tokens, or an array of token arrays.
 func promptBytes(v gjson.Result, at path) (int64, *RequestError) {
-	switch {
-	case v.Type == gjson.String:
-		return decodedLen(v.Raw), nil
-	case v.Type == gjson.Null:
-		return 0, nil
-	case !v.IsArray():
-		return 0, fieldError(at, v, "must be a string, an array of strings, an array of tokens or an array of token arrays; got "+typeName(v))
+	n, array, err := arrayOr(v, at, true, "a string, an array of strings, an array of tokens or an array of token arrays")
+	if !array {
+		return n, err
 	}
-	var n int64
-	var err *RequestError
 	i := 0
 	v.ForEach(func(_, e gjson.Result) bool {
 		eat := at.index(i)
@@ -190,39 +181,18 @@ func promptBytes(v gjson.Result, at path) (int64, *RequestError) {
 // responsesInputBytes reads a responses input: a string, or an array of
 // input items whose content, output and arguments count.
 func responsesInputBytes(v gjson.Result, at path) (int64, *RequestError) {
-	switch {
-	case v.Type == gjson.String:
-		return decodedLen(v.Raw), nil
-	case v.Type == gjson.Null:
-		return 0, nil
-	case !v.IsArray():
-		return 0, fieldError(at, v, "must be a string or an array of input items; got "+typeName(v))
+	if n, array, err := arrayOr(v, at, true, "a string or an array of input items"); !array {
+		return n, err
 	}
-	var n int64
-	var err *RequestError
-	i := 0
-	v.ForEach(func(_, item gjson.Result) bool {
-		iat := at.index(i)
-		i++
-		if !item.IsObject() {
-			err = fieldError(iat, item, "must be an input item object; got "+typeName(item))
-			return false
-		}
-		if err = foldedKey(item, iat, Unknown, false, itemNames); err != nil {
-			return false
-		}
-		item.ForEach(func(k, f gjson.Result) bool {
-			var c int64
-			switch k.Str {
+	return objectsBytes(v, at, "an input item", itemNames, func(item gjson.Result, iat path) (int64, *RequestError) {
+		return membersBytes(item, iat, func(k string, f gjson.Result, iat path) (int64, *RequestError) {
+			switch k {
 			case "content", "output":
-				c, err = contentBytes(f, iat.key(k.Str))
+				return contentBytes(f, iat.key(k))
 			case "arguments":
-				c, err = stringBytes(f, iat.key("arguments"))
+				return stringBytes(f, iat.key("arguments"))
 			}
-			n = addSat(n, c)
-			return err == nil
+			return 0, nil
 		})
-		return err == nil
 	})
-	return n, err
 }
