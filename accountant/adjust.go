@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,11 +47,10 @@ func newAdjusted(st store.Store) *adjusted {
 func (a *adjusted) set(adjs []runtime.Adjustment) bool {
 	m := make(map[store.Key]int64, len(adjs))
 	for _, x := range adjs {
-		u, ok := calendar.ParseUnit(x.Period)
+		k, ok := adjustedKey(x)
 		if !ok {
 			continue
 		}
-		k := store.Key{ID: x.Counter, Unit: u, Start: x.PeriodStart.Unix()}
 		m[k] = addSat(m[k], x.Amount)
 	}
 	a.mu.Lock()
@@ -63,6 +63,23 @@ func (a *adjusted) set(adjs []runtime.Adjustment) bool {
 	}
 	a.credit = m
 	return changed
+}
+
+// adjustedKey is the store key of the counter adjustment x adjusts. Its
+// period is the unit's name, with "@" and the zone for a period in a time
+// zone (api.CounterAdjusted): a UTC day, week or month is keyed by its
+// unit and start, any other period by its end as well (core's keyOf).
+func adjustedKey(x runtime.Adjustment) (store.Key, bool) {
+	name, zone, _ := strings.Cut(x.Period, "@")
+	u, ok := calendar.ParseUnit(name)
+	if !ok {
+		return store.Key{}, false
+	}
+	k := store.Key{ID: x.Counter, Unit: u, Start: x.PeriodStart.Unix()}
+	if zone != "" || u != calendar.Day && u != calendar.Week && u != calendar.Month {
+		k.End = x.PeriodEnd.Unix()
+	}
+	return k, true
 }
 
 // creditOf is what was taken off counter k.
@@ -168,11 +185,10 @@ func (s *Server) localResets(adjs []runtime.Adjustment) []runtime.Adjustment {
 	keep := map[int64]int64{}
 	changed := false
 	for _, a := range adjs {
-		u, ok := calendar.ParseUnit(a.Period)
+		k, ok := adjustedKey(a)
 		if !ok {
 			continue
 		}
-		k := store.Key{ID: a.Counter, Unit: u, Start: a.PeriodStart.Unix()}
 		if a.Kind == runtime.AdjustReset {
 			amount, known := s.resets[a.Seq]
 			if !known {
@@ -244,4 +260,11 @@ func (s *Server) writeLocalResets(m map[int64]int64) error {
 		return err
 	}
 	return os.Rename(path+".tmp", path)
+}
+
+// SetPeriods implements store.Periods for the store it wraps.
+func (a *adjusted) SetPeriods(periods []store.Key) {
+	if p, ok := a.Store.(store.Periods); ok {
+		p.SetPeriods(periods)
+	}
 }

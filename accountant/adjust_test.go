@@ -237,3 +237,52 @@ func TestCounterResetOnAMirrorWithoutRedis(t *testing.T) {
 		t.Errorf("after a restart the mirror counts %d; want 50 (every row replayed, the reset's 2000 taken off again)", m)
 	}
 }
+
+// TestCounterResetInOtherPeriods: a reset takes a counter of a period in a
+// time zone, or of a quarter, to zero (they are keyed by their end as
+// well, and before the reset named the UTC period and took nothing off);
+// a rolling window's counter is refused with the reason.
+func TestCounterResetInOtherPeriods(t *testing.T) {
+	f := newFixture(t, `governance:
+  enabled: true
+  tenants:
+    - org: acme
+      teams: [ml]
+      users: { ml: [dev1] }
+  limits:
+    - { id: berlin_day, attach: { level: team }, type: quota_tokens, amount: 10000, period: day, timezone: Europe/Berlin }
+    - { id: team_quarter, attach: { level: team }, type: quota_tokens, amount: 10000, period: quarter }
+    - { id: team_week, attach: { level: team }, type: quota_tokens, amount: 10000, period: 7d }
+`)
+	const ml = "org:acme/team:ml"
+	f.ingest(t, batch(row(reqID(1), t0, ml+"/user:dev1", "gpt-4o-mini", 3000, 1000)))
+	ids := map[string]string{}
+	for _, e := range f.sync(t, "").Snapshot.Entries {
+		if lid, _, _ := strings.Cut(e.ID, "|"); !strings.Contains(e.ID, "#") {
+			ids[lid] = e.ID
+			if e.Value != 4000 {
+				t.Fatalf("%s before: %d", e.ID, e.Value)
+			}
+		}
+	}
+	for _, lid := range []string{"berlin_day", "team_quarter"} {
+		code, body := f.admin(t, http.MethodPost, api.Prefix+"counters/reset", `{"limit_id":"`+lid+`","node":"`+ml+`"}`)
+		if code != 200 || !strings.Contains(body, `"taken":4000`) {
+			t.Fatalf("reset %s: %d %s", lid, code, body)
+		}
+		if v, ok := entryOf(f.sync(t, ""), ids[lid]); !ok || v != 0 {
+			t.Errorf("%s after the reset: %d (%v); want 0", lid, v, ok)
+		}
+	}
+	code, body := f.admin(t, http.MethodPost, api.Prefix+"counters/reset", `{"limit_id":"berlin_day","node":"`+ml+`"}`)
+	if code != 200 || !strings.Contains(body, `"resets_at":"2026-08-10T22:00:00Z"`) {
+		t.Errorf("the Berlin day's reset names its end (22:00 UTC in summer): %d %s", code, body)
+	}
+	code, body = f.admin(t, http.MethodPost, api.Prefix+"counters/reset", `{"limit_id":"team_week","node":"`+ml+`"}`)
+	if code != 400 || !strings.Contains(body, "rolling window (7d)") {
+		t.Errorf("a rolling window's reset: %d %s", code, body)
+	}
+	if v, _ := entryOf(f.sync(t, ""), ids["team_week"]); v != 4000 {
+		t.Errorf("team_week after the refused reset: %d", v)
+	}
+}

@@ -41,10 +41,14 @@ type AlertEvent struct {
 
 // NewAlertEvent renders a core alert for the wire.
 func NewAlertEvent(a core.Alert) AlertEvent {
+	resets := a.PeriodEnd
+	if resets.IsZero() {
+		resets = calendar.End(a.Unit, a.PeriodStart)
+	}
 	return AlertEvent{
 		Event: "threshold_crossed", LimitID: a.LimitID, LimitType: a.Type.String(), Unit: a.Type.Unit(),
 		Node: a.Node, Counter: a.ID, Threshold: a.Threshold, Period: unitName(a.Unit),
-		PeriodStart: a.PeriodStart, ResetsAt: calendar.End(a.Unit, a.PeriodStart),
+		PeriodStart: a.PeriodStart, ResetsAt: resets,
 		Observed: amount(a.Type, a.Value), Limit: amount(a.Type, a.Amount), At: a.At.UTC(),
 	}
 }
@@ -57,17 +61,7 @@ func amount(t govern.Type, v int64) json.RawMessage {
 	return b
 }
 
-func unitName(u calendar.Unit) string {
-	switch u {
-	case calendar.Day:
-		return "day"
-	case calendar.Week:
-		return "week"
-	case calendar.Month:
-		return "month"
-	}
-	return ""
-}
+func unitName(u calendar.Unit) string { return govern.CalendarName(u) }
 
 // alerter logs each alert, counts it, and posts it to the webhook, in
 // the webhook's format, from a bounded queue (a slow webhook never slows

@@ -276,6 +276,16 @@ func (s *Server) armLocked(now time.Time, live bool) []coreAlert {
 	if err != nil {
 		s.log.Error("re-deriving counters after arming", "err", err)
 	}
+	if s.core.NeedsHistory() {
+		// A period in a time zone new to the aggregates, or one reaching
+		// further back than they do: the ledger brings the rows.
+		if err := s.backfillLocked(now); err != nil {
+			s.log.Error("reading the ledger for the plan's new periods; their counters count from the rows the accountant kept", "err", err)
+		}
+		if alerts, err = s.core.Arm(now, armed); err != nil {
+			s.log.Error("re-deriving counters after arming", "err", err)
+		}
+	}
 	if !live {
 		return nil
 	}

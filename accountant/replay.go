@@ -76,3 +76,42 @@ func (s *Server) replay(now time.Time) ([]string, error) {
 	s.log.Info("ledger replayed", "from", from, "files", len(files), "lines", read, "rows", kept, "skipped_bad", bad, "took", time.Since(t0).Round(time.Millisecond))
 	return files, nil
 }
+
+// backfillLocked hands the core the ledger rows its aggregates lack for
+// the plan's periods (core.NeedsHistory): every row since ReplayFrom, of
+// which it keeps those it has not. s.mu is held.
+func (s *Server) backfillLocked(now time.Time) error {
+	if s.ledger == nil {
+		s.core.Backfill(nil, true) // before the replay at start, which brings them
+		return nil
+	}
+	from := s.core.ReplayFrom(now)
+	files, err := ledgerlog.Files(s.opts.DataDir, from)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	var rows []ledger.Row
+	n := 0
+	for _, f := range files {
+		err := ledgerlog.ScanLines(f, func(_ int, b []byte, _ bool) error {
+			r, err := ledgerlog.ParseRow(b)
+			if err != nil || r.End.Before(from) {
+				return nil
+			}
+			rows = append(rows, r)
+			n++
+			if len(rows) == replayChunk {
+				s.core.Backfill(rows, false)
+				rows = rows[:0]
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	s.core.Backfill(rows, true)
+	s.log.Info("ledger read again for the plan's new periods", "from", from, "rows", n, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}

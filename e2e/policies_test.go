@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/tokentriage/tokentriage/internal/devserver"
+	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
@@ -308,5 +310,52 @@ func TestPolicyFitAndMetric(t *testing.T) {
 	})
 	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "Say hi")); r.status != 429 || r.get("error.type").String() != "quota_cost_unfittable" {
 		t.Errorf("a call with 40 left, under min_output 50: %d %s", r.status, r.body)
+	}
+}
+
+// TestPolicyPeriodsAndZones: through dev, a quarterly team budget in New
+// York and a rolling 7-day quota count what is spent and refuse with the
+// end of the quarter in New York, or the moment the window falls under
+// its amount, as resets_at.
+func TestPolicyPeriodsAndZones(t *testing.T) {
+	ctx := testContext(t)
+	s := startPolicies(t, "  timezone: America/New_York\n", `    - { id: team_quarter, attach: { level: team }, type: budget_usd, amount_usd: 0.00002, period: quarter }
+    - { id: weekly, attach: { level: user }, type: quota_requests, amount: 2, period: 7d, timezone: UTC }
+`)
+	key := mint(ctx, t, s, dev1)
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "hi", `,"max_tokens":4`)); r.status != 200 {
+		t.Fatalf("first call: %d %s", r.status, r.body)
+	}
+	var refusal reply
+	eventually(ctx, t, "team_quarter refusing", func() (bool, string) {
+		refusal = gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "hi", `,"max_tokens":4`))
+		return refusal.status == 429, refusal.body
+	})
+	ny, _ := calendar.LoadZone("America/New_York")
+	now := time.Now()
+	want := calendar.EndIn(calendar.Quarter, now, ny).Format(time.RFC3339)
+	if by := refusal.get("error.refused_by.limit_id").String(); by == "team_quarter" {
+		if got := refusal.get("error.refused_by.resets_at").String(); got != want {
+			t.Errorf("team_quarter resets_at %s, want the quarter's end in New York %s", got, want)
+		}
+	} else if by != "weekly" {
+		t.Fatalf("refused by %q: %s", by, refusal.body)
+	}
+	me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
+	row := gjson.Get(me.body, `limits.#(limit_id=="team_quarter")`)
+	if row.Get("resets_at").String() != want || row.Get("timezone").String() != "America/New_York" || row.Get("period").String() != "quarter" {
+		t.Errorf("/tt/v1/me team_quarter: %s (want resets_at %s)", row.Raw, want)
+	}
+	// The rolling week counts every served call: both are in today's
+	// bucket, so it is full, and stays so for a week.
+	eventually(ctx, t, "weekly at 2", func() (bool, string) {
+		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
+		row := gjson.Get(me.body, `limits.#(limit_id=="weekly")`)
+		return row.Get("observed").Int() >= 2, row.Raw
+	})
+	me = send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
+	resets, err := time.Parse(time.RFC3339, gjson.Get(me.body, `limits.#(limit_id=="weekly").resets_at`).String())
+	if err != nil || resets.Before(now.Add(6*24*time.Hour)) || resets.After(now.Add(8*24*time.Hour)) {
+		t.Errorf("weekly resets_at %v (%v): want about a week on, when today's bucket slides out", resets, err)
 	}
 }

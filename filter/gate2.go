@@ -4,7 +4,6 @@ import (
 	"path"
 	"time"
 
-	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/wire"
@@ -330,7 +329,7 @@ func (e *Engine) refuseSpend(s *Stream, in *govern.Instance, now time.Time, v Ve
 		return nil
 	}
 	l := in.Limit
-	resets := calendar.End(l.Period.Calendar, now)
+	resets := e.resetsAt(in, now)
 	r := wire.Refusal{
 		RequestID:  s.id,
 		LimitID:    l.ID,
@@ -364,7 +363,14 @@ func (e *Engine) snapValue(id string, in *govern.Instance, now time.Time) int64 
 		return 0
 	}
 	ent := e.counter(id)
-	if !ent.found || ent.start != calendar.Start(in.Limit.Period.Calendar, now).Unix() {
+	p := in.Limit.Period
+	if !ent.found {
+		return 0
+	}
+	if p.Rolling > 0 {
+		return e.windowValue(id, ent, p, now)
+	}
+	if ent.start != p.Start(now).Unix() {
 		return 0
 	}
 	return ent.value

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -201,7 +200,7 @@ func (e *Engine) meLimit(in *govern.Instance, now time.Time) wire.MeLimit {
 		}
 		m.Observed, m.Remaining = live, max(m.Amount-live, 0)
 	default: // LedgerSettled
-		m.ResetsAt = calendar.End(l.Period.Calendar, now)
+		m.ResetsAt = e.resetsAt(in, now)
 		m.Suspended = e.snapshotDistrust(now) != "" || e.fleetDistrust() != "" || !l.Reserve && e.rowsDistrust(now) != ""
 		if l.Reserve && e.leased(in) && !in.Unresolved {
 			c, _, _, err := e.leaseGet(leaseKey(kindSpend, in.CellKey()), kindSpend)

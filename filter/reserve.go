@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/llm"
@@ -171,7 +170,7 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 	if why := e.snapshotDistrust(now); why != "" {
 		return e.uncheckable(s, in, v, why)
 	}
-	start := calendar.Start(l.Period.Calendar, now).Unix()
+	start := l.Period.Start(now).Unix()
 	snapMine := e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now)
 	others := e.othersSpent(in, now, snapMine)
 	m, why := e.spendAskOf(s, in)
@@ -346,7 +345,7 @@ func (e *Engine) adjustSpend(sp spendReserve, actual int64, now time.Time) error
 // current period (for /tt/v1/me): its spend cell, or its lease's settled
 // use and holds.
 func (e *Engine) spendMine(in *govern.Instance, now time.Time) int64 {
-	start := calendar.Start(in.Limit.Period.Calendar, now).Unix()
+	start := in.Limit.Period.Start(now).Unix()
 	if e.leased(in) {
 		c, _, found, err := e.leaseGet(leaseKey(kindSpend, in.CellKey()), kindSpend)
 		if err != nil || !found || c.anchor != start {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
-	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -160,9 +159,13 @@ func (h *handler) adjustCounter(w http.ResponseWriter, r *http.Request, p princi
 	case l == nil:
 		writeError(w, http.StatusNotFound, "not_found", "limit %q is not armed; GET %sgovernance/limits lists the armed limit ids", req.LimitID, Prefix)
 		return
-	case l.Type.Class() != govern.LedgerSettled || l.Period.Calendar == 0:
+	case l.Type.Class() != govern.LedgerSettled || !l.Period.Counted():
 		writeError(w, http.StatusBadRequest, "invalid_request",
 			"limit %q is %s: only the counters of budget_usd, quota_tokens and quota_requests limits are reset or credited (a rate window refills on its own)", l.ID, l.Type)
+		return
+	case l.Period.Rolling > 0:
+		writeError(w, http.StatusBadRequest, "invalid_request",
+			"limit %q counts a rolling window (%s) of day buckets that slide out on their own: a reset or a credit takes off one calendar period's counter, so it applies to calendar periods only", l.ID, l.Period)
 		return
 	}
 	if !instanceOf(a, l, req.Node) {
@@ -209,7 +212,7 @@ func (h *handler) adjustCounter(w http.ResponseWriter, r *http.Request, p princi
 	}
 	now := h.Now()
 	id := govern.Identity(l, req.Node, d)
-	start, end := calendar.Start(l.Period.Calendar, now), calendar.End(l.Period.Calendar, now)
+	start, end := l.Period.Start(now), l.Period.End(now)
 	// The snapshot serves the counter less what was taken off it before.
 	var before int64
 	for _, e := range live.Counters {
@@ -222,7 +225,7 @@ func (h *handler) adjustCounter(w http.ResponseWriter, r *http.Request, p princi
 		taken = min(credit, before)
 	}
 	out := CounterAdjusted{Kind: kind, LimitID: l.ID, LimitType: l.Type.String(), Node: req.Node, Dims: dimsOf(l, d), Counter: id,
-		Period: l.Period.Calendar.String(), PeriodStart: start, ResetsAt: end, Unit: unitName(l.Type),
+		Period: l.Period.String(), PeriodStart: start, ResetsAt: end, Unit: unitName(l.Type),
 		Before: counterNumber(l.Type, before), Taken: counterNumber(l.Type, taken), After: counterNumber(l.Type, before-taken),
 		At: now.UTC(), Who: p.who, Note: CounterNote}
 	if taken == 0 {
@@ -230,7 +233,13 @@ func (h *handler) adjustCounter(w http.ResponseWriter, r *http.Request, p princi
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	_, err = h.DB.AdjustCounter(runtime.Adjustment{Kind: kind, LimitID: l.ID, Node: req.Node, Counter: id, Period: out.Period,
+	// The adjustment names a period in a time zone with its zone, so the
+	// accountant keys it as it keys the counter (adjustedKey).
+	period := out.Period
+	if l.Period.Zone != "" {
+		period += "@" + l.Period.Zone
+	}
+	_, err = h.DB.AdjustCounter(runtime.Adjustment{Kind: kind, LimitID: l.ID, Node: req.Node, Counter: id, Period: period,
 		PeriodStart: start, PeriodEnd: end, Amount: taken, Before: before}, runtime.Stamp{Who: p.who, At: now})
 	if err != nil {
 		h.writeRefusal(w, r, err)

@@ -3,6 +3,7 @@ package core
 import (
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 )
@@ -18,9 +19,11 @@ type Alert struct {
 	Threshold   float64
 	Unit        calendar.Unit
 	PeriodStart time.Time
-	Value       int64 // the counter after the crossing (nanodollars for budget_usd)
-	Amount      int64 // the instance's amount (override applied)
-	At          time.Time
+	// PeriodEnd is when the period ends (resets_at).
+	PeriodEnd time.Time
+	Value     int64 // the counter after the crossing (nanodollars for budget_usd)
+	Amount    int64 // the instance's amount (override applied)
+	At        time.Time
 }
 
 type alertKey struct {
@@ -43,7 +46,7 @@ func (c *Core) checkThresholds(now time.Time, live bool) []Alert {
 			if !govern.Crossed(after-d.N, after, t.amount, th) {
 				continue
 			}
-			if a, ok := c.raise(t, th, d.Key.Start, after, now, live); ok {
+			if a, ok := c.raise(t, th, d.Key, after, now, live); ok {
 				out = append(out, a)
 			}
 		}
@@ -54,7 +57,8 @@ func (c *Core) checkThresholds(now time.Time, live bool) []Alert {
 // raise records the alert key and returns the alert unless it was raised
 // before. When not live (replay at start) the key is recorded and no alert
 // returned.
-func (c *Core) raise(t target, th float64, start, value int64, now time.Time, live bool) (Alert, bool) {
+func (c *Core) raise(t target, th float64, key store.Key, value int64, now time.Time, live bool) (Alert, bool) {
+	start := key.Start
 	k := alertKey{id: t.id, threshold: th, start: start}
 	if _, ok := c.fired[k]; ok {
 		return Alert{}, false
@@ -66,6 +70,6 @@ func (c *Core) raise(t target, th float64, start, value int64, now time.Time, li
 	c.stats.Alerts++
 	return Alert{
 		LimitID: t.limit.ID, Type: t.limit.Type, Node: t.node, ID: t.id, Threshold: th,
-		Unit: t.unit, PeriodStart: time.Unix(start, 0).UTC(), Value: value, Amount: t.amount, At: now,
+		Unit: key.Unit, PeriodStart: key.PeriodStart(), PeriodEnd: key.PeriodEnd(), Value: value, Amount: t.amount, At: now,
 	}, true
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/store"
-	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 )
 
@@ -18,10 +17,13 @@ import (
 // before are returned as alerts (a lowered amount or a new threshold is
 // news); ones raised before are not repeated.
 func (c *Core) Arm(now time.Time, armed *govern.Armed) ([]Alert, error) {
-	c.advance(now)
+	// The plan first: its periods say how far back the aggregates and the
+	// deduplication reach (a year's limit keeps the year's rows).
 	c.armed = armed
 	clear(c.resolved)
 	c.setAggBounds()
+	c.armPeriods()
+	c.advance(now)
 	if err := c.rederive(now, true); err != nil {
 		return nil, err
 	}
@@ -41,12 +43,12 @@ func (c *Core) rederive(now time.Time, live bool) error {
 	firsts := map[distinctKey]map[string]int64{}
 	limits := map[distinctKey]*govern.Limit{}
 	for k, a := range c.aggs {
-		day := time.Unix(k.day*86400, 0).UTC()
+		at := bucketTime(k.fam, k.bucket)
 		for _, t := range c.resolve(k.d) {
-			if t.base == "" || t.id == t.overflow || amountOf(t.limit, *a) == 0 && a.unpriced == 0 && a.estimated == 0 {
+			if t.base == "" || t.id == t.overflow || c.famOf(t.period) != k.fam || amountOf(t.limit, *a) == 0 && a.unpriced == 0 && a.estimated == 0 {
 				continue
 			}
-			dk := distinctKey{base: t.base, unit: t.unit, start: calendar.Start(t.unit, day).Unix()}
+			dk := distinctKeyOf(t.base, keyOf(t, at))
 			ids := firsts[dk]
 			if ids == nil {
 				ids = map[string]int64{}
@@ -59,9 +61,9 @@ func (c *Core) rederive(now time.Time, live bool) error {
 	}
 	c.admitDistinct(firsts, limits)
 	for k, a := range c.aggs {
-		day := time.Unix(k.day*86400, 0).UTC()
+		at := bucketTime(k.fam, k.bucket)
 		add := func(t target, n int64) {
-			key := store.Key{ID: t.id, Unit: t.unit, Start: calendar.Start(t.unit, day).Unix()}
+			key := keyOf(t, at)
 			s := sums[key]
 			if s == nil {
 				s = &sum{t: t}
@@ -70,8 +72,11 @@ func (c *Core) rederive(now time.Time, live bool) error {
 			s.v = addSat(s.v, n)
 		}
 		for _, t := range c.resolve(k.d) {
+			if c.famOf(t.period) != k.fam {
+				continue // counted from another family's aggregates
+			}
 			if t.base != "" && t.id != t.overflow {
-				dk := distinctKey{base: t.base, unit: t.unit, start: calendar.Start(t.unit, day).Unix()}
+				dk := distinctKeyOf(t.base, keyOf(t, at))
 				if _, own := c.distinct[dk][t.id]; !own {
 					t = t.as(t.overflow)
 				}
@@ -115,7 +120,7 @@ func (c *Core) rederive(now time.Time, live bool) error {
 		s := sums[ctr.Key]
 		for _, th := range s.t.limit.Thresholds {
 			if govern.Crossed(0, s.v, s.t.amount, th) {
-				if a, ok := c.raise(s.t, th, ctr.Key.Start, s.v, now, live); ok {
+				if a, ok := c.raise(s.t, th, ctr.Key, s.v, now, live); ok {
 					c.pending = append(c.pending, a)
 				}
 			}

@@ -99,6 +99,17 @@ type Core struct {
 	aggSeen   map[int64]*aggSeen
 	aggBounds [3]int64
 	aggFrom   int64 // first Unix day whose aggregates are kept
+	// aggFromTime is the earliest start of a current period of the plan
+	// (earliestStart): the aggregates of every family reach back to it.
+	// aggComplete is how far back they hold every row (a plan that reaches
+	// further back needs the ledger's older rows: NeedsHistory).
+	aggFromTime, aggComplete time.Time
+	// zones are the time zones of the plan's periods, periods its periods
+	// beyond the UTC day, week and month (by identity), periodStart the
+	// current start of each, to see a rollover (period.go).
+	zones       []zoneFam
+	periods     map[string]govern.Period
+	periodStart map[string]int64
 	// replicaIDs interns the filter replica ids the aggregates hold.
 	replicaIDs map[string]string
 	dedup      *dedup
@@ -224,7 +235,7 @@ func (c *Core) Stats() Stats {
 // of the earliest current calendar period.
 func (c *Core) ReplayFrom(now time.Time) time.Time {
 	from := now.Add(-c.opts.DedupWindow)
-	if p := earliestPeriodStart(now); p.Before(from) {
+	if p := c.earliestStart(now); p.Before(from) {
 		from = p
 	}
 	return time.Unix(hourOf(from)*3600, 0).UTC()

@@ -6,7 +6,7 @@ import (
 
 	"strings"
 
-	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
@@ -19,21 +19,25 @@ import (
 // own an instance has (<base>#distinct), so the gateway judges a value
 // without one by the overflow counter once the instance is full.
 
-// distinctKey names one instance's values in one period.
+// distinctKey names one instance's values in one period (for a rolling
+// window, one day bucket).
 type distinctKey struct {
-	base  string // govern.DistinctBase
-	unit  calendar.Unit
-	start int64
+	base       string // govern.DistinctBase
+	start, end int64  // the period's, Unix s
 }
 
-// counterID is the identity a row of target t in the period starting at
-// start is folded into: t's own, or its overflow counter when t's value
-// has none and the instance is full.
-func (c *Core) counterID(t target, start int64) string {
+func distinctKeyOf(base string, k store.Key) distinctKey {
+	return distinctKey{base: base, start: k.Start, end: k.PeriodEnd().Unix()}
+}
+
+// counterID is the identity a row of target t with store key k is folded
+// into: t's own, or its overflow counter when t's value has none and the
+// instance is full.
+func (c *Core) counterID(t target, key store.Key) string {
 	if t.base == "" || t.id == t.overflow {
 		return t.id
 	}
-	k := distinctKey{base: t.base, unit: t.unit, start: start}
+	k := distinctKeyOf(t.base, key)
 	set := c.distinct[k]
 	if _, ok := set[t.id]; ok {
 		return t.id
@@ -120,7 +124,7 @@ func (c *Core) setAggBounds() {
 // t.
 func (c *Core) expireDistinct(t time.Time) {
 	for k := range c.distinct {
-		if !calendar.End(k.unit, time.Unix(k.start, 0).UTC()).After(t) {
+		if k.end <= t.Unix() {
 			delete(c.distinct, k)
 		}
 	}
@@ -136,7 +140,7 @@ func (c *Core) expireDistinct(t time.Time) {
 // of a plan of earlier releases is as it was until then.
 func (c *Core) distinctEntries(now time.Time, out []syncwire.Entry) []syncwire.Entry {
 	for k, set := range c.distinct {
-		if calendar.Start(k.unit, now).Unix() != k.start {
+		if s := now.Unix(); s < k.start || s >= k.end {
 			continue
 		}
 		if l := c.distinctLimit[k.base]; l == nil || l.DisclosedMaxDistinct() == 0 && int64(len(set)) < l.MaxDistinct {

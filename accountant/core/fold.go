@@ -36,7 +36,7 @@ type target struct {
 	limit  *govern.Limit
 	node   string
 	id     string // counter identity
-	unit   calendar.Unit
+	period govern.Period
 	amount int64
 	// base and overflow, for a limit that keeps one counter per value:
 	// its instance's govern.DistinctBase and overflow counter; "" else.
@@ -53,14 +53,14 @@ func (t target) as(id string) target {
 // UNPRICED rows folded into it (syncwire.UnpricedSuffix). It raises no
 // threshold alert.
 func (t target) unpricedTarget() target {
-	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.UnpricedSuffix, unit: t.unit}
+	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.UnpricedSuffix, period: t.period}
 }
 
 // estimatedTarget is the companion counter of a budget_usd target: the
 // rows with estimated usage folded into it (syncwire.EstimatedSuffix). It
 // raises no threshold alert.
 func (t target) estimatedTarget() target {
-	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.EstimatedSuffix, unit: t.unit}
+	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.EstimatedSuffix, period: t.period}
 }
 
 // reserve reports whether t is a target in reserve mode (budget_usd,
@@ -74,7 +74,7 @@ func (t target) reserve() bool {
 // filter replica: what that replica's rows folded into it
 // (syncwire.ReplicaSuffix). It raises no threshold alert.
 func (t target) replicaTarget(replica string) target {
-	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.ReplicaSuffix + replica, unit: t.unit}
+	return target{limit: &companionLimit, node: t.node, id: t.id + syncwire.ReplicaSuffix + replica, period: t.period}
 }
 
 // companionLimit stands for the limit of a companion counter: no
@@ -138,8 +138,9 @@ func (a *agg) addReplica(replica string, o agg) {
 }
 
 type aggKey struct {
-	d   dims
-	day int64 // Unix day
+	d      dims
+	fam    uint8 // famUTC, famQuarter or a zone's (period.go)
+	bucket int64 // a Unix day (famUTC), a quarter hour, or a zone's day start
 }
 
 func dayOf(t time.Time) int64 { return floorDiv(t.Unix(), 86400) }
@@ -196,10 +197,10 @@ func (c *Core) resolve(d dims) []target {
 	var ts []target
 	for _, in := range c.buf {
 		l := in.Limit
-		if l == nil || l.Type.Class() != govern.LedgerSettled || l.Period.Calendar == 0 {
+		if l == nil || l.Type.Class() != govern.LedgerSettled || !l.Period.Counted() {
 			continue
 		}
-		t := target{limit: l, node: in.Node, id: in.ID, unit: l.Period.Calendar, amount: in.Amount}
+		t := target{limit: l, node: in.Node, id: in.ID, period: l.Period, amount: in.Amount}
 		if l.PerValue() {
 			t.base, t.overflow = govern.DistinctBase(l, in.Node), govern.OverflowIdentity(l, in.Node)
 		}
@@ -219,13 +220,19 @@ func (c *Core) fold(r *ledger.Row) {
 // unfold takes out of the aggregates and counters the estimate a late end
 // replaces (r.Replaced, with the end's dims): the close that counted it.
 func (c *Core) unfold(r *ledger.Row) {
+	e, a := unfolded(r)
+	c.foldAgg(&e, a)
+}
+
+// unfolded is the close a late end r replaces, and its aggregate negated.
+func unfolded(r *ledger.Row) (ledger.Row, agg) {
 	e := *r
 	e.End, e.Usage, e.Cost, e.Kind = r.Replaced.End, r.Replaced.Usage, r.Replaced.Cost, ledger.KindClose
 	e.Estimated = ledger.Estimated{Input: true, Output: true}
 	a := rowAgg(&e)
 	a.rows, a.tokens, a.nanos, a.unpriced, a.estimated = -a.rows, -a.tokens, -a.nanos, -a.unpriced, -a.estimated
 	a.input, a.output = -a.input, -a.output
-	c.foldAgg(&e, a)
+	return e, a
 }
 
 // foldAgg adds a, the aggregate of r (negative to take one out), to the
@@ -235,50 +242,64 @@ func (c *Core) foldAgg(r *ledger.Row, a agg) {
 	if r.Decision == ledger.Passthrough {
 		d.endpoint = c.passthroughEndpoint(d.endpoint)
 	}
-	if day := dayOf(r.End); day >= c.aggFrom {
-		ad := c.aggBound(d, day)
-		k := aggKey{d: ad, day: day}
-		p := c.aggs[k]
-		if p == nil {
-			p = &agg{}
-			c.aggs[aggKey{d: ad.clone(), day: day}] = p
-		}
-		p.plus(a)
-		if end := r.End.UnixNano(); a.rows > 0 && (p.first == 0 || end < p.first) {
-			p.first = end
-		}
-		if r.Replica != "" {
-			p.addReplica(c.intern(r.Replica), a)
+	day := dayOf(r.End)
+	ad := c.aggBound(d, day)
+	if day >= c.aggFrom {
+		c.addAgg(ad, famUTC, day, a, r)
+	}
+	if !r.End.Before(c.now.Add(-quarterKeep)) {
+		c.addAgg(ad, famQuarter, floorDiv(r.End.Unix(), 900), a, r)
+	}
+	for i, z := range c.zones {
+		if s := calendar.StartIn(calendar.Day, r.End, z.loc); !s.Before(c.aggFromTime) {
+			c.addAgg(ad, famZone0+uint8(i), s.Unix(), a, r)
 		}
 	}
 	for _, t := range c.resolve(d) {
-		start := calendar.Start(t.unit, r.End).Unix()
-		t = t.as(c.counterID(t, start))
+		key := keyOf(t, r.End)
+		t = t.as(c.counterID(t, key))
+		at := func(id string) store.Key { k := key; k.ID = id; return k }
 		if a.unpriced != 0 && t.limit.Type == govern.BudgetUSD {
 			u := t.unpricedTarget()
-			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: u.id, Unit: u.unit, Start: start}, N: a.unpriced})
+			c.deltas = append(c.deltas, store.Delta{Key: at(u.id), N: a.unpriced})
 			c.targets = append(c.targets, u)
 		}
 		if a.estimated != 0 && t.limit.Type == govern.BudgetUSD {
 			u := t.estimatedTarget()
-			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: u.id, Unit: u.unit, Start: start}, N: a.estimated})
+			c.deltas = append(c.deltas, store.Delta{Key: at(u.id), N: a.estimated})
 			c.targets = append(c.targets, u)
 		}
 		n := amountOf(t.limit, a)
 		if n == 0 && t.limit.Type != govern.QuotaRequests {
 			continue
 		}
-		c.deltas = append(c.deltas, store.Delta{
-			Key: store.Key{ID: t.id, Unit: t.unit, Start: start},
-			N:   n,
-		})
+		c.deltas = append(c.deltas, store.Delta{Key: at(t.id), N: n})
 		c.targets = append(c.targets, t)
 		if t.reserve() && r.Replica != "" {
 			// n is what the row adds to the counter.
 			rt := t.replicaTarget(r.Replica)
-			c.deltas = append(c.deltas, store.Delta{Key: store.Key{ID: rt.id, Unit: rt.unit, Start: start}, N: n})
+			c.deltas = append(c.deltas, store.Delta{Key: at(rt.id), N: n})
 			c.targets = append(c.targets, rt)
 		}
+	}
+}
+
+// addAgg adds a, the aggregate of row r, to the bucket of dims d in
+// family fam.
+func (c *Core) addAgg(d dims, fam uint8, bucket int64, a agg, r *ledger.Row) {
+	k := aggKey{d: d, fam: fam, bucket: bucket}
+	p := c.aggs[k]
+	if p == nil {
+		p = &agg{}
+		c.aggs[aggKey{d: d.clone(), fam: fam, bucket: bucket}] = p
+	}
+	p.plus(a)
+	if end := r.End.UnixNano(); a.rows > 0 && (p.first == 0 || end < p.first) {
+		p.first = end
+	}
+	if fam == famUTC && r.Replica != "" {
+		// Reserve mode counts UTC periods only: one family holds it.
+		p.addReplica(c.intern(r.Replica), a)
 	}
 }
 

@@ -1,10 +1,12 @@
 package core
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
@@ -25,10 +27,25 @@ func (c *Core) Tick(now time.Time) ([]Alert, error) {
 	from := c.ReplayFrom(now)
 	c.dedup.prune(hourOf(from), hourOf(now)-1)
 	c.pruneEstimates()
-	if day := dayOf(earliestPeriodStart(now)); day > c.aggFrom {
+	for k := range c.aggs {
+		if k.fam == famQuarter && bucketTime(k.fam, k.bucket).Before(now.Add(-quarterKeep)) {
+			delete(c.aggs, k)
+		}
+	}
+	if from := c.earliestStart(now); from.After(c.aggFromTime) {
+		c.aggFromTime = from
+		c.aggComplete = from
+		for k := range c.aggs {
+			// A zone's day bucket starts up to a day from the UTC one.
+			if k.fam >= famZone0 && bucketTime(k.fam, k.bucket).Before(from.Add(-24*time.Hour)) {
+				delete(c.aggs, k)
+			}
+		}
+	}
+	if day := dayOf(c.aggFromTime); day > c.aggFrom {
 		c.aggFrom = day
 		for k := range c.aggs {
-			if k.day < day {
+			if k.fam == famUTC && k.bucket < day {
 				delete(c.aggs, k)
 			}
 		}
@@ -44,10 +61,10 @@ func (c *Core) Tick(now time.Time) ([]Alert, error) {
 			}
 		}
 	}
-	if err := c.opts.Store.Expire(c.ctx, calendar.Start(calendar.Day, now)); err != nil {
+	if err := c.opts.Store.Expire(c.ctx, now); err != nil {
 		return nil, err
 	}
-	c.expireDistinct(calendar.Start(calendar.Day, now))
+	c.expireDistinct(now)
 	if c.storeErr != nil {
 		if err := c.rederive(now, true); err != nil {
 			return nil, err
@@ -69,8 +86,31 @@ func (c *Core) advance(now time.Time) {
 			c.dirty = true
 		}
 	}
+	if !c.now.IsZero() {
+		starts := c.periodStarts(c.now)
+		if !maps.Equal(starts, c.periodStart) {
+			// A period of the plan rolled over (or the plan's periods
+			// changed): a new snapshot, and the shared store reads the
+			// new periods' totals.
+			c.periodStart = starts
+			c.dirty = true
+			if p, ok := c.opts.Store.(store.Periods); ok {
+				p.SetPeriods(c.currentPeriods(c.now))
+			}
+		}
+		if from := c.earliestStart(c.now); c.aggFromTime.IsZero() || from.Before(c.aggFromTime) {
+			// A plan reaching further back keeps what it has from there on
+			// (and NeedsHistory says the older rows are missing).
+			c.aggFromTime = from
+		}
+		if c.aggComplete.IsZero() || len(c.aggs) == 0 && c.stats.Folded == 0 {
+			// Before any row, the replay at start brings every row from
+			// ReplayFrom on.
+			c.aggComplete = c.earliestStart(c.now)
+		}
+	}
 	if c.aggFrom == 0 && !c.now.IsZero() {
-		c.aggFrom = dayOf(earliestPeriodStart(c.now))
+		c.aggFrom = dayOf(c.aggFromTime)
 	}
 	if h := hourOf(c.now); h != c.prunedHour {
 		c.prunedHour = h
@@ -106,6 +146,7 @@ func (c *Core) Snapshot() (syncwire.Snapshot, error) {
 		for _, k := range cs {
 			entries = append(entries, syncwire.Entry{ID: k.Key.ID, PeriodStart: k.Key.PeriodStart(), Value: k.Value})
 		}
+		entries = c.rollingEntries(entries, c.now)
 		entries = c.distinctEntries(c.now, entries)
 		sort.Slice(entries, func(i, j int) bool {
 			if entries[i].ID != entries[j].ID {

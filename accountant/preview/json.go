@@ -116,6 +116,7 @@ type LiveEntryDoc struct {
 // counters could not be read the document is written all the same, its
 // live.error saying why, and the error is a *LiveError.
 func (r *Replay) WriteJSON(w io.Writer, src Source) error {
+	r.finish()
 	st := r.stats
 	doc := Document{Config: src.Config, Plan: src.Plan, At: r.at.UTC(), Notes: append([]string{}, src.Notes...),
 		Ledger: LedgerSummary{Files: src.Files, Rows: st.Rows, Forwarded: st.Forwarded, Refused: st.Refused, Unpriced: st.Unpriced, Unreadable: st.Unreadable},

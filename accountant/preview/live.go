@@ -70,9 +70,15 @@ func (r *Replay) liveRows(c *api.LiveCounters) []liveRow {
 	}
 	live := map[key]liveEntry{}
 	periods := map[string][]time.Time{}
+	slides := map[string]syncwire.Entry{}
 	for _, e := range c.Counters {
-		if strings.Contains(e.ID, syncwire.ReplicaSuffix) || strings.HasSuffix(e.ID, syncwire.EstimatedSuffix) {
-			continue // one replica's share of a reserve-mode budget, inside its total; a count of estimated rows
+		if strings.Contains(e.ID, syncwire.ReplicaSuffix) || strings.HasSuffix(e.ID, syncwire.EstimatedSuffix) ||
+			strings.HasSuffix(e.ID, syncwire.ResetsSuffix) || strings.HasSuffix(e.ID, syncwire.DistinctSuffix) {
+			continue // one replica's share of a reserve-mode budget, inside its total; a count of estimated rows; a window's reset; a bound's count
+		}
+		if id, ok := strings.CutSuffix(e.ID, syncwire.SlideSuffix); ok {
+			slides[id] = e // a rolling window's oldest bucket: its share is added below
+			continue
 		}
 		id, unpriced := strings.CutSuffix(e.ID, syncwire.UnpricedSuffix)
 		k := key{id, e.PeriodStart.Unix()}
@@ -85,13 +91,24 @@ func (r *Replay) liveRows(c *api.LiveCounters) []liveRow {
 		}
 		live[k] = x
 	}
+	for id, e := range slides {
+		k := key{id, e.PeriodStart.Unix()}
+		if x, ok := live[k]; ok {
+			l := r.armedLimit(id)
+			if l != nil && l.Period.Rolling > 0 {
+				cur, end := l.Period.Start(r.at), l.Period.End(r.at)
+				x.value = addSat(x.value, calendar.Share(e.Value, end.Sub(r.at), end.Sub(cur)))
+				live[k] = x
+			}
+		}
+	}
 
 	var out []liveRow
 	for _, l := range r.limits() {
-		if l.Type.Class() != govern.LedgerSettled || l.Period.Calendar == 0 {
+		if l.Type.Class() != govern.LedgerSettled || !l.Period.Counted() {
 			continue
 		}
-		start := r.starts[l.Period.Calendar]
+		start := l.Period.Start(r.at).Unix()
 		seen := map[string]bool{}
 		n := 0
 		for _, x := range sortedSettled(r.settled, l) {
@@ -99,7 +116,7 @@ func (r *Replay) liveRows(c *api.LiveCounters) []liveRow {
 			n++
 			e, ok := live[key{x.id, start}]
 			out = append(out, liveRow{limit: l, name: x.node + dimsSuffix(x.dims), recomputed: x.value, live: e, ok: ok,
-				other: otherPeriod(periods[x.id], start, l.Period.Calendar)})
+				other: otherPeriod(periods[x.id], start, l.Period)})
 		}
 		// Live counters of this limit the ledger held no row for.
 		names := r.instanceNames(l)
@@ -224,10 +241,10 @@ func liveLine(l *govern.Limit, name string, recomputed int64, e liveEntry, ok bo
 
 // otherPeriod names the period the accountant counts for an identity when
 // it is not the one --at picked.
-func otherPeriod(starts []time.Time, start int64, u calendar.Unit) string {
+func otherPeriod(starts []time.Time, start int64, p govern.Period) string {
 	for _, s := range starts {
 		if s.Unix() != start {
-			return fmt.Sprintf("the accountant counts the %s from %s; --at picks another", u, stamp(s))
+			return fmt.Sprintf("the accountant counts the %s from %s; --at picks another", p, stamp(s))
 		}
 	}
 	return ""
@@ -235,4 +252,13 @@ func otherPeriod(starts []time.Time, start int64, u calendar.Unit) string {
 
 func age(s float64) string {
 	return (time.Duration(s*1000) * time.Millisecond).String()
+}
+
+// armedLimit is the limit a counter identity belongs to.
+func (r *Replay) armedLimit(id string) *govern.Limit {
+	if r.armed == nil {
+		return nil
+	}
+	lid, _, _ := strings.Cut(id, "|")
+	return r.armed.Plan.Limit(lid)
 }

@@ -71,6 +71,9 @@ type settled struct {
 	instance
 	value int64
 	rows  int
+	// slide is, for a rolling window, the oldest day bucket's count: the
+	// share of it still in the window counts (finishSettled adds it).
+	slide int64
 }
 
 type arrival struct {
@@ -236,8 +239,9 @@ func (r *Replay) add(row *ledger.Row, sign int64) {
 			}
 			x := r.rate(in, d2)
 			x.arrivals = append(x.arrivals, arrival{at: start.UnixNano(), cost: total})
-		case l.Type.Class() == govern.LedgerSettled && l.Period.Calendar != 0:
-			if calendar.Start(l.Period.Calendar, row.End).Unix() != r.starts[l.Period.Calendar] {
+		case l.Type.Class() == govern.LedgerSettled && l.Period.Counted():
+			oldest, ok := r.inPeriod(l.Period, row.End)
+			if !ok {
 				continue
 			}
 			x := r.settled[in.ID]
@@ -246,15 +250,21 @@ func (r *Replay) add(row *ledger.Row, sign int64) {
 				r.settled[in.ID] = x
 			}
 			x.rows += n
+			var v int64
 			switch l.Type {
 			case govern.BudgetUSD:
 				if !cost.Unpriced {
-					x.value = addSat(x.value, sign*cost.Nanos)
+					v = sign * cost.Nanos
 				}
 			case govern.QuotaTokens:
-				x.value = addSat(x.value, sign*metricTokens(l.Metric, max(row.Usage.Input, 0), max(row.Usage.Output, 0)))
+				v = sign * metricTokens(l.Metric, max(row.Usage.Input, 0), max(row.Usage.Output, 0))
 			case govern.QuotaRequests:
-				x.value += int64(n)
+				v = int64(n)
+			}
+			if oldest {
+				x.slide = addSat(x.slide, v)
+			} else {
+				x.value = addSat(x.value, v)
 			}
 		}
 	}
@@ -436,4 +446,39 @@ func metricTokens(m govern.Metric, input, output int64) int64 {
 		return output
 	}
 	return addSat(input, output)
+}
+
+// inPeriod reports whether a row that ended at end counts in the period
+// of p holding the replay's instant, and, for a rolling window, whether it
+// is in its oldest day bucket (of which a share counts).
+func (r *Replay) inPeriod(p govern.Period, end time.Time) (oldest, ok bool) {
+	if p.Rolling == 0 {
+		return false, p.Start(end).Equal(p.Start(r.at))
+	}
+	starts := p.Sliding().BucketStarts(r.at)
+	b := p.Start(end)
+	if b.Before(starts[0]) || b.After(starts[len(starts)-1]) || end.After(r.at) {
+		return false, false
+	}
+	return b.Equal(starts[0]), true
+}
+
+// finish gives every rolling window's instance its count at the replay's
+// instant (settledValue); the rows are all in.
+func (r *Replay) finish() {
+	for _, x := range r.settled {
+		x.value, x.slide = r.settledValue(x), 0
+	}
+}
+
+// settledValue is an instance's recomputed counter at the replay's
+// instant: for a rolling window, its full buckets and the share of the
+// oldest still inside it.
+func (r *Replay) settledValue(x *settled) int64 {
+	p := x.limit.Period
+	if p.Rolling == 0 || x.slide == 0 {
+		return x.value
+	}
+	cur, end := p.Start(r.at), p.End(r.at)
+	return addSat(x.value, calendar.Share(x.slide, end.Sub(r.at), end.Sub(cur)))
 }

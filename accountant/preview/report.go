@@ -41,6 +41,7 @@ func (r *Replay) Stats() Stats { return r.stats }
 // the live counters could not be read the report is written all the same
 // and the error is a *LiveError.
 func (r *Replay) Write(w io.Writer, src Source) error {
+	r.finish()
 	var b strings.Builder
 	st := r.stats
 	fmt.Fprintf(&b, "govern preview: config %s (plan %s)\n", src.Config, short(src.Plan))

@@ -144,6 +144,18 @@ type Fleet struct {
 	// polled it with the internal token); replicas counts the fleet's.
 	liveIDs  func() []string
 	replicas int
+	// periods are the plan's periods beyond the UTC day, week and month
+	// (store.Periods), whose totals the refresh reads too.
+	periods []store.Key
+}
+
+var _ store.Periods = (*Fleet)(nil)
+
+// SetPeriods implements store.Periods.
+func (f *Fleet) SetPeriods(periods []store.Key) {
+	f.mu.Lock()
+	f.periods = append(f.periods[:0], periods...)
+	f.mu.Unlock()
 }
 
 var _ store.Store = (*Fleet)(nil)
@@ -206,7 +218,7 @@ func (f *Fleet) Current(ctx context.Context, now time.Time) ([]store.Counter, er
 		own[i].Value = addSat(own[i].Value, f.others[k])
 	}
 	for k, v := range f.others {
-		if !seen[k] && v != 0 && int(k.Unit) < len(starts) && starts[k.Unit] == k.Start {
+		if !seen[k] && v != 0 && k.IsCurrent(now, starts) {
 			own = append(own, store.Counter{Key: k, Value: v})
 		}
 	}
@@ -234,18 +246,18 @@ func (f *Fleet) Expire(ctx context.Context, t time.Time) error {
 	defer f.mu.Unlock()
 	for _, m := range []map[store.Key]int64{f.others, f.published} {
 		for k := range m {
-			if !calendar.End(k.Unit, k.PeriodStart()).After(t) {
+			if !k.PeriodEnd().After(t) {
 				delete(m, k)
 			}
 		}
 	}
 	for k := range f.dirty {
-		if !calendar.End(k.Unit, k.PeriodStart()).After(t) {
+		if !k.PeriodEnd().After(t) {
 			delete(f.dirty, k)
 		}
 	}
 	for k := range f.fields {
-		if !calendar.End(k.Unit, k.PeriodStart()).After(t) {
+		if !k.PeriodEnd().After(t) {
 			delete(f.fields, k)
 		}
 	}
@@ -411,8 +423,9 @@ func (f *Fleet) publish(ctx context.Context) error {
 func (f *Fleet) publishCalls(keys []store.Key, values map[store.Key]int64) []scriptCall {
 	type group struct {
 		base  string
-		unit  calendar.Unit
+		unit  string // store.Key.UnitName
 		start int64
+		end   time.Time
 	}
 	type parts struct {
 		totals   []store.Key
@@ -422,7 +435,7 @@ func (f *Fleet) publishCalls(keys []store.Key, values map[store.Key]int64) []scr
 	var order []group
 	for _, k := range keys {
 		base, _, _ := strings.Cut(k.ID, "#")
-		g := group{base, k.Unit, k.Start}
+		g := group{base, k.UnitName(), k.Start, k.PeriodEnd()}
 		p := groups[g]
 		if p == nil {
 			p = &parts{}
@@ -438,11 +451,11 @@ func (f *Fleet) publishCalls(keys []store.Key, values map[store.Key]int64) []scr
 	calls := make([]scriptCall, 0, 2*len(order))
 	for _, g := range order {
 		p := groups[g]
-		exp := strconv.FormatInt(calendar.End(g.unit, time.Unix(g.start, 0).UTC()).Add(keepAfterEnd).UnixMilli(), 10)
-		keys := []string{f.c.LeaseKey(g.unit, g.start, g.base)}
+		exp := strconv.FormatInt(g.end.Add(keepAfterEnd).UnixMilli(), 10)
+		keys := []string{f.c.periodKey(g.base, "lease", g.unit, g.start)}
 		args := []any{f.acct, exp}
 		for _, k := range p.totals {
-			keys = append(keys, f.c.TotalKey(k.Unit, k.Start, k.ID))
+			keys = append(keys, f.c.periodKey(k.ID, "total", g.unit, k.Start))
 			val := ""
 			if v, ok := values[k]; ok {
 				val = strconv.FormatInt(v, 10)
@@ -464,7 +477,7 @@ func (f *Fleet) publishCalls(keys []store.Key, values map[store.Key]int64) []scr
 					members = append(members, k.ID)
 				}
 			}
-			idx := f.c.globalKey("totals:" + g.unit.String() + ":" + strconv.FormatInt(g.start, 10))
+			idx := f.c.totalsIndex(g.unit, g.start)
 			if len(members) > 0 {
 				calls = append(calls, scriptCall{indexScript, []string{idx}, append([]any{exp}, members...)})
 			}
@@ -493,18 +506,27 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 	if liveIDs != nil {
 		ids = liveIDs() // outside f.mu: it takes the server's lock
 	}
+	// The UTC day, week and month, and the plan's other current periods
+	// (an hour, a quarter, a zone's day, a rolling window's day buckets).
+	periods := []store.Key{{Unit: calendar.Day, Start: starts[calendar.Day]}, {Unit: calendar.Week, Start: starts[calendar.Week]}, {Unit: calendar.Month, Start: starts[calendar.Month]}}
+	f.mu.Lock()
+	for _, k := range f.periods {
+		if k.IsCurrent(now, starts) {
+			periods = append(periods, k)
+		}
+	}
+	f.mu.Unlock()
 	var ep Epoch
 	var replicas int
 	read := map[store.Key]map[string]int64{}
 	err := f.c.do(ctx, "read_totals", fleetTimeout, func(ctx context.Context) error {
-		units := []calendar.Unit{calendar.Day, calendar.Week, calendar.Month}
 		var fleetCmd *redis.Cmd
-		members := make([]*redis.StringSliceCmd, len(units))
+		members := make([]*redis.StringSliceCmd, len(periods))
 		_, err := f.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			fc := f.c.fleetCall(ids, LivenessWindow)
 			fleetCmd = fc.script.Run(ctx, p, fc.keys, fc.args...)
-			for i, u := range units {
-				members[i] = p.SMembers(ctx, f.c.globalKey("totals:"+u.String()+":"+strconv.FormatInt(starts[u], 10)))
+			for i, pk := range periods {
+				members[i] = p.SMembers(ctx, f.c.totalsIndex(pk.UnitName(), pk.Start))
 			}
 			return nil
 		})
@@ -523,11 +545,12 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 		var keys []store.Key
 		var hashes []*redis.MapStringStringCmd
 		_, err = f.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, u := range units {
+			for i, pk := range periods {
 				for _, id := range members[i].Val() {
-					k := store.Key{ID: id, Unit: u, Start: starts[u]}
+					k := pk
+					k.ID = id
 					keys = append(keys, k)
-					hashes = append(hashes, p.HGetAll(ctx, f.c.TotalKey(u, starts[u], id)))
+					hashes = append(hashes, p.HGetAll(ctx, f.c.periodKey(id, "total", k.UnitName(), k.Start)))
 				}
 			}
 			return nil
@@ -671,4 +694,17 @@ func addSat(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return math.MinInt64
+}
+
+// periodKey is the Redis key of a counter's kind ("total", "lease") in a
+// period named by store.Key.UnitName: TotalKey and LeaseKey for a UTC
+// day, week or month, and the same with the period's end for the others.
+func (c *Client) periodKey(id, kind, unit string, start int64) string {
+	return c.counterKey(id, kind+":"+unit+":"+strconv.FormatInt(start, 10))
+}
+
+// totalsIndex is the Redis key of the set of counters published for a
+// period (store.Key.UnitName and start).
+func (c *Client) totalsIndex(unit string, start int64) string {
+	return c.globalKey("totals:" + unit + ":" + strconv.FormatInt(start, 10))
 }

@@ -71,7 +71,18 @@ func Limits(a *govern.Armed, entries []syncwire.Entry, now time.Time, scope stri
 	type val struct{ v, unpriced, credit int64 }
 	live := map[string]*val{}
 	for _, e := range entries {
-		if strings.Contains(e.ID, syncwire.ReplicaSuffix) || strings.HasSuffix(e.ID, syncwire.EstimatedSuffix) {
+		if strings.Contains(e.ID, syncwire.ReplicaSuffix) || strings.HasSuffix(e.ID, syncwire.EstimatedSuffix) ||
+			strings.HasSuffix(e.ID, syncwire.ResetsSuffix) || strings.HasSuffix(e.ID, syncwire.DistinctSuffix) {
+			continue
+		}
+		if id, ok := strings.CutSuffix(e.ID, syncwire.SlideSuffix); ok {
+			// A rolling window's oldest bucket: the share of it still in
+			// the window counts (seed 003's sliding rule).
+			if x := live[id]; x != nil {
+				x.v += slideShare(e, now)
+			} else {
+				live[id] = &val{v: slideShare(e, now)}
+			}
 			continue
 		}
 		id, unpriced := strings.CutSuffix(e.ID, syncwire.UnpricedSuffix)
@@ -91,7 +102,7 @@ func Limits(a *govern.Armed, entries []syncwire.Entry, now time.Time, scope stri
 		}
 	}
 	for _, l := range a.Plan.Limits {
-		if l.Type.Class() != govern.LedgerSettled || l.Period.Calendar == 0 || l.Mode == govern.ModeOff {
+		if l.Type.Class() != govern.LedgerSettled || !l.Period.Counted() || l.Mode == govern.ModeOff {
 			continue
 		}
 		for _, node := range a.Instances(l) {
@@ -100,9 +111,9 @@ func Limits(a *govern.Armed, entries []syncwire.Entry, now time.Time, scope stri
 			}
 			st := LimitStatus{
 				LimitID: l.ID, Type: l.Type.String(), Node: node,
-				Period:      l.Period.Calendar.String(),
-				PeriodStart: calendar.Start(l.Period.Calendar, now),
-				ResetsAt:    calendar.End(l.Period.Calendar, now),
+				Period:      l.Period.String(),
+				PeriodStart: l.Period.Start(now),
+				ResetsAt:    l.Period.End(now),
 				Posture:     Posture{Mode: l.Mode.String(), Enforce: l.Enforce.String(), Fail: l.Fail.String()},
 				Unit:        unitOf(l.Type),
 				Thresholds:  append([]float64{}, l.Thresholds...),
@@ -252,4 +263,13 @@ func fraction(used, amount int64) float64 {
 	n.Quo(n, big.NewInt(2*amount))
 	f, _ := new(big.Float).Quo(new(big.Float).SetInt(n), big.NewFloat(10000)).Float64()
 	return f
+}
+
+// slideShare is the share of a rolling window's oldest bucket (an entry
+// ending in syncwire.SlideSuffix, carrying the start of the current day
+// bucket) still inside the window at now.
+func slideShare(e syncwire.Entry, now time.Time) int64 {
+	start := e.PeriodStart
+	end := start.Add(24 * time.Hour)
+	return calendar.Share(e.Value, end.Sub(now), end.Sub(start))
 }

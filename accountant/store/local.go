@@ -48,7 +48,7 @@ func (l *Local) Current(_ context.Context, now time.Time) ([]Counter, error) {
 	defer l.mu.RUnlock()
 	out := make([]Counter, 0, len(l.m))
 	for k, v := range l.m {
-		if int(k.Unit) < len(starts) && starts[k.Unit] == k.Start {
+		if k.IsCurrent(now, starts) {
 			out = append(out, Counter{Key: k, Value: v})
 		}
 	}
@@ -72,22 +72,14 @@ func (l *Local) Expire(_ context.Context, t time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k := range l.m {
-		if !calendar.End(k.Unit, k.PeriodStart()).After(t) {
+		if !k.PeriodEnd().After(t) {
 			delete(l.m, k)
 		}
 	}
 	return nil
 }
 
-// currentStarts returns the start of the period containing now for each
-// calendar unit, indexed by unit.
-func currentStarts(now time.Time) [calendar.Month + 1]int64 {
-	var s [calendar.Month + 1]int64
-	for _, u := range []calendar.Unit{calendar.Day, calendar.Week, calendar.Month} {
-		s[u] = calendar.Start(u, now).Unix()
-	}
-	return s
-}
+func currentStarts(now time.Time) [calendar.Month + 1]int64 { return CurrentStarts(now) }
 
 // addSat is a + b saturating at the int64 bounds, so a counter fed absurd
 // amounts pins at the ceiling instead of wrapping negative.

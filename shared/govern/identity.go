@@ -1,6 +1,9 @@
 package govern
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // A counter's identity (seed 004) is the limit id, the node, the values of
 // the dims the limit constrains, the period and the algorithm, never the
@@ -118,4 +121,29 @@ func DistinctBase(l *Limit, node string) string {
 		return id[:i+1]
 	}
 	return id
+}
+
+// ParseIdentity reads the limit id and the node of a counter identity
+// (the node's escapes undone).
+func ParseIdentity(id string) (limitID, node string, ok bool) {
+	f := strings.SplitN(id, "|", 4)
+	if len(f) < 4 {
+		return "", "", false
+	}
+	n := f[2]
+	if strings.IndexByte(n, '%') >= 0 {
+		b := make([]byte, 0, len(n))
+		for i := 0; i < len(n); i++ {
+			if n[i] == '%' && i+2 < len(n) {
+				if v, err := strconv.ParseUint(n[i+1:i+3], 16, 8); err == nil {
+					b = append(b, byte(v))
+					i += 2
+					continue
+				}
+			}
+			b = append(b, n[i])
+		}
+		n = string(b)
+	}
+	return f[0], n, true
 }

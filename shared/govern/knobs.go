@@ -240,8 +240,6 @@ func (l *Limit) DisclosedMaxDistinct() int64 {
 // enforce end to end: a plan naming one is refused at compile rather than
 // armed with a key that would change nothing.
 var pending = map[string]string{
-	"timezone": "periods in time zones",
-	"period":   "hour, quarter, year and rolling periods",
 	"fallback": "fallback models",
 }
 

@@ -54,6 +54,12 @@ func (c *compiler) limit(i int, cl *config.Limit, tree map[string]uint8, shared 
 		c.maxDistinct(l, p, cl.MaxDistinct)
 	}
 	c.posture(l, p, cl.Posture)
+	if cl.Reserve && typeOK && l.Period.Counted() && !l.Period.Classic() {
+		c.at(p+".reserve", "reserve mode counts a UTC day, ISO week or month; with period %q%s write one of those in UTC (timezone: UTC on the limit, when governance.timezone names another zone), or remove reserve", cl.Period, zoneNote(l.Period.Zone))
+	}
+	if typeOK && l.Period.Rolling > 0 && cl.Posture != nil && len(cl.Posture.Thresholds) > 0 {
+		c.at(p+".posture.thresholds", "alert thresholds are not raised on a rolling window (%s): its count falls as the window slides, so a crossing has no period to be raised once in; use a calendar period for alerts, or remove thresholds", l.Period.String())
+	}
 	if cl.Reserve {
 		if typeOK && t.Class() != LedgerSettled {
 			c.at(p+".reserve", "%s", reserveRefusal(t))
@@ -210,6 +216,13 @@ func (c *compiler) period(l *Limit, p, s string) {
 			c.at(pp, "%q is not accepted on concurrency (a live gauge has no period); remove period:", s)
 		}
 	}
+}
+
+func zoneNote(zone string) string {
+	if zone == "" {
+		return ""
+	}
+	return " in " + zone
 }
 
 // periodChoices is what a spend or quota limit's period may be.

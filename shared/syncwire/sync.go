@@ -230,6 +230,17 @@ const CreditSuffix = "#credit"
 // replica's rows added something; rows with no replica id fold into none.
 const ReplicaSuffix = "#replica:"
 
+// SlideSuffix and ResetsSuffix end the ids of a rolling window's companion
+// entries (period: 30d): the entry itself counts every day bucket of the
+// window but the oldest, id+SlideSuffix the oldest (of which the gateway
+// counts the share still inside the window), and id+ResetsSuffix, while
+// the window is over its amount, the Unix second it falls under it. The
+// three carry the start of the bucket holding now.
+const (
+	SlideSuffix  = "#slide"
+	ResetsSuffix = "#resets"
+)
+
 // DistinctSuffix ends the id of an entry that counts how many values of a
 // per-value limit's instance (govern.DistinctBase, then this suffix) have
 // a counter of their own in the period: at its max_distinct, a value with
