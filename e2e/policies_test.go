@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -358,4 +359,67 @@ func TestPolicyPeriodsAndZones(t *testing.T) {
 	if err != nil || resets.Before(now.Add(6*24*time.Hour)) || resets.After(now.Add(8*24*time.Hour)) {
 		t.Errorf("weekly resets_at %v (%v): want about a week on, when today's bucket slides out", resets, err)
 	}
+}
+
+// TestPolicyFallback: through dev, a per-model budget with a fallback
+// serves gpt-4o calls it would refuse with gpt-4o-mini (X-Tt-Fallback on
+// the answer, the spend reported under the model sent), until the
+// fallback model's own quota refuses too: then the budget's refusal is
+// answered.
+func TestPolicyFallback(t *testing.T) {
+	ctx := testContext(t)
+	s := startPolicies(t, "", `    - { id: gpt4o_day, attach: { level: user }, type: budget_usd, amount_usd: 0.00001, period: day, match: { model: gpt-4o }, fallback: { model: gpt-4o-mini } }
+    - { id: mini_day, attach: { level: user }, type: quota_requests, amount: 2, period: day, match: { model: gpt-4o-mini } }
+`)
+	key := mint(ctx, t, s, dev1)
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o", "hi", `,"max_tokens":4`)); r.status != 200 || r.header.Get("X-Tt-Fallback") != "" {
+		t.Fatalf("first call: %d %v %s", r.status, r.header, r.body)
+	}
+	eventually(ctx, t, "a gpt-4o call served by gpt-4o-mini", func() (bool, string) {
+		r := gw(ctx, t, s, key, chatJSON("gpt-4o", "hi", `,"max_tokens":4`))
+		return r.status == 200 && r.header.Get("X-Tt-Fallback") == "gpt4o_day;model=gpt-4o-mini" && r.get("model").String() == "gpt-4o-mini", fmt.Sprint(r.status, r.header, r.body)
+	})
+	var refused reply
+	eventually(ctx, t, "the budget's refusal once gpt-4o-mini's quota is spent", func() (bool, string) {
+		refused = gw(ctx, t, s, key, chatJSON("gpt-4o", "hi", `,"max_tokens":4`))
+		return refused.status == 429, refused.body
+	})
+	if refused.get("error.refused_by.limit_id").String() != "gpt4o_day" || refused.get("error.type").String() != "budget_exceeded" || refused.header.Get("X-Tt-Fallback") != "" {
+		t.Errorf("refusal: %v %s", refused.header, refused.body)
+	}
+	eventually(ctx, t, "the spend of the fallback calls under gpt-4o-mini", func() (bool, string) {
+		rep := sendAccountant(ctx, t, s, "/tt/api/v1/spend?group_by=model")
+		return gjson.Get(rep.body, `groups.#(key.model=="gpt-4o-mini").total.requests`).Int() >= 2, rep.body
+	})
+}
+
+// TestSaaSExample serves examples/saas.yaml through dev: a customer's call
+// is counted under its own customer_daily counter, /tt/v1/me shows the
+// example's limits for that customer (the quarter in New York, the
+// output-token quota), and a batch-tagged call counts in batch_monthly.
+func TestSaaSExample(t *testing.T) {
+	ctx := testContext(t)
+	s := startDev(t, filepath.Join("..", "examples", "saas.yaml"), "")
+	key := mint(ctx, t, s, "org:saas/team:app/user:backend")
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "hi"), "X-Tt-Customer", "cus_1"); r.status != 200 {
+		t.Fatalf("a customer's call: %d %s", r.status, r.body)
+	}
+	if r := gw(ctx, t, s, key, chatJSON("gpt-4o", "hi", `,"max_tokens":8`), "X-Tt-Customer", "cus_2", "X-Tt-Tags", "batch"); r.status != 200 {
+		t.Fatalf("a batch call: %d %s", r.status, r.body)
+	}
+	ny, _ := calendar.LoadZone("America/New_York")
+	eventually(ctx, t, "cus_1's counters in /tt/v1/me", func() (bool, string) {
+		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "", "X-Tt-Customer", "cus_1")
+		cus := gjson.Get(me.body, `limits.#(limit_id=="customer_daily")`)
+		q := gjson.Get(me.body, `limits.#(limit_id=="team_quarter")`)
+		out := gjson.Get(me.body, `limits.#(limit_id=="output_daily")`)
+		ok := cus.Get("observed_usd.usd").Float() > 0 && cus.Get("customer").String() == "cus_1" && q.Get("timezone").String() == "America/New_York" &&
+			q.Get("resets_at").String() == calendar.EndIn(calendar.Quarter, time.Now(), ny).Format(time.RFC3339) &&
+			out.Get("metric").String() == "output" && out.Get("observed").Int() > 0
+		return ok, me.body
+	})
+	eventually(ctx, t, "the batch call in batch_monthly", func() (bool, string) {
+		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "", "X-Tt-Tags", "batch")
+		return gjson.Get(me.body, `limits.#(limit_id=="batch_monthly").observed_usd.usd`).Float() > 0, me.body
+	})
 }

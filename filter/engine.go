@@ -107,9 +107,11 @@ type Engine struct {
 	summedRows, sumLogged, cutRows uint64
 	dropLogNext                    time.Time
 
-	free  []*Stream // finished streams, reused
-	inst  []govern.Instance
-	facts []govern.NodeFacts // the runtime plane's say on the chain resolved
+	free []*Stream // finished streams, reused
+	inst []govern.Instance
+	// fbInst are the gate-2 instances of a request's fallback model.
+	fbInst []govern.Instance
+	facts  []govern.NodeFacts // the runtime plane's say on the chain resolved
 	// fields and paths are scratch for the body fields gate 2 reads
 	// (attributes).
 	fields []gjson.Result

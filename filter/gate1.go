@@ -550,6 +550,16 @@ func (e *Engine) uncheckable(s *Stream, in *govern.Instance, v Verdict, why stri
 
 // refuse answers a limit breach with its 429.
 func (e *Engine) refuse(s *Stream, v Verdict, r *wire.Refusal, in *govern.Instance) *Verdict {
+	if s.fb.trying || e.holdFallback(s, r, in) {
+		// The walk answers: the fallback is tried, or it was and the
+		// refusal held for it stands (fallback.go).
+		return &v
+	}
+	return e.answerRefusal(s, v, r, in)
+}
+
+// answerRefusal answers the refusal r of instance in: its 429, counted.
+func (e *Engine) answerRefusal(s *Stream, v Verdict, r *wire.Refusal, in *govern.Instance) *Verdict {
 	l := in.Limit
 	if l.Type.Class() == govern.LedgerSettled {
 		r.Bound = e.bound(e.host.Now())
@@ -617,8 +627,11 @@ func refusedMetric(t govern.Type) Metric {
 
 // releaseLeases hands back every lease the request still holds, exactly
 // once each.
-func (e *Engine) releaseLeases(s *Stream, now time.Time) {
-	for i := range s.leases {
+func (e *Engine) releaseLeases(s *Stream, now time.Time) { e.releaseLeasesFrom(s, 0, now) }
+
+// releaseLeasesFrom hands back the leases from the from-th on.
+func (e *Engine) releaseLeasesFrom(s *Stream, from int, now time.Time) {
+	for i := from; i < len(s.leases); i++ {
 		if l := &s.leases[i]; !l.released {
 			l.released = true
 			if err := e.cells.gaugeRelease(l.hold, now, e.leaseTTL); err != nil {

@@ -122,6 +122,7 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 	}
 	s.req, s.parsed = req, true
 	s.dims.Model = req.Model
+	s.fb.mark(s)
 	s.outMax = -1
 	if s.unarmed {
 		return e.gate2Done(s, body, v)
@@ -196,6 +197,12 @@ func (e *Engine) gate2Walk(s *Stream, insts []govern.Instance, body []byte, now 
 			return v
 		}
 		if reply != nil {
+			switch {
+			case s.fb.held:
+				return e.fallBack(s, body, now, v)
+			case s.fb.trying:
+				return e.refusedFallback(s, now, v)
+			}
 			e.handBack(s, now)
 			return *reply
 		}
@@ -217,6 +224,14 @@ func (e *Engine) handBack(s *Stream, now time.Time) {
 // headers carry, and lets the request go.
 func (e *Engine) gate2Done(s *Stream, body []byte, v Verdict) Verdict {
 	req := s.req
+	if s.fb.trying {
+		// Served with the fallback model: body is the one whose model
+		// fallBack rewrote (fallback.go).
+		s.fb.trying = false
+		e.host.Metrics.Add(MetricFallback, 1)
+		v.Body = body
+		s.replacedBody = true
+	}
 	if s.outMax >= 0 && req.Endpoint != llm.Embeddings && (!req.HasMaxTokens || s.outMax < req.MaxTokens) {
 		// Budget reserve mode reserved for at most outMax output tokens:
 		// the provider is held to it.

@@ -116,6 +116,7 @@ const (
 	MetricRowsCut
 	MetricStartsSent
 	MetricOverflow
+	MetricFallback
 	metricCount
 )
 
@@ -156,4 +157,6 @@ var MetricNames = [metricCount]string{
 	// Start rows of calls in flight sent to the accountant.
 	MetricStartsSent: "tokentriage.ledger.starts_sent",
 	MetricOverflow:   "tokentriage.overflow",
+	// Requests served with a limit's fallback model instead of refused.
+	MetricFallback: "tokentriage.fallback",
 }

@@ -39,6 +39,9 @@ func (e *Engine) ResponseHeaders(s *Stream, status int, contentType, contentEnco
 	} else if len(s.suspended) > 0 {
 		h.Add = append(h.Add, [2]string{HeaderSuspended, strings.Join(s.suspended, ",")})
 	}
+	if s.fb.served() {
+		h.Add = append(h.Add, [2]string{wire.HeaderFallback, s.fb.limitID + ";model=" + s.fb.model})
+	}
 	if e.plan != nil && e.plan.DiscloseLimits && !s.unarmed {
 		h.Add = s.disclosure.AppendHeaders(h.Add)
 	}

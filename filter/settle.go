@@ -217,7 +217,7 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 		Node:         s.owner,
 		Endpoint:     s.endpoint(),
 		Provider:     s.dims.Provider,
-		Model:        s.req.Model,
+		Model:        s.askedModel(),
 		Served:       s.served,
 		Stream:       s.req.Stream,
 		Usage:        s.usage,
@@ -233,6 +233,7 @@ func (e *Engine) fillRow(r *ledger.Row, s *Stream, now time.Time) {
 		Customer:     s.dims.Customer,
 		Tags:         rowTags(s.dims.Tags),
 		Overflow:     s.overflow,
+		Fallback:     s.fallbackRef(),
 	}
 	if s.unarmed {
 		r.Suspended = append(r.Suspended, "*")

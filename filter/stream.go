@@ -58,6 +58,8 @@ type Stream struct {
 	// overflow counter (its value was past max_distinct).
 	overflow []string
 	unarmed  bool // no plan in force yet: nothing was checked
+	// fb is the request's fallback to a limit's fallback model.
+	fb fallbackState
 
 	// wait is the request's wait for a lease of a fleet limit, and where
 	// its gate resumes; reconcile are the corrections of its store: redis

@@ -19,7 +19,7 @@ type dims struct {
 }
 
 func rowDims(r *ledger.Row) dims {
-	return dims{node: r.Node, kid: r.KID, model: r.Model, provider: r.Provider, endpoint: r.Endpoint,
+	return dims{node: r.Node, kid: r.KID, model: r.Sent(), provider: r.Provider, endpoint: r.Endpoint,
 		customer: r.Customer, tags: govern.JoinTags(r.Tags)}
 }
 

@@ -211,7 +211,7 @@ func (r *Replay) add(row *ledger.Row, sign int64) {
 	if !reached {
 		return
 	}
-	d2 := govern.Dims{Model: row.Model, Provider: row.Provider, Endpoint: row.Endpoint,
+	d2 := govern.Dims{Model: row.Sent(), Provider: row.Provider, Endpoint: row.Endpoint,
 		Customer: row.Customer, Tags: govern.JoinTags(row.Tags)}
 	r.buf = r.armed.Resolve(r.chain, d2, govern.Gate2, r.buf[:0])
 	for _, in := range r.buf {

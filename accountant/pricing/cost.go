@@ -42,5 +42,5 @@ func (c *Catalog) PriceRow(r *ledger.Row) Cost {
 			return c.Price(name, r.Usage)
 		}
 	}
-	return c.Price(r.Model, r.Usage)
+	return c.Price(r.Sent(), r.Usage)
 }

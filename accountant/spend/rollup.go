@@ -71,7 +71,7 @@ type Dims struct {
 }
 
 func dimsOf(r *ledger.Row) Dims {
-	d := Dims{Node: r.Node, KID: r.KID, Model: r.Model, Served: r.Served, Provider: r.Provider,
+	d := Dims{Node: r.Node, KID: r.KID, Model: r.Sent(), Served: r.Served, Provider: r.Provider,
 		Endpoint: r.Endpoint, Decision: r.Decision, ErrorType: r.ErrorType, Cost: classOf(r),
 		Customer: r.Customer, Tags: govern.JoinTags(r.Tags)}
 	if r.RefusedBy != nil {

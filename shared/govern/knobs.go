@@ -239,9 +239,7 @@ func (l *Limit) DisclosedMaxDistinct() int64 {
 // pending lists the keys this build decodes and checks but does not yet
 // enforce end to end: a plan naming one is refused at compile rather than
 // armed with a key that would change nothing.
-var pending = map[string]string{
-	"fallback": "fallback models",
-}
+var pending = map[string]string{}
 
 // unbuilt refuses a key listed in pending.
 func (c *compiler) unbuilt(path, key string) bool {

@@ -57,6 +57,9 @@ func (c *compiler) limit(i int, cl *config.Limit, tree map[string]uint8, shared 
 	if cl.Reserve && typeOK && l.Period.Counted() && !l.Period.Classic() {
 		c.at(p+".reserve", "reserve mode counts a UTC day, ISO week or month; with period %q%s write one of those in UTC (timezone: UTC on the limit, when governance.timezone names another zone), or remove reserve", cl.Period, zoneNote(l.Period.Zone))
 	}
+	if typeOK && l.Fallback != "" && l.Match.Model == "" && !cl.Reserve && !cl.Fit {
+		c.at(p+".fallback", "limit %q counts every model in one counter, so once it refuses a request its fallback model would be refused too; narrow it to the dear model (match: { model: gpt-4o }), count each model apart (match: { model: \"*\" }), or let a cheaper call fit what is left (reserve: true on budget_usd, fit: true on quota_tokens)", cl.ID)
+	}
 	if typeOK && l.Period.Rolling > 0 && cl.Posture != nil && len(cl.Posture.Thresholds) > 0 {
 		c.at(p+".posture.thresholds", "alert thresholds are not raised on a rolling window (%s): its count falls as the window slides, so a crossing has no period to be raised once in; use a calendar period for alerts, or remove thresholds", l.Period.String())
 	}

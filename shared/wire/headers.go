@@ -15,7 +15,10 @@ const (
 	HeaderRefusalType     = "X-Tt-Refusal-Type"
 	HeaderRefusedBy       = "X-Tt-Refused-By"
 	HeaderRequestID       = "X-Tt-Request-Id"
-	HeaderAllow           = "Allow"
+	// HeaderFallback names, on a response served with a limit's fallback
+	// model, the limit and the model: "<limit_id>;model=<model>".
+	HeaderFallback = "X-Tt-Fallback"
+	HeaderAllow    = "Allow"
 	// HeaderModel and HeaderProvider are set on a request the gateway
 	// holds until gate 2 (hold_headers): the model its body asks for and
 	// the provider it resolved to, for routes to match on. A client's own

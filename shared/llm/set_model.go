@@ -1,0 +1,41 @@
+package llm
+
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/tokentriage/tokentriage/shared/jsontok"
+)
+
+// SetModel returns a copy of the body r was parsed from (or the body an
+// earlier rewrite of r returned) whose top-level model member names model
+// instead, the rest kept byte for byte, and sets r.Model. A body with no
+// model string member (or not a valid JSON object) comes back unchanged
+// with false, r untouched. The offsets the parse noted for later rewrites
+// are kept current.
+func (r *Request) SetModel(body []byte, model string) ([]byte, bool) {
+	if off, _ := checkSyntax(body); off >= 0 {
+		return body, false
+	}
+	root := gjson.Parse(view(body))
+	if !root.IsObject() {
+		return body, false
+	}
+	var at span
+	root.ForEach(func(k, v gjson.Result) bool {
+		if k.Str == "model" && v.Type == gjson.String {
+			at = span{v.Index, v.Index + len(v.Raw)}
+		}
+		return true
+	})
+	if at.end == 0 {
+		return body, false
+	}
+	val := string(jsontok.AppendString(nil, model))
+	out := splice(body, at.start, at.end, val)
+	if ed := &r.edits; ed.size != 0 && ed.size == len(body) {
+		ed.replaced(at, len(val))
+		ed.size = len(out)
+	}
+	r.Model = model
+	return out, true
+}
