@@ -183,48 +183,7 @@ type requestParser struct {
 }
 
 func (p *requestParser) field(k, v gjson.Result) bool {
-	ep := p.req.Endpoint
-	var bit uint16
-	switch k.Str {
-	case "model":
-		bit = seenModel
-	case "stream":
-		bit = seenStream
-	case "stream_options":
-		bit = seenStreamOptions
-	case "max_tokens":
-		if ep == ChatCompletions || ep == Completions || ep == Messages {
-			bit = seenMaxTokens
-		}
-	case "max_completion_tokens":
-		if ep == ChatCompletions {
-			bit = seenMaxCompletionTokens
-		}
-	case "max_output_tokens":
-		if ep == Responses {
-			bit = seenMaxOutputTokens
-		}
-	case "messages":
-		if ep == ChatCompletions || ep == Messages {
-			bit = seenMessages
-		}
-	case "prompt":
-		if ep == Completions {
-			bit = seenPrompt
-		}
-	case "input":
-		if ep == Embeddings || ep == Responses {
-			bit = seenInput
-		}
-	case "instructions":
-		if ep == Responses {
-			bit = seenInstructions
-		}
-	case "system":
-		if ep == Messages {
-			bit = seenSystem
-		}
-	}
+	_, bit := rootRole(p.req.Endpoint, viewBytes(k.Str)) // the governed members, as the one pass knows them
 	if bit == 0 {
 		p.extra(k.Str, v)
 		return p.err == nil
@@ -266,7 +225,7 @@ func (p *requestParser) field(k, v gjson.Result) bool {
 	case seenMessages:
 		n, err = messagesBytes(v, at)
 	case seenPrompt, seenInput:
-		if ep == Responses {
+		if p.req.Endpoint == Responses {
 			n, err = responsesInputBytes(v, at)
 		} else {
 			n, err = promptBytes(v, at)
