@@ -376,8 +376,8 @@ type callFunc func(method, path string, headers [][2]string, body []byte, timeou
 // sendRows sends the next batch through call when one is due. The calls
 // in flight are the open calls' start rows first (startrow.go).
 func (e *Engine) sendRows(now time.Time, force bool, call callFunc) {
-	if e.rows.inflight == 0 {
-		e.queueStarts(now)
+	if e.rows.inflight == 0 && e.queueStarts(now) && e.rows.lag() == 0 {
+		e.askKinds(now, call)
 	}
 	body := e.rows.batch(now, force)
 	if body == nil {

@@ -241,13 +241,19 @@ func (e *Engine) unauthSummed(s *Stream, r *ledger.Row, now time.Time) bool {
 
 // rowKinds is what the accountant said it reads, from its answers to
 // ingest (syncwire.IngestAck.Kinds): an accountant from before the row
-// kinds says nothing, and gets neither start rows nor summaries.
+// kinds says nothing, and gets neither start rows nor summaries. Until an
+// answer came (known), a VM sends neither; one with a call in flight
+// whose start is due asks (askKinds).
 type rowKinds struct {
 	start, summary bool
+	known          bool // an answer to a batch (or an ask) came
+	asking         bool // an ask is in flight
+	nextAsk        time.Time
+	backoff        time.Duration
 }
 
 func (k *rowKinds) learn(resp []byte) {
-	k.start, k.summary = false, false
+	k.start, k.summary, k.known = false, false, true
 	gjson.GetBytes(resp, "kinds").ForEach(func(_, v gjson.Result) bool {
 		switch ledger.Kind(v.String()) {
 		case ledger.KindStart:

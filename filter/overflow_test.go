@@ -430,6 +430,120 @@ func TestNoStartRowsForAnOlderAccountant(t *testing.T) {
 	}
 }
 
+// TestStartRowsOfAVMWithNoAnswerYet: the start of a call in flight on a
+// VM that has had no answer to a batch yet (its other calls, if any, all
+// still running) reaches the accountant within a flush: the VM asks which
+// row kinds the accountant reads with an empty batch, then sends the
+// start. Before, a VM learnt the kinds only from the answer to a batch of
+// rows, so with nothing ended on it, its calls' starts never left: the
+// other VM of a replica had served a call and sent the starts of its
+// calls, this one's two long streams had none, and a kill lost them.
+func TestStartRowsOfAVMWithNoAnswerYet(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	up := http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		if q.Header.Get("X-Hold") != "" {
+			entered <- struct{}{}
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}`)
+	})
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 2, upstream: up,
+		extra: []string{`"lease_ttl":"6s"`}})
+	r.sync()
+	// VM 1 serves a call: its batch's answer tells it the kinds. VM 2 has
+	// served nothing.
+	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: chatGermany, vm: 1}), 200)
+	r.step(500 * time.Millisecond)
+	held := func(vm int) {
+		go r.do(req{path: "/v1/chat/completions", key: dev1Key, body: chatBody("gpt-4o-mini", germany, `,"max_tokens":50`),
+			headers: map[string]string{"X-Hold": "1"}, vm: vm})
+		<-entered
+	}
+	held(1)
+	held(2)
+	held(2)
+	r.step(500 * time.Millisecond) // VM 2 asks, and sends the starts with the answer
+	var n int
+	r.acct.set(func(a *fakeAccountant) { n = len(a.starts) })
+	if n != 3 {
+		t.Fatalf("%d start rows, want the 3 calls in flight's (tokentriage.ledger.starts_sent %d)", n, r.metric("tokentriage.ledger.starts_sent"))
+	}
+	var empty int
+	r.acct.set(func(a *fakeAccountant) {
+		for _, b := range a.batches {
+			if len(b) == 0 {
+				empty++
+			}
+		}
+	})
+	if empty != 1 {
+		t.Errorf("%d empty batches, want the one ask of VM 2", empty)
+	}
+	// Renewed a third of lease_ttl later, with no more asks.
+	r.step(2 * time.Second)
+	if n := r.metric("tokentriage.ledger.starts_sent"); n != 6 {
+		t.Errorf("tokentriage.ledger.starts_sent = %d, want 6 (3 starts, sent again after lease_ttl/3)", n)
+	}
+	close(release)
+	r.step(500 * time.Millisecond)
+	r.acct.set(func(a *fakeAccountant) {
+		empty = 0
+		for _, b := range a.batches {
+			if len(b) == 0 {
+				empty++
+			}
+		}
+	})
+	if empty != 1 {
+		t.Errorf("%d empty batches, want the one ask of VM 2", empty)
+	}
+}
+
+// TestAnOlderAccountantIsAskedOnce: a VM with a call in flight and no
+// answer yet asks the accountant once; one from before start rows (its
+// answer names no kinds) is sent no start, and not asked again.
+func TestAnOlderAccountantIsAskedOnce(t *testing.T) {
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	up := http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		if q.Header.Get("X-Hold") != "" {
+			entered <- struct{}{}
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}`)
+	})
+	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 1, upstream: up,
+		extra: []string{`"lease_ttl":"3s"`}, acct: func(a *fakeAccountant) { a.kinds = nil; a.failIngest = 1 }})
+	r.sync()
+	done := make(chan struct{})
+	go func() {
+		r.chat(dev1Key, chatGermany, "X-Hold", "1")
+		close(done)
+	}()
+	<-entered
+	// The first ask fails (503): asked again after a backoff.
+	for i := 0; i < 10; i++ {
+		r.step(500 * time.Millisecond)
+	}
+	var batches, failed, starts int
+	r.acct.set(func(a *fakeAccountant) { batches, failed, starts = len(a.batches), a.failed, len(a.starts) })
+	if failed != 1 || batches != 1 || starts != 0 {
+		t.Errorf("%d asks failed, %d answered, %d start rows; want 1 failed, 1 answered (no kinds: no start, no more asks), 0 start rows", failed, batches, starts)
+	}
+	if l := r.logged("asking the accountant which ledger row kinds it reads"); len(l) != 1 {
+		t.Errorf("the failed ask is logged %d times: %q", len(l), l)
+	}
+	close(release)
+	<-done
+	r.step(500 * time.Millisecond)
+	r.acct.set(func(a *fakeAccountant) { batches, starts = len(a.batches), len(a.starts) })
+	if batches != 2 || starts != 0 || len(r.acct.ledger()) != 1 {
+		t.Errorf("%d batches, %d start rows, %d rows; want the ask, the end's batch, no start", batches, starts, len(r.acct.ledger()))
+	}
+}
+
 // TestTotalsOutliveAnAccountantThatStopsReadingThem: totals wait while an
 // accountant that read summaries is away, and it comes back as one that
 // does not (a rollback): the totals leave at its first answer, the rows
