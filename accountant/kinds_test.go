@@ -228,3 +228,28 @@ func TestStartsOfADeadReplicaCloseAfterARestart(t *testing.T) {
 		t.Errorf("after lease_ttl: %s (%d estimated)", got, rep.Total.EstimatedRequests)
 	}
 }
+
+// TestAnEmptyBatchAnswersTheKinds: an empty ingest batch, a filter's ask
+// for the row kinds before it has rows to send (a VM whose calls are all
+// still running), is answered with the kinds and records nothing; the
+// rows after it are recorded as usual.
+func TestAnEmptyBatchAnswersTheKinds(t *testing.T) {
+	f := newFixture(t, testConfig)
+	code, resp := f.do(t, http.MethodPost, syncwire.IngestPath, nil)
+	if code != http.StatusOK {
+		t.Fatalf("an empty batch: %d %s", code, resp)
+	}
+	var ack syncwire.IngestAck
+	json.Unmarshal(resp, &ack)
+	if ack.Accepted != 0 || ack.Rejected != 0 || ack.Duplicates != 0 || strings.Join(ack.Kinds, ",") != "start,summary,close" {
+		t.Fatalf("ack %+v", ack)
+	}
+	code, resp = f.do(t, http.MethodPost, syncwire.IngestPath, batch(row(reqID(1), t0, "org:acme/team:ml", "gpt-4o-mini", 1, 1)))
+	json.Unmarshal(resp, &ack)
+	if code != http.StatusOK || ack.Accepted != 1 {
+		t.Fatalf("the batch after the empty one: %d %s", code, resp)
+	}
+	if rows := f.ledgerRows(t); len(rows) != 1 || rows[0].RequestID != reqID(1) {
+		t.Errorf("the ledger holds %d rows, want the one batch's: %+v", len(rows), rows)
+	}
+}
