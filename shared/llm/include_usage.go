@@ -142,7 +142,7 @@ func memberEnd(body []byte) int {
 // shift moves the noted offsets at or after at by d bytes: d bytes were
 // inserted there.
 func (ed *bodyEdits) shift(at, d int) {
-	for _, sp := range []*span{&ed.maxTokens, &ed.maxCompletion, &ed.maxOutput, &ed.opts, &ed.include} {
+	for _, sp := range []*span{&ed.model, &ed.maxTokens, &ed.maxCompletion, &ed.maxOutput, &ed.opts, &ed.include} {
 		if sp.end != 0 && sp.start >= at {
 			sp.start += d
 			sp.end += d
@@ -153,7 +153,7 @@ func (ed *bodyEdits) shift(at, d int) {
 // replaced notes that the value at h now has n bytes.
 func (ed *bodyEdits) replaced(h span, n int) {
 	d := n - (h.end - h.start)
-	for _, sp := range []*span{&ed.maxTokens, &ed.maxCompletion, &ed.maxOutput, &ed.opts, &ed.include} {
+	for _, sp := range []*span{&ed.model, &ed.maxTokens, &ed.maxCompletion, &ed.maxOutput, &ed.opts, &ed.include} {
 		switch {
 		case sp.end == 0:
 		case *sp == h:

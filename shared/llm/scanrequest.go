@@ -94,6 +94,7 @@ const semanticDepth = 16
 type bodyEdits struct {
 	size          int // the body's length; 0 when the edits are unknown
 	members       int // top-level members
+	model         span
 	maxTokens     span
 	maxCompletion span
 	maxOutput     span
@@ -399,6 +400,7 @@ func scanRequest(ep Endpoint, b []byte, r *Request, fr *fieldReader) bool {
 					return false
 				}
 				r.Model = cloneString(b[vs:i])
+				ed.model = span{vs, i}
 			case vStream:
 				switch tok.Kind {
 				case jsontok.True:

@@ -38,6 +38,10 @@ func compareRequest(t testing.TB, ep Endpoint, body []byte) bool {
 	if err != nil {
 		t.Fatalf("%s %q: the scanner read %+v where the gjson reading refuses: %v", ep, body, fast, err)
 	}
+	// The model the one pass noted is where the body's reading finds it.
+	if at := modelSpan(body); fast.edits.model != at {
+		t.Fatalf("%s %q: model noted at %v, read at %v", ep, body, fast.edits.model, at)
+	}
 	fast.edits = bodyEdits{}
 	if fast != ref {
 		t.Fatalf("%s %q:\nscanner %+v\ngjson   %+v", ep, body, fast, ref)
@@ -64,6 +68,30 @@ func compareRequest(t testing.TB, ep Endpoint, body []byte) bool {
 		want2, wantChanged2 := InjectIncludeUsage(want)
 		if gotChanged2 != wantChanged2 || !bytes.Equal(got2, want2) {
 			t.Fatalf("%s %q then max %d: InjectIncludeUsage spliced %q (%v), want %q (%v)", ep, want, n, got2, gotChanged2, want2, wantChanged2)
+		}
+	}
+	// SetModel splices the model where the body's reading finds it, on
+	// the body as parsed and after the other rewrites moved it.
+	for _, rewrite := range []bool{false, true} {
+		r := Request{Endpoint: ep, Choices: 1}
+		scanRequest(ep, body, &r, nil)
+		b := body
+		if rewrite {
+			if ep == ChatCompletions || ep == Completions {
+				b, _ = r.InjectIncludeUsage(b)
+			}
+			b, _ = r.SetOutputMax(b, 7)
+		}
+		var plain Request // no noted offsets: SetModel reads the body
+		want, wantOK := plain.SetModel(b, `gpt-"é"`)
+		got, gotOK := r.SetModel(b, `gpt-"é"`)
+		if gotOK != wantOK || !bytes.Equal(got, want) {
+			t.Fatalf("%s %q: SetModel spliced %q (%v), want %q (%v)", ep, b, got, gotOK, want, wantOK)
+		}
+		if again, ok := r.SetOutputMax(got, 5); ok {
+			if want2, _ := SetOutputMax(ep, got, 5); !bytes.Equal(again, want2) {
+				t.Fatalf("%s %q: SetOutputMax after SetModel spliced %q, want %q", ep, got, again, want2)
+			}
 		}
 	}
 	r := Request{Endpoint: ep, Choices: 1}
