@@ -182,8 +182,15 @@ func (s *Server) start() error {
 			return fmt.Errorf("%s on %s exited while starting:\n%s", binary(), s.Addr, s.logTail())
 		default:
 		}
-		if err := s.Ping(); err == nil {
-			return nil
+		if pid, err := s.pid(); err == nil {
+			if pid == cmd.Process.Pid {
+				return nil
+			}
+			// Another test's server holds the port: this one failed to
+			// bind it and is exiting. Answering its PING would have two
+			// tests share one Redis.
+			s.Kill()
+			return fmt.Errorf("%s on %s: the port is another server's (process %d)", binary(), s.Addr, pid)
 		}
 		if time.Now().After(deadline) {
 			s.Kill()
@@ -271,6 +278,20 @@ func (s *Server) Restart(t testing.TB, d Data) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("redistest: restarting on %s: %v", s.Addr, err)
+}
+
+// pid is the process id of the server answering on s.Addr.
+func (s *Server) pid() (int, error) {
+	info, err := s.Do("INFO", "server")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("INFO server names no process_id")
 }
 
 // Ping sends PING and expects PONG.

@@ -73,3 +73,19 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("keys of one tag in slots %d and %d", a, b)
 	}
 }
+
+// TestStartOnATakenPortFails: a server started on a port another server
+// holds fails to bind and exits, and until it has, that other server
+// answers on the port; the start must not take it for its own (two tests
+// would share one Redis, each seeing the other's counters).
+func TestStartOnATakenPortFails(t *testing.T) {
+	a := Start(t)
+	b := &Server{Dir: t.TempDir(), port: a.port, Addr: a.Addr}
+	if err := b.start(); err == nil {
+		b.Kill()
+		t.Fatalf("a second server started on %s, which the first holds", a.Addr)
+	}
+	if err := a.Ping(); err != nil {
+		t.Fatalf("the first server after the second's attempt: %v", err)
+	}
+}
