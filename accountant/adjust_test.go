@@ -285,4 +285,9 @@ func TestCounterResetInOtherPeriods(t *testing.T) {
 	if v, _ := entryOf(f.sync(t, ""), ids["team_week"]); v != 4000 {
 		t.Errorf("team_week after the refused reset: %d", v)
 	}
+	// The limits API reads the window as the gateway does.
+	code, body = f.admin(t, http.MethodGet, api.Prefix+"spend/limits", "")
+	if code != 200 || !strings.Contains(body, `"limit_id":"team_week","type":"quota_tokens","node":"org:acme/team:ml","period":"7d"`) || !strings.Contains(body, `"used":4000`) {
+		t.Errorf("spend/limits: %d %s", code, body)
+	}
 }
