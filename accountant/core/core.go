@@ -108,6 +108,7 @@ type Core struct {
 	// beyond the UTC day, week and month (by identity), periodStart the
 	// current start of each, to see a rollover (period.go).
 	zones       []zoneFam
+	quarters    quarterFam
 	periods     map[string]govern.Period
 	periodStart map[string]int64
 	// replicaIDs interns the filter replica ids the aggregates hold.

@@ -247,7 +247,7 @@ func (c *Core) foldAgg(r *ledger.Row, a agg) {
 	if day >= c.aggFrom {
 		c.addAgg(ad, famUTC, day, a, r)
 	}
-	if !r.End.Before(c.now.Add(-quarterKeep)) {
+	if c.quarters.on && !r.End.Before(c.now.Add(-quarterKeep)) {
 		c.addAgg(ad, famQuarter, floorDiv(r.End.Unix(), 900), a, r)
 	}
 	for i, z := range c.zones {

@@ -45,6 +45,11 @@ const (
 	ResetsSuffix = syncwire.ResetsSuffix
 )
 
+// quarterFam says whether the quarter-hour aggregates are kept (the plan
+// has an hour period: kept only then, as they double the aggregates of
+// the last two hours) and hold every row of the last two hours.
+type quarterFam struct{ on, complete bool }
+
 // zoneFam is one time zone the plan names, and whether its aggregates
 // hold every row since the earliest current period (complete).
 type zoneFam struct {
@@ -99,6 +104,21 @@ func (c *Core) armPeriods() {
 	old := c.zones
 	c.zones = nil
 	c.periods = map[string]govern.Period{}
+	hours := false
+	defer func() {
+		switch {
+		case hours && !c.quarters.on:
+			// Before any row, the replay at start brings them.
+			c.quarters = quarterFam{on: true, complete: c.stats.Folded == 0 && len(c.aggs) == 0}
+		case !hours && c.quarters.on:
+			c.quarters = quarterFam{}
+			for k := range c.aggs {
+				if k.fam == famQuarter {
+					delete(c.aggs, k)
+				}
+			}
+		}
+	}()
 	if c.armed == nil {
 		return
 	}
@@ -107,6 +127,7 @@ func (c *Core) armPeriods() {
 		if l.Type.Class() != govern.LedgerSettled || !p.Counted() || p.Classic() {
 			continue
 		}
+		hours = hours || p.Calendar == calendar.Hour
 		c.periods[p.String()+"@"+p.Zone] = p
 		if p.Zone == "" || p.Calendar == calendar.Hour || c.zoneIndex(p.Zone) >= 0 {
 			continue
@@ -155,6 +176,9 @@ func (c *Core) NeedsHistory() bool {
 			return true
 		}
 	}
+	if c.quarters.on && !c.quarters.complete {
+		return true
+	}
 	return !c.aggComplete.IsZero() && c.earliestStart(c.now).Before(c.aggComplete)
 }
 
@@ -180,6 +204,7 @@ func (c *Core) Backfill(rows []ledger.Row, done bool) {
 		for i := range c.zones {
 			c.zones[i].complete = true
 		}
+		c.quarters.complete = c.quarters.on
 		c.aggComplete, c.aggFromTime = from, from
 		c.aggFrom = dayOf(from)
 	}
@@ -201,6 +226,9 @@ func (c *Core) backfillRow(r *ledger.Row, a agg) {
 		if older || !z.complete {
 			c.addAgg(ad, famZone0+uint8(zi), calendar.StartIn(calendar.Day, r.End, z.loc).Unix(), a, r)
 		}
+	}
+	if c.quarters.on && !c.quarters.complete && !r.End.Before(c.now.Add(-quarterKeep)) {
+		c.addAgg(ad, famQuarter, floorDiv(r.End.Unix(), 900), a, r)
 	}
 }
 

@@ -43,8 +43,9 @@ func snapshotText(t *testing.T, c *Core) string {
 }
 
 // TestNewZoneAndLongerPeriodBackfilled: a reload that adds a period in a
-// time zone the aggregates have not kept, and one that reaches back
-// further than they do (a year), is told so (NeedsHistory); once the
+// time zone the aggregates have not kept, one that reaches back further
+// than they do (a year), and an hour (whose quarter-hour aggregates are
+// kept only for a plan with one) is told so (NeedsHistory); once the
 // ledger's rows are handed to Backfill, the re-derived counters are the
 // ones a core armed with the plan from the start holds.
 func TestNewZoneAndLongerPeriodBackfilled(t *testing.T) {
@@ -63,6 +64,7 @@ func TestNewZoneAndLongerPeriodBackfilled(t *testing.T) {
     - { id: berlin_day, attach: { level: team }, type: quota_tokens, amount: 100, period: day, timezone: Europe/Berlin }
     - { id: yearly, attach: { level: team }, type: quota_requests, amount: 100, period: year }
     - { id: week_ny, attach: { level: team }, type: quota_requests, amount: 100, period: week, timezone: America/New_York }
+    - { id: hourly, attach: { level: team }, type: quota_requests, amount: 100, period: hour }
 `)
 	// The reference: armed with the wider plan before any row.
 	ref := New(Options{})
@@ -84,7 +86,7 @@ func TestNewZoneAndLongerPeriodBackfilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !c.NeedsHistory() {
-		t.Fatal("a plan with a new zone and a year: NeedsHistory is false")
+		t.Fatal("a plan with a new zone, a year and an hour: NeedsHistory is false")
 	}
 	c.Backfill(rows[:20], false)
 	c.Backfill(rows[20:], true)
@@ -97,7 +99,7 @@ func TestNewZoneAndLongerPeriodBackfilled(t *testing.T) {
 	if got := snapshotText(t, c); got != want {
 		t.Errorf("after the backfill:\n%s\nwant (armed from the start):\n%s", got, want)
 	}
-	if !strings.Contains(want, "yearly") || !strings.Contains(want, "berlin_day") || !strings.Contains(want, "week_ny") {
+	if !strings.Contains(want, "yearly") || !strings.Contains(want, "berlin_day") || !strings.Contains(want, "week_ny") || !strings.Contains(want, "hourly") {
 		t.Errorf("the reference lacks a limit:\n%s", want)
 	}
 }
