@@ -123,7 +123,7 @@ func TestFleetScriptPorts(t *testing.T) {
 		}
 		return false, printed.String()
 	})
-	codes := ""
+	codes, served := "", 0
 	for i := 0; i < 7; i++ {
 		p := port + 2*(i%2)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/v1/chat/completions", p),
@@ -136,8 +136,17 @@ func TestFleetScriptPorts(t *testing.T) {
 		}
 		resp.Body.Close()
 		codes += fmt.Sprint(resp.StatusCode, " ")
+		if resp.StatusCode == http.StatusOK {
+			served++
+		}
 	}
-	if codes != "200 200 200 200 200 200 429 " {
-		t.Fatalf("the banner's loop over the two replicas answered %s; want six served and the seventh refused by user_rpm", codes)
+	// Six served and the seventh refused: the replicas share one amount
+	// (each alone would serve all seven). Near an amount's end its last
+	// unit may still sit in the other replica's lease (RATIONALE, the
+	// fleet's leases), so the sixth may be the first refusal; never more
+	// than six served, never fewer than five.
+	if !strings.HasSuffix(codes, "429 ") || served < 5 || served > 6 || strings.Contains(codes, "429 200") ||
+		strings.Count(codes, "200")+strings.Count(codes, "429") != 7 {
+		t.Fatalf("the banner's loop over the two replicas answered %s; want six served (or five) and then user_rpm's refusal", codes)
 	}
 }

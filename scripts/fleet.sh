@@ -151,7 +151,8 @@ cat <<EOT
 
 Spread requests over the replicas: user_rpm (store: redis) admits 6 a
 minute for the whole fleet, so the 7th of these is a 429 whichever replica
-it reaches:
+it reaches (now and then the 6th: at the end of an amount its last unit can
+sit in the other replica's lease for a few seconds before it goes back):
 
   for p in$ports; do curl -s -o /dev/null -w '%{http_code}\\n' \\
     http://127.0.0.1:\$p/v1/chat/completions -H "Authorization: Bearer \$TT_KEY" \\
