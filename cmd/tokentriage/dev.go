@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +28,30 @@ const PIDFile = "dev.pid"
 // demoOwner is the node the demo key is minted for: seed 004's dev1, the
 // user examples/tokentriage.yaml sizes its demo limit for.
 const demoOwner = "org:acme/team:ml/user:dev1"
+
+// pickDemoOwner is the node dev mints its demo key for: the one --demo-owner
+// names; else demoOwner when the tree has it; else the tree's first user,
+// or its first team, or its first org (nodes in lexical order), so that
+// `dev -c` of any config with tenants starts with a key to try. With no
+// node at all it is demoOwner, and the mint says what is missing.
+func pickDemoOwner(flag string, nodes []string) string {
+	if flag != "" {
+		return flag
+	}
+	for _, n := range nodes {
+		if n == demoOwner {
+			return n
+		}
+	}
+	for _, level := range []string{"/user:", "/team:", "org:"} {
+		for _, n := range nodes {
+			if strings.Contains(n, level) {
+				return n
+			}
+		}
+	}
+	return demoOwner
+}
 
 var devCmd = &command{
 	name:    "dev",
@@ -75,7 +100,7 @@ TT_ACCOUNTANT_TOKEN (the mirrors pull the plane with it).`,
 		fs.StringVar(&o.alertFormat, "alert-format", "json", "the shape of the webhook's posts: json, slack (an incoming webhook's blocks) or teams (an Adaptive Card)")
 		fs.StringVar(&o.spendReport, "spend-report", "", "daily: post each UTC day's spend to the alert webhook after midnight")
 		fs.BoolVar(&o.requestLog, "request-log", true, "log one line per request: method, path, status, ms, key name, the limit that refused it, tokens, cost (--request-log=false: none)")
-		fs.StringVar(&o.demoOwner, "demo-owner", demoOwner, "node the demo key is minted for")
+		fs.StringVar(&o.demoOwner, "demo-owner", "", "node the demo key is minted for (default "+demoOwner+" when the config has it, else the config's first user, team or org)")
 		fs.IntVar(&o.maxHeaders, "max-request-headers-count", devserver.DefaultMaxRequestHeadersCount, "most header fields a request may carry; more are answered 431 before the filter runs (Envoy's max_request_headers_count)")
 		fs.DurationVar(&o.idleTimeout, "stream-idle-timeout", wasmtest.DefaultStreamIdleTimeout, "end a request with no bytes from the client or the upstream for this long: 408 before the response starts, a reset after (Envoy's stream_idle_timeout); 0 turns it off")
 		fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "answer 408 to a request whose body has not all arrived this long after its headers (Envoy's request_timeout); 0, the default, turns it off")
@@ -259,7 +284,7 @@ func runDev(e *env, o devFlags) int {
 		token: token, generated: generated, defaultAcct: o.acctListen == devserver.DefaultAccountantListen,
 		control: o.control,
 	}
-	key, reused, err := demoKey(e.ctx, s, o.data, o.demoOwner, log)
+	key, reused, err := demoKey(e.ctx, s, o.data, pickDemoOwner(o.demoOwner, s.Accountant().Armed().Nodes()), log)
 	switch {
 	case e.ctx.Err() != nil: // interrupted while minting: just stop
 	case err != nil:

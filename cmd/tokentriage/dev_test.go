@@ -757,3 +757,26 @@ func TestDevKeepsItsDemoKeyAndLogsRequests(t *testing.T) {
 		t.Errorf("the exposed key answered %d; want 401", code)
 	}
 }
+
+// TestPickDemoOwner: dev's demo key goes to --demo-owner when given, else
+// to seed 004's dev1 when the config has it, else to the config's first
+// user, team or org, so `dev -c examples/saas.yaml` starts with a key.
+func TestPickDemoOwner(t *testing.T) {
+	saas := []string{"org:saas", "org:saas/team:app", "org:saas/team:app/user:backend", "org:saas/team:batch", "org:saas/team:batch/user:jobs"}
+	for _, c := range []struct {
+		flag  string
+		nodes []string
+		want  string
+	}{
+		{"", []string{"org:acme", "org:acme/team:ml", "org:acme/team:ml/user:a", demoOwner}, demoOwner},
+		{"", saas, "org:saas/team:app/user:backend"},
+		{"", []string{"org:solo", "org:solo/team:t"}, "org:solo/team:t"},
+		{"", []string{"org:solo"}, "org:solo"},
+		{"", nil, demoOwner},
+		{"org:saas/team:batch", saas, "org:saas/team:batch"},
+	} {
+		if got := pickDemoOwner(c.flag, c.nodes); got != c.want {
+			t.Errorf("pickDemoOwner(%q, %v) = %q; want %q", c.flag, c.nodes, got, c.want)
+		}
+	}
+}
