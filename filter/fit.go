@@ -6,7 +6,6 @@ import (
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/rate"
-	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 // Token metrics and fitting (issue: token caps below 16,384; input and
@@ -142,20 +141,7 @@ func (e *Engine) fitSettled(s *Stream, in *govern.Instance, now time.Time, v Ver
 	if !e.over(s, in) {
 		return nil
 	}
-	resets := l.Period.End(now)
-	r := wire.Refusal{
-		RequestID:  s.id,
-		LimitID:    l.ID,
-		LimitType:  wire.LimitType(l.Type.String()),
-		Node:       in.Node,
-		Period:     l.Period.String(),
-		ResetsAt:   resets,
-		RetryAfter: wire.Seconds(resets.Sub(now)),
-		Wait:       resets.Sub(now),
-		Observed:   observed,
-		Limit:      in.Amount,
-		Unfittable: true,
-		Cost:       inTok + minOut,
-	}
+	r := e.settledRefusal(s, in, now, observed)
+	r.Unfittable, r.Cost = true, inTok+minOut
 	return e.refuse(s, v, &r, in)
 }

@@ -125,3 +125,26 @@ func TestQuotaTokensFit(t *testing.T) {
 		t.Errorf("a spent quota: %d %v %s", resp.Status, resp.Headers, resp.Body)
 	}
 }
+
+// TestFitRefusalInARollingWindow: a fit quota_tokens refused as
+// unfittable in a rolling window resets when the window falls under its
+// amount (the accountant's #resets entry), as every other refusal of a
+// rolling window does; it named the end of the day's bucket.
+func TestFitRefusalInARollingWindow(t *testing.T) {
+	lim := `{"id":"output_weekly","attach":{"level":"user"},"type":"quota_tokens","amount":1000,"period":"7d","metric":"output","fit":true,"min_output":64}`
+	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	id := "output_weekly|quota_tokens:output|org:acme/team:ml/user:dev1||7d|"
+	day := time.Date(2026, 8, 9, 0, 0, 0, 0, time.UTC)
+	resets := time.Date(2026, 8, 11, 6, 0, 0, 0, time.UTC)
+	r.acct.setSnapshot("s1",
+		syncwire.Entry{ID: id, PeriodStart: day, Value: 950},
+		syncwire.Entry{ID: id + "#resets", PeriodStart: day, Value: resets.Unix()})
+	r.sync()
+	resp := r.chat(dev1Key, chatGermany)
+	mustStatus(t, resp, 429)
+	for _, want := range []string{`"type":"quota_cost_unfittable"`, `"resets_at":"2026-08-11T06:00:00Z"`, `"observed":950,"limit":1000`} {
+		if !strings.Contains(string(resp.Body), want) {
+			t.Errorf("refusal lacks %s: %s", want, resp.Body)
+		}
+	}
+}

@@ -344,8 +344,19 @@ func (e *Engine) refuseSpend(s *Stream, in *govern.Instance, now time.Time, v Ve
 		return nil
 	}
 	l := in.Limit
+	r := e.settledRefusal(s, in, now, observed)
+	r.Reserve = l.Reserve && l.Type == govern.BudgetUSD
+	r.Replicas, r.Held, r.InFlight = e.replicas, held, inFlight
+	return e.refuse(s, v, &r, in)
+}
+
+// settledRefusal is the refusal of a LedgerSettled instance whose counter
+// for the period is observed: it resets when the period ends, or, for a
+// rolling window, when the window falls under its amount (resetsAt).
+func (e *Engine) settledRefusal(s *Stream, in *govern.Instance, now time.Time, observed int64) wire.Refusal {
+	l := in.Limit
 	resets := e.resetsAt(in, now)
-	r := wire.Refusal{
+	return wire.Refusal{
 		RequestID:  s.id,
 		LimitID:    l.ID,
 		LimitType:  wire.LimitType(l.Type.String()),
@@ -356,12 +367,7 @@ func (e *Engine) refuseSpend(s *Stream, in *govern.Instance, now time.Time, v Ve
 		Wait:       resets.Sub(now),
 		Observed:   observed,
 		Limit:      in.Amount,
-		Reserve:    l.Reserve && l.Type == govern.BudgetUSD,
-		Replicas:   e.replicas,
-		Held:       held,
-		InFlight:   inFlight,
 	}
-	return e.refuse(s, v, &r, in)
 }
 
 // observed is a LedgerSettled instance's counter for the current period: a
