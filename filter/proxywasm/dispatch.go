@@ -105,45 +105,45 @@ func onVMStart(root, size uint32) (ok bool) {
 }
 
 func onConfigure(root, size uint32) (ok bool) {
-	s := state()
-	if s == nil {
-		return false
-	}
-	p := s.plugins[root]
+	s, p := activePlugin(root)
 	if p == nil {
 		return false
 	}
-	s.active = root
 	defer s.recoverBool(cbConfigure, root, &ok, false)
 	return bool(p.ctx.OnPluginStart(int(size)))
 }
 
 func onTick(root uint32) {
-	s := state()
-	if s == nil {
-		return
-	}
-	p := s.plugins[root]
+	s, p := activePlugin(root)
 	if p == nil {
 		return
 	}
-	s.active = root
 	defer s.recoverBool(cbTick, root, nil, false)
 	p.ctx.OnTick()
 }
 
 func onQueueReady(root, queue uint32) {
-	s := state()
-	if s == nil {
-		return
-	}
-	p := s.plugins[root]
+	s, p := activePlugin(root)
 	if p == nil {
 		return
 	}
-	s.active = root
 	defer s.recoverBool(cbQueueReady, root, nil, false)
 	p.ctx.OnQueueReady(queue)
+}
+
+// activePlugin finds the plugin context root names and makes it the
+// active context; p is nil when the VM's state or the plugin is gone.
+func activePlugin(root uint32) (s *vmState, p *pluginState) {
+	s = state()
+	if s == nil {
+		return nil, nil
+	}
+	p = s.plugins[root]
+	if p == nil {
+		return nil, nil
+	}
+	s.active = root
+	return s, p
 }
 
 // onStream runs one HTTP stream callback.
@@ -232,15 +232,10 @@ func (s *vmState) streamDone(id uint32, st *streamState) {
 }
 
 func onDone(id uint32) (ok bool) {
-	s := state()
-	if s == nil {
-		return true
-	}
-	p := s.plugins[id]
+	s, p := activePlugin(id)
 	if p == nil {
 		return true
 	}
-	s.active = id
 	defer s.recoverBool(cbDone, id, &ok, true)
 	return p.ctx.OnPluginDone()
 }

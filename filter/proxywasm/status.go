@@ -35,32 +35,28 @@ var (
 // callback; no real host uses it.
 const statusNoHost = 0xffff
 
+// statusErrors maps each status a host call can fail with to its error.
+var statusErrors = [...]error{
+	abi.StatusNotFound:            types.ErrorStatusNotFound,
+	abi.StatusBadArgument:         types.ErrorStatusBadArgument,
+	abi.StatusSerializationFailed: ErrorStatusSerializationFailure,
+	abi.StatusParseFailure:        ErrorStatusParseFailure,
+	abi.StatusInvalidMemoryAccess: ErrorStatusInvalidMemoryAccess,
+	abi.StatusEmpty:               types.ErrorStatusEmpty,
+	abi.StatusCasMismatch:         types.ErrorStatusCasMismatch,
+	abi.StatusInternalFailure:     types.ErrorInternalFailure,
+	abi.StatusBrokenConnection:    ErrorStatusBrokenConnection,
+	abi.StatusUnimplemented:       types.ErrorUnimplemented,
+}
+
 func statusToError(st uint32) error {
-	switch st {
-	case abi.StatusOK:
+	switch {
+	case st == abi.StatusOK:
 		return nil
-	case abi.StatusNotFound:
-		return types.ErrorStatusNotFound
-	case abi.StatusBadArgument:
-		return types.ErrorStatusBadArgument
-	case abi.StatusSerializationFailed:
-		return ErrorStatusSerializationFailure
-	case abi.StatusParseFailure:
-		return ErrorStatusParseFailure
-	case abi.StatusInvalidMemoryAccess:
-		return ErrorStatusInvalidMemoryAccess
-	case abi.StatusEmpty:
-		return types.ErrorStatusEmpty
-	case abi.StatusCasMismatch:
-		return types.ErrorStatusCasMismatch
-	case abi.StatusInternalFailure:
-		return types.ErrorInternalFailure
-	case abi.StatusBrokenConnection:
-		return ErrorStatusBrokenConnection
-	case abi.StatusUnimplemented:
-		return types.ErrorUnimplemented
-	case statusNoHost:
+	case st == statusNoHost:
 		return ErrNoHost
+	case st < uint32(len(statusErrors)) && statusErrors[st] != nil:
+		return statusErrors[st]
 	}
 	return errors.New("error status returned by host: unknown status " + strconv.FormatUint(uint64(st), 10))
 }

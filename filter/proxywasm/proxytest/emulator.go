@@ -162,16 +162,12 @@ func (e *Emulator) deleteRoot() {
 
 // RootContextID returns the plugin context's id (0 before StartVM).
 func (e *Emulator) RootContextID() uint32 {
-	e.nv.Lock()
-	defer e.nv.Unlock()
-	return e.h.rootID
+	return locked(e, func(h *vmHost) uint32 { return h.rootID })
 }
 
 // GetTickPeriod returns the tick period the plugin set, in milliseconds.
 func (e *Emulator) GetTickPeriod() uint32 {
-	e.nv.Lock()
-	defer e.nv.Unlock()
-	return e.h.tickPeriod
+	return locked(e, func(h *vmHost) uint32 { return h.tickPeriod })
 }
 
 // Tick calls proxy_on_tick, as the host's timer would, if the plugin has
@@ -192,16 +188,19 @@ func (e *Emulator) Tick() bool {
 
 // HostCalls returns how many host calls this VM's filter has made.
 func (e *Emulator) HostCalls() uint64 {
-	e.nv.Lock()
-	defer e.nv.Unlock()
-	return e.h.hostCalls
+	return locked(e, func(h *vmHost) uint64 { return h.hostCalls })
 }
 
 // SharedDataOps returns how many of them were shared-data gets and sets.
 func (e *Emulator) SharedDataOps() uint64 {
+	return locked(e, func(h *vmHost) uint64 { return h.sharedOps })
+}
+
+// locked reads the host's state under the emulator's lock.
+func locked[T any](e *Emulator, read func(*vmHost) T) T {
 	e.nv.Lock()
 	defer e.nv.Unlock()
-	return e.h.sharedOps
+	return read(e.h)
 }
 
 // afterCall runs what the host defers until the VM call returns: stream
@@ -224,19 +223,19 @@ func (e *Emulator) afterCall() {
 		}
 		if lr := s.pendingLocal; lr != nil {
 			s.pendingLocal = nil
-			s.continueReq, s.continueResp = false, false
+			s.req.resume, s.resp.resume = false, false
 			if s.local == nil {
 				e.sendLocal(s, lr)
 			}
 			continue
 		}
-		if s.continueReq {
-			s.continueReq = false
-			e.resumeRequest(s)
+		if s.req.resume {
+			s.req.resume = false
+			e.resume(s, &s.req)
 		}
-		if s.continueResp {
-			s.continueResp = false
-			e.resumeResponse(s)
+		if s.resp.resume {
+			s.resp.resume = false
+			e.resume(s, &s.resp)
 		}
 	}
 	if h.doneCalled {

@@ -129,12 +129,12 @@ func (h *vmHost) Done() uint32 {
 func (h *vmHost) buffer(bt uint32) (buf *[]byte, writable bool) {
 	switch bt {
 	case abi.BufferHttpRequestBody:
-		if s := h.cur(); s != nil && s.reqBodyLive {
-			return &s.reqBody, true
+		if s := h.cur(); s != nil && s.req.bodyLive {
+			return &s.req.body, true
 		}
 	case abi.BufferHttpResponseBody:
-		if s := h.cur(); s != nil && s.respBodyLive {
-			return &s.respBody, true
+		if s := h.cur(); s != nil && s.resp.bodyLive {
+			return &s.resp.body, true
 		}
 	case abi.BufferHttpCallResponseBody:
 		if h.callResp != nil {
@@ -226,11 +226,11 @@ func (h *vmHost) constMap(mt uint32) (m [][2]string, ok, logPhase bool) {
 	if s.inLog {
 		switch mt {
 		case abi.MapHttpRequestHeaders:
-			return s.reqHeaders, s.reqHeaders != nil, true
+			return s.req.headers, s.req.headers != nil, true
 		case abi.MapHttpResponseHeaders:
-			return s.respHeaders, s.respHeaders != nil, true
+			return s.resp.headers, s.resp.headers != nil, true
 		case abi.MapHttpResponseTrailers:
-			return s.respTrailers, s.respTrailers != nil, true
+			return s.resp.trailers, s.resp.trailers != nil, true
 		}
 		return nil, false, true
 	}
@@ -250,21 +250,24 @@ func (h *vmHost) mutMap(mt uint32, create bool) (*[][2]string, bool) {
 	}
 	switch mt {
 	case abi.MapHttpRequestHeaders:
-		return &s.reqHeaders, s.reqHeadersLive
+		return &s.req.headers, s.req.headersLive
 	case abi.MapHttpRequestTrailers:
-		if !s.reqTrailersLive && create && s.inReqBody && s.reqEOS {
-			s.reqTrailers, s.reqTrailersLive = [][2]string{}, true
-		}
-		return &s.reqTrailers, s.reqTrailersLive
+		return s.req.trailerMap(create)
 	case abi.MapHttpResponseHeaders:
-		return &s.respHeaders, s.respHeadersLive
+		return &s.resp.headers, s.resp.headersLive
 	case abi.MapHttpResponseTrailers:
-		if !s.respTrailersLive && create && s.inRespBody && s.respEOS {
-			s.respTrailers, s.respTrailersLive = [][2]string{}, true
-		}
-		return &s.respTrailers, s.respTrailersLive
+		return s.resp.trailerMap(create)
 	}
 	return nil, false
+}
+
+// trailerMap is the flow's trailers; a body callback at end of stream may
+// create them.
+func (f *flow) trailerMap(create bool) (*[][2]string, bool) {
+	if !f.trailersLive && create && f.inBody && f.eos {
+		f.trailers, f.trailersLive = [][2]string{}, true
+	}
+	return &f.trailers, f.trailersLive
 }
 
 func (h *vmHost) GetHeaderMapPairs(mt uint32) ([]byte, uint32) {
@@ -314,34 +317,28 @@ func (h *vmHost) GetHeaderMapValue(mt uint32, key string) ([]byte, uint32) {
 	return []byte(v), abi.StatusOK
 }
 
-func (h *vmHost) AddHeaderMapValue(mt uint32, key, value string) uint32 {
+// editMap applies edit to the map the filter may change now (a body
+// callback at end of stream may create the trailers).
+func (h *vmHost) editMap(mt uint32, edit func([][2]string) [][2]string) uint32 {
 	h.hostCalls++
 	p, ok := h.mutMap(mt, true)
 	if !ok {
 		return abi.StatusBadArgument
 	}
-	*p = append(*p, [2]string{strings.ToLower(key), value})
+	*p = edit(*p)
 	return abi.StatusOK
+}
+
+func (h *vmHost) AddHeaderMapValue(mt uint32, key, value string) uint32 {
+	return h.editMap(mt, func(m [][2]string) [][2]string { return append(m, [2]string{strings.ToLower(key), value}) })
 }
 
 func (h *vmHost) ReplaceHeaderMapValue(mt uint32, key, value string) uint32 {
-	h.hostCalls++
-	p, ok := h.mutMap(mt, true)
-	if !ok {
-		return abi.StatusBadArgument
-	}
-	*p = replaceKey(*p, strings.ToLower(key), value)
-	return abi.StatusOK
+	return h.editMap(mt, func(m [][2]string) [][2]string { return replaceKey(m, strings.ToLower(key), value) })
 }
 
 func (h *vmHost) RemoveHeaderMapValue(mt uint32, key string) uint32 {
-	h.hostCalls++
-	p, ok := h.mutMap(mt, true)
-	if !ok {
-		return abi.StatusBadArgument
-	}
-	*p = removeKey(*p, strings.ToLower(key))
-	return abi.StatusOK
+	return h.editMap(mt, func(m [][2]string) [][2]string { return removeKey(m, strings.ToLower(key)) })
 }
 
 // ContinueStream defers the resume until the VM call returns, and drops the
@@ -363,11 +360,11 @@ func (h *vmHost) ContinueStream(st uint32) uint32 {
 		return abi.StatusOK
 	}
 	if st == abi.StreamRequest {
-		s.continueReq = true
+		s.req.resume = true
 	} else {
-		s.continueResp = true
+		s.resp.resume = true
 	}
-	s.reqHeadersLive, s.reqBodyLive, s.reqTrailersLive = false, false, false
+	s.req.headersLive, s.req.bodyLive, s.req.trailersLive = false, false, false
 	h.touch(s)
 	return abi.StatusOK
 }

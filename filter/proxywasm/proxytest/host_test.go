@@ -43,12 +43,12 @@ func TestSetBufferBytesRules(t *testing.T) {
 	}
 	for i, tt := range tests {
 		e, s := newBare(t)
-		s.reqBody, s.reqBodyLive = []byte(tt.body), true
+		s.req.body, s.req.bodyLive = []byte(tt.body), true
 		if st := e.h.SetBufferBytes(abi.BufferHttpRequestBody, tt.start, tt.size, []byte("X")); st != tt.status {
 			t.Errorf("step %d: status %d, want %d", i, st, tt.status)
 		}
-		if string(s.reqBody) != tt.want {
-			t.Errorf("step %d: body %q, want %q", i, s.reqBody, tt.want)
+		if string(s.req.body) != tt.want {
+			t.Errorf("step %d: body %q, want %q", i, s.req.body, tt.want)
 		}
 	}
 }
@@ -58,7 +58,7 @@ func TestGetBufferBytesClamps(t *testing.T) {
 	if _, st := e.h.GetBufferBytes(abi.BufferHttpRequestBody, 0, 10); st != abi.StatusNotFound {
 		t.Errorf("no body yet: status %d, want NOT_FOUND", st)
 	}
-	s.respBody, s.respBodyLive = []byte("hello"), true
+	s.resp.body, s.resp.bodyLive = []byte("hello"), true
 	tests := []struct {
 		start, max uint32
 		want       string
@@ -124,7 +124,7 @@ func TestHeaderMapRules(t *testing.T) {
 	e, s := newBare(t)
 	h := e.h
 	// Not live: value BAD_ARGUMENT, pairs empty OK, size BAD_ARGUMENT.
-	s.reqHeaders = [][2]string{{"a", "1"}}
+	s.req.headers = [][2]string{{"a", "1"}}
 	if _, st := h.GetHeaderMapValue(abi.MapHttpRequestHeaders, "a"); st != abi.StatusBadArgument {
 		t.Errorf("value of a dropped map: %d", st)
 	}
@@ -134,27 +134,27 @@ func TestHeaderMapRules(t *testing.T) {
 	if _, st := h.GetHeaderMapSize(abi.MapHttpRequestHeaders); st != abi.StatusBadArgument {
 		t.Errorf("size of a dropped map: %d", st)
 	}
-	s.reqHeadersLive = true
+	s.req.headersLive = true
 	if n, st := h.GetHeaderMapSize(abi.MapHttpRequestHeaders); st != abi.StatusOK || n != 2 {
 		t.Errorf("size = %d, %d; want Envoy's byteSize 2", n, st)
 	}
 	h.ReplaceHeaderMapValue(abi.MapHttpRequestHeaders, "B", "x")
 	h.AddHeaderMapValue(abi.MapHttpRequestHeaders, "b", "y")
 	h.ReplaceHeaderMapValue(abi.MapHttpRequestHeaders, "b", "z")
-	if want := [][2]string{{"a", "1"}, {"b", "z"}}; !slices.Equal(s.reqHeaders, want) {
-		t.Errorf("headers = %q, want %q", s.reqHeaders, want)
+	if want := [][2]string{{"a", "1"}, {"b", "z"}}; !slices.Equal(s.req.headers, want) {
+		t.Errorf("headers = %q, want %q", s.req.headers, want)
 	}
 	// Malformed pairs are an empty map, as cpp-host decodes them.
 	h.SetHeaderMapPairs(abi.MapHttpRequestHeaders, []byte{1, 2, 3})
-	if len(s.reqHeaders) != 0 {
-		t.Errorf("malformed pairs left %q", s.reqHeaders)
+	if len(s.req.headers) != 0 {
+		t.Errorf("malformed pairs left %q", s.req.headers)
 	}
 	// A body callback at end of stream may add trailers.
-	s.inReqBody, s.reqEOS = true, true
+	s.req.inBody, s.req.eos = true, true
 	if st := h.AddHeaderMapValue(abi.MapHttpRequestTrailers, "t", "1"); st != abi.StatusOK {
 		t.Errorf("adding trailers at end of stream: %d", st)
 	}
-	s.inReqBody = false
+	s.req.inBody = false
 	// The call response maps exist only during the callout callback.
 	if _, st := h.GetHeaderMapValue(abi.MapHttpCallResponseHeaders, ":status"); st != abi.StatusBadArgument {
 		t.Errorf("call response outside its callback: %d", st)

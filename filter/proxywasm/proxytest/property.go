@@ -77,12 +77,12 @@ func streamAttribute(s *stream, segs []string) ([]byte, bool) {
 	}
 	switch segs[0] {
 	case "request":
-		path, _ := firstValue(s.reqHeaders, ":path")
+		path, _ := firstValue(s.req.headers, ":path")
 		switch segs[1] {
 		case "id":
-			return header(s.reqHeaders, "x-request-id")
+			return header(s.req.headers, "x-request-id")
 		case "path":
-			return header(s.reqHeaders, ":path")
+			return header(s.req.headers, ":path")
 		case "url_path":
 			p, _, _ := strings.Cut(path, "?")
 			return []byte(p), path != ""
@@ -90,21 +90,21 @@ func streamAttribute(s *stream, segs []string) ([]byte, bool) {
 			_, q, _ := strings.Cut(path, "?")
 			return []byte(q), path != ""
 		case "host":
-			return header(s.reqHeaders, ":authority")
+			return header(s.req.headers, ":authority")
 		case "method":
-			return header(s.reqHeaders, ":method")
+			return header(s.req.headers, ":method")
 		case "scheme":
-			return header(s.reqHeaders, ":scheme")
+			return header(s.req.headers, ":scheme")
 		case "headers":
 			if len(segs) == 3 {
-				return header(s.reqHeaders, segs[2])
+				return header(s.req.headers, segs[2])
 			}
-			return abi.AppendPairs(nil, s.reqHeaders), true
+			return abi.AppendPairs(nil, s.req.headers), true
 		}
 	case "response":
 		switch segs[1] {
 		case "code":
-			st, ok := firstValue(s.respHeaders, ":status")
+			st, ok := firstValue(s.resp.headers, ":status")
 			n, err := strconv.ParseInt(st, 10, 64)
 			if !ok || err != nil {
 				return nil, false
@@ -112,9 +112,9 @@ func streamAttribute(s *stream, segs []string) ([]byte, bool) {
 			return binary.LittleEndian.AppendUint64(nil, uint64(n)), true
 		case "headers":
 			if len(segs) == 3 {
-				return header(s.respHeaders, segs[2])
+				return header(s.resp.headers, segs[2])
 			}
-			return abi.AppendPairs(nil, s.respHeaders), true
+			return abi.AppendPairs(nil, s.resp.headers), true
 		}
 	}
 	return nil, false

@@ -14,33 +14,15 @@ import (
 type stream struct {
 	id uint32
 
-	reqHeaders, reqTrailers   [][2]string
-	respHeaders, respTrailers [][2]string
-	reqHeadersLive            bool
-	reqTrailersLive           bool
-	respHeadersLive           bool
-	respTrailersLive          bool
+	req, resp flow
 
-	reqBody, respBody             []byte // buffered, not yet passed on
-	reqForwarded, respForwarded   []byte // passed on upstream / downstream
-	reqBodyLive, respBodyLive     bool
-	reqBuffering, respBuffering   bool
-	reqEOS, respEOS               bool
-	inReqBody, inRespBody         bool
-	reqPaused, respPaused         bool // a headers callback returned Pause
-	heldReq, heldResp             []byte
-	heldReqEOS, heldRespEOS       bool
-	heldReqData, heldRespData     bool
-	heldReqTrailers, heldRespTrls [][2]string
-	respStarted                   bool
-	inLog                         bool
+	respStarted bool
+	inLog       bool
 
 	action types.Action
 
 	pendingLocal *LocalHttpResponse
 	local        *LocalHttpResponse
-	continueReq  bool
-	continueResp bool
 	pendingReset bool
 	routeClears  int // clear_route_cache calls
 	reset        bool
@@ -48,6 +30,30 @@ type stream struct {
 	finished     bool
 
 	props map[string][]byte
+}
+
+// flow is one direction of a stream, the request or the response: its
+// header maps and body with their live flags, and what the host holds
+// while the headers callback's Pause stands.
+type flow struct {
+	response bool
+
+	headers, trailers         [][2]string
+	headersLive, trailersLive bool
+
+	body      []byte // buffered, not yet passed on
+	forwarded []byte // passed on upstream / downstream
+	bodyLive  bool
+	buffering bool
+	eos       bool
+	inBody    bool
+	paused    bool // a headers callback returned Pause
+	resume    bool // proxy_continue_stream, applied after the VM call
+
+	held         []byte
+	heldEOS      bool
+	heldData     bool
+	heldTrailers [][2]string
 }
 
 // LocalHttpResponse is a local reply the filter sent with
@@ -78,6 +84,7 @@ func (e *Emulator) InitializeHttpContext() uint32 {
 	h := e.h
 	id := h.allocID()
 	s := &stream{id: id}
+	s.resp.response = true
 	h.streams[id] = s
 	h.effective = id
 	e.guest().OnContextCreate(id, h.rootID)
@@ -110,25 +117,7 @@ func (e *Emulator) run(s *stream, f func() uint32) types.Action {
 // Envoy does). It returns the action the stream ends up with: Pause after
 // a local reply.
 func (e *Emulator) CallOnRequestHeaders(id uint32, headers [][2]string, endOfStream bool) types.Action {
-	e.nv.Enter()
-	defer e.nv.Exit()
-	s, ok := e.enterStream(id)
-	if !ok || s.local != nil {
-		return types.ActionPause
-	}
-	s.reqHeaders = lowerPairs(headers)
-	s.reqHeadersLive = true
-	s.reqEOS = endOfStream
-	act := e.run(s, func() uint32 {
-		return e.guest().OnRequestHeaders(id, uint32(len(headers)), endOfStream)
-	})
-	if act == types.ActionContinue {
-		s.reqHeadersLive = false
-	} else {
-		s.reqPaused = true
-	}
-	e.afterCall()
-	return s.action
+	return e.callStream(id, func(s *stream) bool { return e.deliverHeaders(s, &s.req, headers, endOfStream) })
 }
 
 // CallOnRequestBody delivers a request body chunk. After a Pause from the
@@ -136,178 +125,139 @@ func (e *Emulator) CallOnRequestHeaders(id uint32, headers [][2]string, endOfStr
 // buffered body. While the request headers are paused, data is held and
 // delivered when the filter resumes the request.
 func (e *Emulator) CallOnRequestBody(id uint32, body []byte, endOfStream bool) types.Action {
-	e.nv.Enter()
-	defer e.nv.Exit()
-	s, ok := e.enterStream(id)
-	if !ok || s.local != nil {
-		return types.ActionPause
-	}
-	if s.reqPaused {
-		s.heldReq = append(s.heldReq, body...)
-		s.heldReqEOS = endOfStream
-		s.heldReqData = true
-		return types.ActionPause
-	}
-	e.requestBody(s, body, endOfStream)
-	e.afterCall()
-	return s.action
-}
-
-func (e *Emulator) requestBody(s *stream, body []byte, eos bool) {
-	if s.reqBuffering {
-		s.reqBody = append(s.reqBody, body...)
-	} else {
-		s.reqBody = clone(body)
-		if s.reqBody == nil {
-			s.reqBody = []byte{}
-		}
-	}
-	s.reqBodyLive = true
-	s.reqEOS = eos
-	s.inReqBody = true
-	act := e.run(s, func() uint32 {
-		return e.guest().OnRequestBody(s.id, uint32(len(s.reqBody)), eos)
-	})
-	s.inReqBody = false
-	s.reqBuffering = false
-	if act == types.ActionContinue {
-		s.reqForwarded = append(s.reqForwarded, s.reqBody...)
-		s.reqBody = nil
-		s.reqBodyLive = false
-	} else {
-		s.reqBuffering = true
-	}
+	return e.callStream(id, func(s *stream) bool { return e.deliverBody(s, &s.req, body, endOfStream) })
 }
 
 // CallOnRequestTrailers delivers request trailers.
 func (e *Emulator) CallOnRequestTrailers(id uint32, trailers [][2]string) types.Action {
-	e.nv.Enter()
-	defer e.nv.Exit()
-	s, ok := e.enterStream(id)
-	if !ok || s.local != nil {
-		return types.ActionPause
-	}
-	if s.reqPaused {
-		s.heldReqTrailers = lowerPairs(trailers)
-		if s.heldReqTrailers == nil {
-			s.heldReqTrailers = [][2]string{}
-		}
-		return types.ActionPause
-	}
-	e.requestTrailers(s, lowerPairs(trailers))
-	e.afterCall()
-	return s.action
-}
-
-func (e *Emulator) requestTrailers(s *stream, trailers [][2]string) {
-	s.reqTrailers = trailers
-	s.reqTrailersLive = true
-	act := e.run(s, func() uint32 { return e.guest().OnRequestTrailers(s.id, uint32(len(trailers))) })
-	if act == types.ActionContinue {
-		s.reqTrailersLive = false
-	}
+	return e.callStream(id, func(s *stream) bool { return e.deliverTrailers(s, &s.req, trailers) })
 }
 
 // CallOnResponseHeaders delivers the upstream's response headers.
 func (e *Emulator) CallOnResponseHeaders(id uint32, headers [][2]string, endOfStream bool) types.Action {
-	e.nv.Enter()
-	defer e.nv.Exit()
-	s, ok := e.enterStream(id)
-	if !ok || s.local != nil {
-		return types.ActionPause
-	}
-	e.responseHeaders(s, lowerPairs(headers), endOfStream)
-	e.afterCall()
-	return s.action
-}
-
-func (e *Emulator) responseHeaders(s *stream, headers [][2]string, eos bool) {
-	s.respStarted = true
-	s.respHeaders = headers
-	s.respHeadersLive = true
-	s.respEOS = eos
-	act := e.run(s, func() uint32 {
-		return e.guest().OnResponseHeaders(s.id, uint32(len(headers)), eos)
-	})
-	if act == types.ActionContinue {
-		s.respHeadersLive = false
-	} else {
-		s.respPaused = true
-	}
+	return e.callStream(id, func(s *stream) bool { return e.deliverHeaders(s, &s.resp, headers, endOfStream) })
 }
 
 // CallOnResponseBody delivers a response body chunk, with the same
 // buffering as CallOnRequestBody.
 func (e *Emulator) CallOnResponseBody(id uint32, body []byte, endOfStream bool) types.Action {
-	e.nv.Enter()
-	defer e.nv.Exit()
-	s, ok := e.enterStream(id)
-	if !ok || s.local != nil {
-		return types.ActionPause
-	}
-	if s.respPaused {
-		s.heldResp = append(s.heldResp, body...)
-		s.heldRespEOS = endOfStream
-		s.heldRespData = true
-		return types.ActionPause
-	}
-	e.responseBody(s, body, endOfStream)
-	e.afterCall()
-	return s.action
-}
-
-func (e *Emulator) responseBody(s *stream, body []byte, eos bool) {
-	if s.respBuffering {
-		s.respBody = append(s.respBody, body...)
-	} else {
-		s.respBody = clone(body)
-		if s.respBody == nil {
-			s.respBody = []byte{}
-		}
-	}
-	s.respBodyLive = true
-	s.respEOS = eos
-	s.inRespBody = true
-	act := e.run(s, func() uint32 {
-		return e.guest().OnResponseBody(s.id, uint32(len(s.respBody)), eos)
-	})
-	s.inRespBody = false
-	s.respBuffering = false
-	if act == types.ActionContinue {
-		s.respForwarded = append(s.respForwarded, s.respBody...)
-		s.respBody = nil
-		s.respBodyLive = false
-	} else {
-		s.respBuffering = true
-	}
+	return e.callStream(id, func(s *stream) bool { return e.deliverBody(s, &s.resp, body, endOfStream) })
 }
 
 // CallOnResponseTrailers delivers response trailers.
 func (e *Emulator) CallOnResponseTrailers(id uint32, trailers [][2]string) types.Action {
+	return e.callStream(id, func(s *stream) bool { return e.deliverTrailers(s, &s.resp, trailers) })
+}
+
+// callStream runs one of the proxy's stream deliveries: none on a stream
+// that has ended or sent a local reply (Pause). deliver reports whether it
+// called the filter; data held behind paused headers did not (Pause).
+func (e *Emulator) callStream(id uint32, deliver func(*stream) bool) types.Action {
 	e.nv.Enter()
 	defer e.nv.Exit()
 	s, ok := e.enterStream(id)
 	if !ok || s.local != nil {
 		return types.ActionPause
 	}
-	if s.respPaused {
-		s.heldRespTrls = lowerPairs(trailers)
-		if s.heldRespTrls == nil {
-			s.heldRespTrls = [][2]string{}
-		}
+	if !deliver(s) {
 		return types.ActionPause
 	}
-	e.responseTrailers(s, lowerPairs(trailers))
 	e.afterCall()
 	return s.action
 }
 
-func (e *Emulator) responseTrailers(s *stream, trailers [][2]string) {
-	s.respTrailers = trailers
-	s.respTrailersLive = true
-	act := e.run(s, func() uint32 { return e.guest().OnResponseTrailers(s.id, uint32(len(trailers))) })
+// deliverHeaders runs the headers callback.
+func (e *Emulator) deliverHeaders(s *stream, f *flow, headers [][2]string, eos bool) bool {
+	e.headers(s, f, lowerPairs(headers), eos)
+	return true
+}
+
+// deliverBody holds a body chunk while the flow's headers are paused, else
+// runs the body callback on it.
+func (e *Emulator) deliverBody(s *stream, f *flow, body []byte, eos bool) bool {
+	if f.paused {
+		f.held = append(f.held, body...)
+		f.heldEOS = eos
+		f.heldData = true
+		return false
+	}
+	e.body(s, f, body, eos)
+	return true
+}
+
+// deliverTrailers is deliverBody for trailers.
+func (e *Emulator) deliverTrailers(s *stream, f *flow, trailers [][2]string) bool {
+	if f.paused {
+		f.heldTrailers = lowerPairs(trailers)
+		if f.heldTrailers == nil {
+			f.heldTrailers = [][2]string{}
+		}
+		return false
+	}
+	e.trailers(s, f, lowerPairs(trailers))
+	return true
+}
+
+func (e *Emulator) headers(s *stream, f *flow, headers [][2]string, eos bool) {
+	if f.response {
+		s.respStarted = true
+	}
+	f.headers = headers
+	f.headersLive = true
+	f.eos = eos
+	act := e.run(s, func() uint32 {
+		if f.response {
+			return e.guest().OnResponseHeaders(s.id, uint32(len(headers)), eos)
+		}
+		return e.guest().OnRequestHeaders(s.id, uint32(len(headers)), eos)
+	})
 	if act == types.ActionContinue {
-		s.respTrailersLive = false
+		f.headersLive = false
+	} else {
+		f.paused = true
+	}
+}
+
+func (e *Emulator) body(s *stream, f *flow, body []byte, eos bool) {
+	if f.buffering {
+		f.body = append(f.body, body...)
+	} else {
+		f.body = clone(body)
+		if f.body == nil {
+			f.body = []byte{}
+		}
+	}
+	f.bodyLive = true
+	f.eos = eos
+	f.inBody = true
+	act := e.run(s, func() uint32 {
+		if f.response {
+			return e.guest().OnResponseBody(s.id, uint32(len(f.body)), eos)
+		}
+		return e.guest().OnRequestBody(s.id, uint32(len(f.body)), eos)
+	})
+	f.inBody = false
+	f.buffering = false
+	if act == types.ActionContinue {
+		f.forwarded = append(f.forwarded, f.body...)
+		f.body = nil
+		f.bodyLive = false
+	} else {
+		f.buffering = true
+	}
+}
+
+func (e *Emulator) trailers(s *stream, f *flow, trailers [][2]string) {
+	f.trailers = trailers
+	f.trailersLive = true
+	act := e.run(s, func() uint32 {
+		if f.response {
+			return e.guest().OnResponseTrailers(s.id, uint32(len(trailers)))
+		}
+		return e.guest().OnRequestTrailers(s.id, uint32(len(trailers)))
+	})
+	if act == types.ActionContinue {
+		f.trailersLive = false
 	}
 }
 
@@ -339,47 +289,27 @@ func (e *Emulator) complete(s *stream) {
 	delete(h.streams, s.id)
 }
 
-// resumeRequest applies a deferred proxy_continue_stream(REQUEST): the
-// buffered body goes upstream, and data held behind paused headers is
-// delivered to the filter now.
-func (e *Emulator) resumeRequest(s *stream) {
+// resume applies a deferred proxy_continue_stream on one flow: the
+// buffered body goes on (upstream for the request, downstream for the
+// response), and data held behind paused headers is delivered to the
+// filter now.
+func (e *Emulator) resume(s *stream, f *flow) {
 	s.action = types.ActionContinue
-	s.reqForwarded = append(s.reqForwarded, s.reqBody...)
-	s.reqBody = nil
-	s.reqBuffering = false
-	if !s.reqPaused {
+	f.forwarded = append(f.forwarded, f.body...)
+	f.body = nil
+	f.buffering = false
+	if !f.paused {
 		return
 	}
-	s.reqPaused = false
-	if s.heldReqData {
-		body, eos := s.heldReq, s.heldReqEOS
-		s.heldReq, s.heldReqData = nil, false
-		e.requestBody(s, body, eos)
+	f.paused = false
+	if f.heldData {
+		body, eos := f.held, f.heldEOS
+		f.held, f.heldData = nil, false
+		e.body(s, f, body, eos)
 	}
-	if t := s.heldReqTrailers; t != nil && !s.reqBuffering && s.local == nil && s.pendingLocal == nil {
-		s.heldReqTrailers = nil
-		e.requestTrailers(s, t)
-	}
-}
-
-// resumeResponse is resumeRequest for the response.
-func (e *Emulator) resumeResponse(s *stream) {
-	s.action = types.ActionContinue
-	s.respForwarded = append(s.respForwarded, s.respBody...)
-	s.respBody = nil
-	s.respBuffering = false
-	if !s.respPaused {
-		return
-	}
-	s.respPaused = false
-	if s.heldRespData {
-		body, eos := s.heldResp, s.heldRespEOS
-		s.heldResp, s.heldRespData = nil, false
-		e.responseBody(s, body, eos)
-	}
-	if t := s.heldRespTrls; t != nil && !s.respBuffering && s.local == nil && s.pendingLocal == nil {
-		s.heldRespTrls = nil
-		e.responseTrailers(s, t)
+	if t := f.heldTrailers; t != nil && !f.buffering && s.local == nil && s.pendingLocal == nil {
+		f.heldTrailers = nil
+		e.trailers(s, f, t)
 	}
 }
 
@@ -390,8 +320,8 @@ func (e *Emulator) resumeResponse(s *stream) {
 func (e *Emulator) sendLocal(s *stream, lr *LocalHttpResponse) {
 	s.local = lr
 	s.action = types.ActionPause
-	s.reqBodyLive, s.reqHeadersLive, s.reqTrailersLive = false, false, false
-	s.reqPaused, s.heldReqData, s.heldReqTrailers = false, false, nil
+	s.req.bodyLive, s.req.headersLive, s.req.trailersLive = false, false, false
+	s.req.paused, s.req.heldData, s.req.heldTrailers = false, false, nil
 	headers := make([][2]string, 0, len(lr.Headers)+3)
 	headers = append(headers, [2]string{":status", strconv.FormatUint(uint64(lr.StatusCode), 10)})
 	headers = append(headers, lr.Headers...)
@@ -402,17 +332,17 @@ func (e *Emulator) sendLocal(s *stream, lr *LocalHttpResponse) {
 		}
 	}
 	if s.respStarted {
-		s.respHeaders = headers
-		s.respForwarded = clone(lr.Data)
+		s.resp.headers = headers
+		s.resp.forwarded = clone(lr.Data)
 		return
 	}
-	s.respPaused, s.respBuffering = false, false
-	s.respBody, s.respForwarded = nil, nil
-	e.responseHeaders(s, headers, len(lr.Data) == 0)
-	if len(lr.Data) > 0 && !s.respPaused {
-		e.responseBody(s, lr.Data, true)
+	s.resp.paused, s.resp.buffering = false, false
+	s.resp.body, s.resp.forwarded = nil, nil
+	e.headers(s, &s.resp, headers, len(lr.Data) == 0)
+	if len(lr.Data) > 0 && !s.resp.paused {
+		e.body(s, &s.resp, lr.Data, true)
 	} else if len(lr.Data) > 0 {
-		s.heldResp, s.heldRespEOS, s.heldRespData = clone(lr.Data), true, true
+		s.resp.held, s.resp.heldEOS, s.resp.heldData = clone(lr.Data), true, true
 	}
 	s.action = types.ActionPause
 }
@@ -432,42 +362,44 @@ func (e *Emulator) GetCurrentHttpStreamAction(id uint32) types.Action {
 // GetCurrentRequestHeaders returns the request headers as the filter left
 // them.
 func (e *Emulator) GetCurrentRequestHeaders(id uint32) [][2]string {
-	return e.read(id, func(s *stream) [][2]string { return clonePairs(s.reqHeaders) })
+	return e.read(id, func(s *stream) [][2]string { return clonePairs(s.req.headers) })
 }
 
 // GetCurrentRequestTrailers returns the request trailers.
 func (e *Emulator) GetCurrentRequestTrailers(id uint32) [][2]string {
-	return e.read(id, func(s *stream) [][2]string { return clonePairs(s.reqTrailers) })
+	return e.read(id, func(s *stream) [][2]string { return clonePairs(s.req.trailers) })
 }
 
 // GetCurrentResponseHeaders returns the response headers as the filter
 // left them (for a local reply: what the client receives).
 func (e *Emulator) GetCurrentResponseHeaders(id uint32) [][2]string {
-	return e.read(id, func(s *stream) [][2]string { return clonePairs(s.respHeaders) })
+	return e.read(id, func(s *stream) [][2]string { return clonePairs(s.resp.headers) })
 }
 
 // GetCurrentResponseTrailers returns the response trailers.
 func (e *Emulator) GetCurrentResponseTrailers(id uint32) [][2]string {
-	return e.read(id, func(s *stream) [][2]string { return clonePairs(s.respTrailers) })
+	return e.read(id, func(s *stream) [][2]string { return clonePairs(s.resp.trailers) })
 }
 
 // GetCurrentRequestBody returns the request body as the upstream gets it:
 // what was passed on, followed by what is still buffered.
 func (e *Emulator) GetCurrentRequestBody(id uint32) []byte {
-	e.nv.Lock()
-	defer e.nv.Unlock()
-	if s := e.h.streams[id]; s != nil {
-		return append(clone(s.reqForwarded), s.reqBody...)
-	}
-	return nil
+	return e.wholeBody(id, func(s *stream) *flow { return &s.req })
 }
 
 // GetCurrentResponseBody returns the response body as the client gets it.
 func (e *Emulator) GetCurrentResponseBody(id uint32) []byte {
+	return e.wholeBody(id, func(s *stream) *flow { return &s.resp })
+}
+
+// wholeBody is what was passed on of a flow's body, followed by what is
+// still buffered.
+func (e *Emulator) wholeBody(id uint32, which func(*stream) *flow) []byte {
 	e.nv.Lock()
 	defer e.nv.Unlock()
 	if s := e.h.streams[id]; s != nil {
-		return append(clone(s.respForwarded), s.respBody...)
+		f := which(s)
+		return append(clone(f.forwarded), f.body...)
 	}
 	return nil
 }
