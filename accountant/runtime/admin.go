@@ -100,26 +100,10 @@ func (db *DB) RevokeAdmin(id string, s Stamp) (Admin, error) {
 
 // Admins returns every delegated admin, revoked ones included, by id.
 func (db *DB) Admins() ([]Admin, error) {
-	var out []Admin
-	err := db.read(func(tx *sql.Tx) error {
-		rows, err := tx.Query(`SELECT ` + adminColumns + ` FROM admins ORDER BY id`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			a, _, err := scanAdmin(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("runtime: list admins: %w", err)
-	}
-	return out, nil
+	return readAll(db, "list admins", func(r scanner) (Admin, error) {
+		a, _, err := scanAdmin(r)
+		return a, err
+	}, `SELECT `+adminColumns+` FROM admins ORDER BY id`)
 }
 
 // AdminByToken returns the live delegated admin a bearer token belongs to.

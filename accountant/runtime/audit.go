@@ -194,33 +194,23 @@ func (db *DB) AuditQuery(q AuditQuery) ([]AuditEntry, error) {
 		args = append(args, q.After)
 	}
 	args = append(args, q.Limit)
-	var out []AuditEntry
-	err := db.read(func(tx *sql.Tx) error {
-		rows, err := tx.Query(`SELECT seq, at, who, action, target, node, before, after FROM audit
-			WHERE `+strings.Join(where, " AND ")+` ORDER BY seq `+order+` LIMIT ?`, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var e AuditEntry
-			var at string
-			var before, after sql.NullString
-			if err := rows.Scan(&e.Seq, &at, &e.Who, &e.Action, &e.Target, &e.Node, &before, &after); err != nil {
-				return err
-			}
-			if e.At, err = parseTime(at); err != nil {
-				return err
-			}
-			e.Before, e.After = rawOrNull(before), rawOrNull(after)
-			out = append(out, e)
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("runtime: read audit log: %w", err)
+	return readAll(db, "read audit log", scanAuditEntry, `SELECT seq, at, who, action, target, node, before, after FROM audit
+		WHERE `+strings.Join(where, " AND ")+` ORDER BY seq `+order+` LIMIT ?`, args...)
+}
+
+func scanAuditEntry(r scanner) (AuditEntry, error) {
+	var e AuditEntry
+	var at string
+	var before, after sql.NullString
+	if err := r.Scan(&e.Seq, &at, &e.Who, &e.Action, &e.Target, &e.Node, &before, &after); err != nil {
+		return AuditEntry{}, err
 	}
-	return out, nil
+	var err error
+	if e.At, err = parseTime(at); err != nil {
+		return AuditEntry{}, err
+	}
+	e.Before, e.After = rawOrNull(before), rawOrNull(after)
+	return e, nil
 }
 
 func rawOrNull(s sql.NullString) json.RawMessage {

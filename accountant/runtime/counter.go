@@ -81,31 +81,21 @@ func (db *DB) AdjustCounter(a Adjustment, s Stamp) (Adjustment, error) {
 // Adjustments returns the adjustments of periods that have not ended at
 // now, in the order they were taken.
 func (db *DB) Adjustments(now time.Time) ([]Adjustment, error) {
-	var out []Adjustment
-	err := db.read(func(tx *sql.Tx) error {
-		rows, err := tx.Query(`SELECT seq, kind, limit_id, node, counter, unit, period_start, period_end, amount, before, at, who
-			FROM counter_adjustments WHERE period_end > ? ORDER BY seq`, now.Unix())
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var a Adjustment
-			var start, end int64
-			var at string
-			if err := rows.Scan(&a.Seq, &a.Kind, &a.LimitID, &a.Node, &a.Counter, &a.Period, &start, &end, &a.Amount, &a.Before, &at, &a.Who); err != nil {
-				return err
-			}
-			a.PeriodStart, a.PeriodEnd = time.Unix(start, 0).UTC(), time.Unix(end, 0).UTC()
-			if a.At, err = parseTime(at); err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("runtime: read counter adjustments: %w", err)
+	return readAll(db, "read counter adjustments", scanAdjustment, `SELECT seq, kind, limit_id, node, counter, unit, period_start, period_end, amount, before, at, who
+		FROM counter_adjustments WHERE period_end > ? ORDER BY seq`, now.Unix())
+}
+
+func scanAdjustment(r scanner) (Adjustment, error) {
+	var a Adjustment
+	var start, end int64
+	var at string
+	if err := r.Scan(&a.Seq, &a.Kind, &a.LimitID, &a.Node, &a.Counter, &a.Period, &start, &end, &a.Amount, &a.Before, &at, &a.Who); err != nil {
+		return Adjustment{}, err
 	}
-	return out, nil
+	a.PeriodStart, a.PeriodEnd = time.Unix(start, 0).UTC(), time.Unix(end, 0).UTC()
+	var err error
+	if a.At, err = parseTime(at); err != nil {
+		return Adjustment{}, err
+	}
+	return a, nil
 }

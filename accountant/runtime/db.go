@@ -238,3 +238,42 @@ func newDBID(r io.Reader) (string, error) {
 	}
 	return hex.EncodeToString(b), nil
 }
+
+// readAll runs query in one read transaction (see read) and returns its
+// rows as scan reads each; what is an error names what was being read.
+func readAll[T any](db *DB, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	var out []T
+	err := db.read(func(tx *sql.Tx) (err error) {
+		out, err = queryAll(tx, scan, query, args...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// queryAll runs query in tx and returns its rows as scan reads each.
+func queryAll[T any](tx *sql.Tx, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := tx.Query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// scanString reads a row of one text column.
+func scanString(r scanner) (string, error) {
+	var s string
+	err := r.Scan(&s)
+	return s, err
+}

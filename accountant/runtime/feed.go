@@ -397,26 +397,7 @@ func feedKey(kid string, sha, owner, scopes sql.NullString, revoked sql.NullBool
 // in lexical order: as many as the nodes keys hang from, however many
 // keys there are.
 func (db *DB) KeyOwners() ([]string, error) {
-	var out []string
-	err := db.read(func(tx *sql.Tx) error {
-		rows, err := tx.Query(`SELECT DISTINCT owner FROM keys WHERE revoked_at IS NULL ORDER BY owner`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var o string
-			if err := rows.Scan(&o); err != nil {
-				return err
-			}
-			out = append(out, o)
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("runtime: list key owners: %w", err)
-	}
-	return out, nil
+	return readAll(db, "list key owners", scanString, `SELECT DISTINCT owner FROM keys WHERE revoked_at IS NULL ORDER BY owner`)
 }
 
 // LiveKIDs returns up to limit kids of the keys owned by owner that are
@@ -426,19 +407,8 @@ func (db *DB) LiveKIDs(owner string, limit int) (kids []string, total int, err e
 		if err := tx.QueryRow(`SELECT COUNT(*) FROM keys WHERE owner = ? AND revoked_at IS NULL`, owner).Scan(&total); err != nil {
 			return err
 		}
-		rows, err := tx.Query(`SELECT kid FROM keys WHERE owner = ? AND revoked_at IS NULL ORDER BY kid LIMIT ?`, owner, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				return err
-			}
-			kids = append(kids, k)
-		}
-		return rows.Err()
+		kids, err = queryAll(tx, scanString, `SELECT kid FROM keys WHERE owner = ? AND revoked_at IS NULL ORDER BY kid LIMIT ?`, owner, limit)
+		return err
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("runtime: list the keys of %s: %w", owner, err)

@@ -346,28 +346,9 @@ func (db *DB) Key(kid string) (Key, error) {
 // ListKeys returns the keys whose owner is root or lies below it (every key
 // when root is empty), ordered by owner then kid.
 func (db *DB) ListKeys(root string) ([]Key, error) {
-	var out []Key
-	err := db.read(func(tx *sql.Tx) error {
-		rows, err := tx.Query(`SELECT `+keyColumns+` FROM keys
-			WHERE ? = '' OR owner = ? OR substr(owner, 1, ?) = ? ORDER BY owner, kid`,
-			root, root, len(root)+1, root+"/")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			k, err := scanKey(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, k)
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("runtime: list keys: %w", err)
-	}
-	return out, nil
+	return readAll(db, "list keys", scanKey, `SELECT `+keyColumns+` FROM keys
+		WHERE ? = '' OR owner = ? OR substr(owner, 1, ?) = ? ORDER BY owner, kid`,
+		root, root, len(root)+1, root+"/")
 }
 
 // KeyNames returns the names of the keys kids that have one, by kid

@@ -136,26 +136,7 @@ func usage(uses []use) string {
 
 // Nodes returns the runtime nodes in lexical order.
 func (db *DB) Nodes() ([]Node, error) {
-	var out []Node
-	err := db.read(func(tx *sql.Tx) error {
-		rows, err := tx.Query(`SELECT id, created_at, created_by FROM nodes ORDER BY id`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			n, err := scanNode(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, n)
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("runtime: list nodes: %w", err)
-	}
-	return out, nil
+	return readAll(db, "list nodes", scanNode, `SELECT id, created_at, created_by FROM nodes ORDER BY id`)
 }
 
 // HasNode reports whether id is a runtime node.
@@ -200,20 +181,7 @@ func runtimeNode(tx *sql.Tx, id string) (bool, error) {
 }
 
 func nodeIDs(tx *sql.Tx) ([]string, error) {
-	rows, err := tx.Query(`SELECT id FROM nodes ORDER BY id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return queryAll(tx, scanString, `SELECT id FROM nodes ORDER BY id`)
 }
 
 // treeNode reports whether id is a node of the tree: armed now, or created

@@ -272,20 +272,7 @@ func getOverride(tx *sql.Tx, limitID, node string) (Override, error) {
 }
 
 func listOverrides(tx *sql.Tx) ([]Override, error) {
-	rows, err := tx.Query(`SELECT limit_id, node, amount, set_by, set_at FROM overrides ORDER BY limit_id, node`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Override
-	for rows.Next() {
-		o, err := scanOverride(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, rows.Err()
+	return queryAll(tx, scanOverride, `SELECT limit_id, node, amount, set_by, set_at FROM overrides ORDER BY limit_id, node`)
 }
 
 func scanOverride(r scanner) (Override, error) {
