@@ -16,6 +16,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/sat"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -51,7 +52,7 @@ func (a *adjusted) set(adjs []runtime.Adjustment) bool {
 		if !ok {
 			continue
 		}
-		m[k] = addSat(m[k], x.Amount)
+		m[k] = sat.Add(m[k], x.Amount)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -201,7 +202,7 @@ func (s *Server) localResets(adjs []runtime.Adjustment) []runtime.Adjustment {
 			keep[a.Seq] = amount
 			a.Amount = amount
 		}
-		taken[k] = addSat(taken[k], a.Amount)
+		taken[k] = sat.Add(taken[k], a.Amount)
 		out = append(out, a)
 	}
 	if changed || len(keep) != len(s.resets) {

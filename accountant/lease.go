@@ -14,6 +14,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/rate"
+	"github.com/tokentriage/tokentriage/shared/sat"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -86,7 +87,7 @@ func (s *Server) Lease(ctx context.Context, req syncwire.LeaseRequest) (syncwire
 		if op.Kind == redisstore.LeaseSpend && s.adjust != nil {
 			// The fleet's spend in Redis keeps every row; what resets and
 			// credits took off the counter raises the room instead.
-			op.Amount = addSat(op.Amount, s.adjust.creditOf(store.Key{ID: op.ID, Unit: op.Unit, Start: op.Start}))
+			op.Amount = sat.Add(op.Amount, s.adjust.creditOf(store.Key{ID: op.ID, Unit: op.Unit, Start: op.Start}))
 		}
 		ops[i] = op
 	}

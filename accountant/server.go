@@ -49,6 +49,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/sat"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -585,7 +586,7 @@ func (s *Server) tick() {
 	alerts, err := s.core.Tick(now)
 	for id, r := range s.replicas {
 		if now.Sub(r.seen) > 10*LivenessWindow {
-			s.droppedGone = addSat(s.droppedGone, r.dropped)
+			s.droppedGone = sat.Add(s.droppedGone, r.dropped)
 			delete(s.replicas, id)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/pricing"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/sat"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -178,7 +178,7 @@ func (s *Server) evictReplicaLocked() {
 	if first {
 		return
 	}
-	s.droppedGone = addSat(s.droppedGone, s.replicas[oldest].dropped)
+	s.droppedGone = sat.Add(s.droppedGone, s.replicas[oldest].dropped)
 	delete(s.replicas, oldest)
 	s.replicasEvicted++
 }
@@ -244,16 +244,7 @@ func (s *Server) droppedReported() int64 {
 	defer s.mu.Unlock()
 	n := s.droppedGone
 	for _, r := range s.replicas {
-		n = addSat(n, r.dropped)
+		n = sat.Add(n, r.dropped)
 	}
 	return n
-}
-
-// addSat is a + b for counts (never negative), saturating at the largest
-// int64 instead of wrapping to a negative sum.
-func addSat(a, b int64) int64 {
-	if b > math.MaxInt64-a {
-		return math.MaxInt64
-	}
-	return a + b
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -225,7 +224,7 @@ func (h *handler) adjustCounter(w http.ResponseWriter, r *http.Request, p princi
 		taken = min(credit, before)
 	}
 	out := CounterAdjusted{Kind: kind, LimitID: l.ID, LimitType: l.Type.String(), Node: req.Node, Dims: dimsOf(l, d), Counter: id,
-		Period: l.Period.String(), PeriodStart: start, ResetsAt: end, Unit: unitName(l.Type),
+		Period: l.Period.String(), PeriodStart: start, ResetsAt: end, Unit: l.Type.Unit(),
 		Before: counterNumber(l.Type, before), Taken: counterNumber(l.Type, taken), After: counterNumber(l.Type, before-taken),
 		At: now.UTC(), Who: p.who, Note: CounterNote}
 	if taken == 0 {
@@ -314,21 +313,8 @@ func dimsOf(l *govern.Limit, d govern.Dims) map[string]string {
 	return out
 }
 
-func unitName(t govern.Type) string {
-	if t == govern.BudgetUSD {
-		return "usd"
-	}
-	return t.Unit()
-}
-
-// counterNumber is a counter's value in its limit's unit: dollars as an
-// exact decimal for budget_usd, a count otherwise.
-func counterNumber(t govern.Type, v int64) json.Number {
-	if t == govern.BudgetUSD {
-		return json.Number(config.USDFromNanos(v).String())
-	}
-	return json.Number(strconv.FormatInt(v, 10))
-}
+// counterNumber is a counter's value in its limit's unit.
+func counterNumber(t govern.Type, v int64) json.Number { return json.Number(t.FormatAmount(v)) }
 
 // ResetCounter takes a counter back to zero in its current period.
 func (c *Client) ResetCounter(ctx context.Context, req CounterRequest) (CounterAdjusted, error) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/sat"
 )
 
 // Arm makes armed the plan the core folds with (nil disarms) and re-derives
@@ -69,7 +70,7 @@ func (c *Core) rederive(now time.Time, live bool) error {
 				s = &sum{t: t}
 				sums[key] = s
 			}
-			s.v = addSat(s.v, n)
+			s.v = sat.Add(s.v, n)
 		}
 		for _, t := range c.resolve(k.d) {
 			if c.famOf(t.period) != k.fam {

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"math"
 	"strings"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/sat"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -116,13 +116,13 @@ type replicaAgg struct {
 
 // plus adds the sums of o (not its replicas) to a.
 func (a *agg) plus(o agg) {
-	a.rows = addSat(a.rows, o.rows)
-	a.tokens = addSat(a.tokens, o.tokens)
-	a.input = addSat(a.input, o.input)
-	a.output = addSat(a.output, o.output)
-	a.nanos = addSat(a.nanos, o.nanos)
-	a.unpriced = addSat(a.unpriced, o.unpriced)
-	a.estimated = addSat(a.estimated, o.estimated)
+	a.rows = sat.Add(a.rows, o.rows)
+	a.tokens = sat.Add(a.tokens, o.tokens)
+	a.input = sat.Add(a.input, o.input)
+	a.output = sat.Add(a.output, o.output)
+	a.nanos = sat.Add(a.nanos, o.nanos)
+	a.unpriced = sat.Add(a.unpriced, o.unpriced)
+	a.estimated = sat.Add(a.estimated, o.estimated)
 }
 
 // addReplica adds the sums of o to replica's share of a.
@@ -168,7 +168,7 @@ func amountOf(l *govern.Limit, a agg) int64 {
 // rowAgg is one forwarded row as an aggregate (a summary is its requests).
 func rowAgg(r *ledger.Row) agg {
 	in, out := max(r.Usage.Input, 0), max(r.Usage.Output, 0)
-	a := agg{rows: r.Requests(), tokens: addSat(in, out), input: in, output: out}
+	a := agg{rows: r.Requests(), tokens: sat.Add(in, out), input: in, output: out}
 	if r.Cost != nil && !r.Cost.Unpriced {
 		a.nanos = r.Cost.Nanos
 	}
@@ -347,18 +347,4 @@ func earliestPeriodStart(now time.Time) time.Time {
 		}
 	}
 	return s
-}
-
-// addSat adds two non-negative amounts, saturating at math.MaxInt64: a row
-// reporting absurd usage (a filter bug, a provider's garbage) pins its
-// counters at the ceiling instead of wrapping them negative, which would
-// read as spend far under every limit.
-func addSat(a, b int64) int64 {
-	if s := a + b; (s > a) == (b > 0) {
-		return s
-	}
-	if b > 0 {
-		return math.MaxInt64
-	}
-	return math.MinInt64
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/sat"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -320,7 +321,7 @@ func (c *Core) rollingEntries(entries []syncwire.Entry, now time.Time) []syncwir
 		cur := starts[len(starts)-1]
 		full := int64(0)
 		for _, v := range vals[1:] {
-			full = addSat(full, v)
+			full = sat.Add(full, v)
 		}
 		out = append(out, syncwire.Entry{ID: id, PeriodStart: cur, Value: full})
 		if vals[0] > 0 {

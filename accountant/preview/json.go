@@ -3,10 +3,8 @@ package preview
 import (
 	"encoding/json"
 	"io"
-	"strconv"
 	"time"
 
-	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
 )
 
@@ -137,7 +135,7 @@ func (r *Replay) WriteJSON(w io.Writer, src Source) error {
 	}
 	for _, x := range r.exactRows() {
 		l := x.limit
-		doc.Exact = append(doc.Exact, ExactEntry{Instance: instanceDoc(&x.instance, x.rows > 0), Unit: unitName(l.Type),
+		doc.Exact = append(doc.Exact, ExactEntry{Instance: instanceDoc(&x.instance, x.rows > 0), Unit: l.Type.Unit(),
 			Observed: number(l.Type, x.value), Ceiling: number(l.Type, x.amount), Frac: fracNumber(x.value, x.amount),
 			Rows: x.rows, Over: x.amount > 0 && x.value >= x.amount})
 	}
@@ -216,22 +214,7 @@ func instanceDoc(x *instance, seen bool) Instance {
 	return in
 }
 
-func unitName(t govern.Type) string {
-	switch t {
-	case govern.BudgetUSD:
-		return "usd"
-	case govern.QuotaTokens:
-		return "tokens"
-	}
-	return "requests"
-}
-
-func number(t govern.Type, v int64) json.Number {
-	if t == govern.BudgetUSD {
-		return json.Number(config.USD{Nanos: v}.String())
-	}
-	return json.Number(strconv.FormatInt(v, 10))
-}
+func number(t govern.Type, v int64) json.Number { return json.Number(t.FormatAmount(v)) }
 
 // fracNumber is frac as a JSON number, nil (null) with no ceiling.
 func fracNumber(v, ceiling int64) *json.Number {

@@ -8,6 +8,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/sat"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -97,7 +98,7 @@ func (r *Replay) liveRows(c *api.LiveCounters) []liveRow {
 			l := r.armedLimit(id)
 			if l != nil && l.Period.Rolling > 0 {
 				cur, end := l.Period.Start(r.at), l.Period.End(r.at)
-				x.value = addSat(x.value, calendar.Share(e.Value, end.Sub(r.at), end.Sub(cur)))
+				x.value = sat.Add(x.value, calendar.Share(e.Value, end.Sub(r.at), end.Sub(cur)))
 				live[k] = x
 			}
 		}

@@ -22,7 +22,6 @@
 package preview
 
 import (
-	"math"
 	"sort"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/rate"
+	"github.com/tokentriage/tokentriage/shared/sat"
 )
 
 // Replay accumulates rows against an armed plan. Feed it with Add, then
@@ -232,7 +232,7 @@ func (r *Replay) add(row *ledger.Row, sign int64) {
 		case l.Type == govern.TPM:
 			total := row.Usage.Total
 			if total <= 0 {
-				total = addSat(max(row.Usage.Input, 0), max(row.Usage.Output, 0))
+				total = sat.Add(max(row.Usage.Input, 0), max(row.Usage.Output, 0))
 			}
 			if l.Metric != govern.MetricTotal {
 				total = metricTokens(l.Metric, max(row.Usage.Input, 0), max(row.Usage.Output, 0))
@@ -262,9 +262,9 @@ func (r *Replay) add(row *ledger.Row, sign int64) {
 				v = int64(n)
 			}
 			if oldest {
-				x.slide = addSat(x.slide, v)
+				x.slide = sat.Add(x.slide, v)
 			} else {
-				x.value = addSat(x.value, v)
+				x.value = sat.Add(x.value, v)
 			}
 		}
 	}
@@ -338,7 +338,7 @@ func replayRate(x *rated) rateResult {
 		} else {
 			res.refused++
 		}
-		inWindow = addSat(inWindow, ar.cost)
+		inWindow = sat.Add(inWindow, ar.cost)
 		for a[lo].at <= ar.at-int64(l.Period.Window) {
 			inWindow -= a[lo].cost
 			lo++
@@ -424,19 +424,6 @@ func (h *endHeap) popUntil(t int64) {
 	}
 }
 
-// addSat is a + b saturating at the int64 bounds, as the accountant's fold
-// does: a row reporting absurd usage pins a figure at the ceiling instead of
-// wrapping it negative.
-func addSat(a, b int64) int64 {
-	if s := a + b; (s > a) == (b > 0) {
-		return s
-	}
-	if b > 0 {
-		return math.MaxInt64
-	}
-	return math.MinInt64
-}
-
 // metricTokens is what a token limit of metric m counts of a row's usage.
 func metricTokens(m govern.Metric, input, output int64) int64 {
 	switch m {
@@ -445,7 +432,7 @@ func metricTokens(m govern.Metric, input, output int64) int64 {
 	case govern.MetricOutput:
 		return output
 	}
-	return addSat(input, output)
+	return sat.Add(input, output)
 }
 
 // inPeriod reports whether a row that ended at end counts in the period
@@ -480,5 +467,5 @@ func (r *Replay) settledValue(x *settled) int64 {
 		return x.value
 	}
 	cur, end := p.Start(r.at), p.End(r.at)
-	return addSat(x.value, calendar.Share(x.slide, end.Sub(r.at), end.Sub(cur)))
+	return sat.Add(x.value, calendar.Share(x.slide, end.Sub(r.at), end.Sub(cur)))
 }

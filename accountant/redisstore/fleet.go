@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/store"
 	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/sat"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
@@ -196,7 +196,7 @@ func (f *Fleet) Add(ctx context.Context, deltas []store.Delta, out []int64) ([]i
 	f.mu.Lock()
 	for i, d := range deltas {
 		f.dirty[d.Key] = struct{}{}
-		out[base+i] = addSat(out[base+i], f.others[d.Key])
+		out[base+i] = sat.Add(out[base+i], f.others[d.Key])
 	}
 	f.mu.Unlock()
 	return out, nil
@@ -215,7 +215,7 @@ func (f *Fleet) Current(ctx context.Context, now time.Time) ([]store.Counter, er
 	for i := range own {
 		k := own[i].Key
 		seen[k] = true
-		own[i].Value = addSat(own[i].Value, f.others[k])
+		own[i].Value = sat.Add(own[i].Value, f.others[k])
 	}
 	for k, v := range f.others {
 		if !seen[k] && v != 0 && k.IsCurrent(now, starts) {
@@ -607,7 +607,7 @@ func (f *Fleet) refresh(ctx context.Context) bool {
 		}
 		sum := int64(0)
 		for _, v := range known {
-			sum = addSat(sum, v)
+			sum = sat.Add(sum, v)
 		}
 		if f.others[k] != sum {
 			f.others[k] = sum
@@ -683,17 +683,6 @@ func currentStarts(now time.Time) [calendar.Month + 1]int64 {
 		s[u] = calendar.Start(u, now).Unix()
 	}
 	return s
-}
-
-// addSat is a + b saturating at the int64 bounds.
-func addSat(a, b int64) int64 {
-	if s := a + b; (s > a) == (b > 0) {
-		return s
-	}
-	if b > 0 {
-		return math.MaxInt64
-	}
-	return math.MinInt64
 }
 
 // periodKey is the Redis key of a counter's kind ("total", "lease") in a

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tokentriage/tokentriage/shared/sat"
 )
 
 // A fleet keeps one ledger, and one rollup, per accountant. A fleet report
@@ -305,9 +307,9 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 					rk = append(rk, rank{})
 				}
 				x := &rk[g]
-				x.spent = addSat(x.spent, p.Ranks[i][0])
-				x.unTok = addSat(x.unTok, p.Ranks[i][1])
-				x.requests = addSat(x.requests, p.Ranks[i][2])
+				x.spent = sat.Add(x.spent, p.Ranks[i][0])
+				x.unTok = sat.Add(x.unTok, p.Ranks[i][1])
+				x.requests = sat.Add(x.requests, p.Ranks[i][2])
 			}
 		}
 		order := rankGroups(keys, rk)
@@ -382,7 +384,7 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 		}
 		answers[i].Answered, answers[i].Rows = true, p.Rows
 		rep.Source.Ledgers++
-		rep.Source.Rows = addSat(rep.Source.Rows, p.Rows)
+		rep.Source.Rows = sat.Add(rep.Source.Rows, p.Rows)
 		if p.First != nil && (rep.Source.First == nil || p.First.Before(*rep.Source.First)) {
 			rep.Source.First = p.First
 		}

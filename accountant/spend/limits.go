@@ -10,7 +10,6 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/shared/calendar"
-	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
@@ -115,7 +114,7 @@ func Limits(a *govern.Armed, entries []syncwire.Entry, now time.Time, scope stri
 				PeriodStart: l.Period.Start(now),
 				ResetsAt:    l.Period.End(now),
 				Posture:     Posture{Mode: l.Mode.String(), Enforce: l.Enforce.String(), Fail: l.Fail.String()},
-				Unit:        unitOf(l.Type),
+				Unit:        l.Type.Unit(),
 				Thresholds:  append([]float64{}, l.Thresholds...),
 			}
 			amount := l.Amount
@@ -236,22 +235,7 @@ func unescape(s string) string {
 	return b.String()
 }
 
-func unitOf(t govern.Type) string {
-	switch t {
-	case govern.BudgetUSD:
-		return "usd"
-	case govern.QuotaTokens:
-		return "tokens"
-	}
-	return "requests"
-}
-
-func amountNumber(t govern.Type, v int64) json.Number {
-	if t == govern.BudgetUSD {
-		return json.Number(config.USDFromNanos(v).String())
-	}
-	return json.Number(strconv.FormatInt(v, 10))
-}
+func amountNumber(t govern.Type, v int64) json.Number { return json.Number(t.FormatAmount(v)) }
 
 // fraction is used ÷ amount rounded half up to four decimals, exactly.
 func fraction(used, amount int64) float64 {

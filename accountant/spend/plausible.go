@@ -6,6 +6,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/sat"
 )
 
 // Plausibility is what a fleet report holds another accountant's share
@@ -120,17 +121,17 @@ func (c *shareCheck) cells(p *Partial) error {
 // acc checks one cell's figures against each other.
 func (c *shareCheck) acc(a *acc) error {
 	req := a[fRequests]
-	if addSat(addSat(a[fAdmitted], a[fRefused]), addSat(a[fShadow], a[fSoft])) > req ||
-		addSat(addSat(a[fPricedReq], a[fEstReq]), a[fUnpricedReq]) > req {
+	if sat.Add(sat.Add(a[fAdmitted], a[fRefused]), sat.Add(a[fShadow], a[fSoft])) > req ||
+		sat.Add(sat.Add(a[fPricedReq], a[fEstReq]), a[fUnpricedReq]) > req {
 		return fmt.Errorf("its answer splits %d requests into more than that", req)
 	}
-	if a[fUnpricedTok] > addSat(a[fInput], a[fOutput]) {
-		return fmt.Errorf("its answer holds %d UNPRICED tokens of %d tokens", a[fUnpricedTok], addSat(a[fInput], a[fOutput]))
+	if a[fUnpricedTok] > sat.Add(a[fInput], a[fOutput]) {
+		return fmt.Errorf("its answer holds %d UNPRICED tokens of %d tokens", a[fUnpricedTok], sat.Add(a[fInput], a[fOutput]))
 	}
 	if m := c.pl.MaxNanosPerToken; m > 0 {
-		tokens := addSat(a[fInput], a[fOutput])
+		tokens := sat.Add(a[fInput], a[fOutput])
 		per := m * PriceSlack // a catalog rate per token: far from overflowing
-		dollars := addSat(a[fPricedNanos], a[fEstNanos])
+		dollars := sat.Add(a[fPricedNanos], a[fEstNanos])
 		if need := dollars/per + min(dollars%per, 1); need > tokens {
 			return fmt.Errorf("its answer holds $%s for %d tokens, more than any model of the catalog costs", config.USD{Nanos: dollars}, tokens)
 		}

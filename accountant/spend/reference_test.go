@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/sat"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
@@ -281,31 +282,31 @@ type refKind struct {
 
 // addCell is the reference's sum: field by field, as Values documents.
 func (v *Values) addCell(k refKind, s *Sums) {
-	v.Requests = addSat(v.Requests, s.Requests)
+	v.Requests = sat.Add(v.Requests, s.Requests)
 	switch k.decision {
 	case ledger.Admitted:
-		v.Admitted = addSat(v.Admitted, s.Requests)
+		v.Admitted = sat.Add(v.Admitted, s.Requests)
 	case ledger.Refused:
-		v.Refused = addSat(v.Refused, s.Requests)
+		v.Refused = sat.Add(v.Refused, s.Requests)
 	case ledger.ShadowRefused:
-		v.ShadowRefused = addSat(v.ShadowRefused, s.Requests)
+		v.ShadowRefused = sat.Add(v.ShadowRefused, s.Requests)
 	case ledger.SoftBreach:
-		v.SoftBreach = addSat(v.SoftBreach, s.Requests)
+		v.SoftBreach = sat.Add(v.SoftBreach, s.Requests)
 	}
-	v.InputTokens = addSat(v.InputTokens, s.Input)
-	v.OutputTokens = addSat(v.OutputTokens, s.Output)
-	v.CachedInputTokens = addSat(v.CachedInputTokens, s.CachedInput)
-	v.ReasoningTokens = addSat(v.ReasoningTokens, s.Reasoning)
+	v.InputTokens = sat.Add(v.InputTokens, s.Input)
+	v.OutputTokens = sat.Add(v.OutputTokens, s.Output)
+	v.CachedInputTokens = sat.Add(v.CachedInputTokens, s.CachedInput)
+	v.ReasoningTokens = sat.Add(v.ReasoningTokens, s.Reasoning)
 	switch k.cost {
 	case Priced:
-		v.PricedUSD.Nanos = addSat(v.PricedUSD.Nanos, s.Nanos)
-		v.PricedRequests = addSat(v.PricedRequests, s.Requests)
+		v.PricedUSD.Nanos = sat.Add(v.PricedUSD.Nanos, s.Nanos)
+		v.PricedRequests = sat.Add(v.PricedRequests, s.Requests)
 	case Estimated:
-		v.EstimatedUSD.Nanos = addSat(v.EstimatedUSD.Nanos, s.Nanos)
-		v.EstimatedRequests = addSat(v.EstimatedRequests, s.Requests)
+		v.EstimatedUSD.Nanos = sat.Add(v.EstimatedUSD.Nanos, s.Nanos)
+		v.EstimatedRequests = sat.Add(v.EstimatedRequests, s.Requests)
 	case Unpriced:
-		v.UnpricedRequests = addSat(v.UnpricedRequests, s.Requests)
-		v.UnpricedTokens = addSat(v.UnpricedTokens, addSat(s.Input, s.Output))
+		v.UnpricedRequests = sat.Add(v.UnpricedRequests, s.Requests)
+		v.UnpricedTokens = sat.Add(v.UnpricedTokens, sat.Add(s.Input, s.Output))
 	}
 }
 

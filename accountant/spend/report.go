@@ -9,6 +9,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/shared/config"
+	"github.com/tokentriage/tokentriage/shared/sat"
 )
 
 // Values are what a set of rows adds up to. Dollars are exact decimals on
@@ -38,21 +39,21 @@ type Values struct {
 
 // Add adds o to v.
 func (v *Values) Add(o *Values) {
-	v.Requests = addSat(v.Requests, o.Requests)
-	v.Admitted = addSat(v.Admitted, o.Admitted)
-	v.Refused = addSat(v.Refused, o.Refused)
-	v.ShadowRefused = addSat(v.ShadowRefused, o.ShadowRefused)
-	v.SoftBreach = addSat(v.SoftBreach, o.SoftBreach)
-	v.InputTokens = addSat(v.InputTokens, o.InputTokens)
-	v.OutputTokens = addSat(v.OutputTokens, o.OutputTokens)
-	v.CachedInputTokens = addSat(v.CachedInputTokens, o.CachedInputTokens)
-	v.ReasoningTokens = addSat(v.ReasoningTokens, o.ReasoningTokens)
-	v.PricedUSD.Nanos = addSat(v.PricedUSD.Nanos, o.PricedUSD.Nanos)
-	v.PricedRequests = addSat(v.PricedRequests, o.PricedRequests)
-	v.EstimatedUSD.Nanos = addSat(v.EstimatedUSD.Nanos, o.EstimatedUSD.Nanos)
-	v.EstimatedRequests = addSat(v.EstimatedRequests, o.EstimatedRequests)
-	v.UnpricedRequests = addSat(v.UnpricedRequests, o.UnpricedRequests)
-	v.UnpricedTokens = addSat(v.UnpricedTokens, o.UnpricedTokens)
+	v.Requests = sat.Add(v.Requests, o.Requests)
+	v.Admitted = sat.Add(v.Admitted, o.Admitted)
+	v.Refused = sat.Add(v.Refused, o.Refused)
+	v.ShadowRefused = sat.Add(v.ShadowRefused, o.ShadowRefused)
+	v.SoftBreach = sat.Add(v.SoftBreach, o.SoftBreach)
+	v.InputTokens = sat.Add(v.InputTokens, o.InputTokens)
+	v.OutputTokens = sat.Add(v.OutputTokens, o.OutputTokens)
+	v.CachedInputTokens = sat.Add(v.CachedInputTokens, o.CachedInputTokens)
+	v.ReasoningTokens = sat.Add(v.ReasoningTokens, o.ReasoningTokens)
+	v.PricedUSD.Nanos = sat.Add(v.PricedUSD.Nanos, o.PricedUSD.Nanos)
+	v.PricedRequests = sat.Add(v.PricedRequests, o.PricedRequests)
+	v.EstimatedUSD.Nanos = sat.Add(v.EstimatedUSD.Nanos, o.EstimatedUSD.Nanos)
+	v.EstimatedRequests = sat.Add(v.EstimatedRequests, o.EstimatedRequests)
+	v.UnpricedRequests = sat.Add(v.UnpricedRequests, o.UnpricedRequests)
+	v.UnpricedTokens = sat.Add(v.UnpricedTokens, o.UnpricedTokens)
 }
 
 // Point is the values of one bucket.

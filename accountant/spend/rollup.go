@@ -22,6 +22,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/sat"
 )
 
 // CostClass says how a row's dollars are known.
@@ -91,12 +92,12 @@ type Sums struct {
 }
 
 func (s *Sums) add(o *Sums) {
-	s.Requests = addSat(s.Requests, o.Requests)
-	s.Input = addSat(s.Input, o.Input)
-	s.Output = addSat(s.Output, o.Output)
-	s.CachedInput = addSat(s.CachedInput, o.CachedInput)
-	s.Reasoning = addSat(s.Reasoning, o.Reasoning)
-	s.Nanos = addSat(s.Nanos, o.Nanos)
+	s.Requests = sat.Add(s.Requests, o.Requests)
+	s.Input = sat.Add(s.Input, o.Input)
+	s.Output = sat.Add(s.Output, o.Output)
+	s.CachedInput = sat.Add(s.CachedInput, o.CachedInput)
+	s.Reasoning = sat.Add(s.Reasoning, o.Reasoning)
+	s.Nanos = sat.Add(s.Nanos, o.Nanos)
 }
 
 // sumsOf is what a row adds to its cell: a summary counts as its requests.
@@ -493,7 +494,7 @@ func (r *Rollup) Merge(o *Rollup) {
 			dst.cell(ids[c.dims]).add(&c.sums)
 		}
 	}
-	r.rows = addSat(r.rows, o.rows)
+	r.rows = sat.Add(r.rows, o.rows)
 	for f, n := range o.feeds {
 		r.feeds[f] += n
 	}
@@ -535,19 +536,4 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
-}
-
-// addSat adds two amounts, saturating at the int64 bounds, as the
-// accountant's fold does. It is on every cell's path, so it has one
-// branch, taken only on overflow (a and b of one sign, the sum of the
-// other).
-func addSat(a, b int64) int64 {
-	s := a + b
-	if (a^s)&(b^s) < 0 {
-		if a < 0 {
-			return math.MinInt64
-		}
-		return math.MaxInt64
-	}
-	return s
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/runtime"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/sat"
 )
 
 // The figures of Values as an array, so a cell adds into a running sum
@@ -69,21 +70,21 @@ func kindOf(d *Dims) kind {
 }
 
 func (a *acc) add(k *kind, s *Sums) {
-	a[fRequests] = addSat(a[fRequests], s.Requests)
-	a[k.dec&(accN-1)] = addSat(a[k.dec&(accN-1)], s.Requests)
-	a[fInput] = addSat(a[fInput], s.Input)
-	a[fOutput] = addSat(a[fOutput], s.Output)
-	a[fCached] = addSat(a[fCached], s.CachedInput)
-	a[fReasoning] = addSat(a[fReasoning], s.Reasoning)
-	a[k.nanos&(accN-1)] = addSat(a[k.nanos&(accN-1)], s.Nanos)
-	a[k.costReq&(accN-1)] = addSat(a[k.costReq&(accN-1)], s.Requests)
-	a[k.unTok&(accN-1)] = addSat(a[k.unTok&(accN-1)], addSat(s.Input, s.Output))
+	a[fRequests] = sat.Add(a[fRequests], s.Requests)
+	a[k.dec&(accN-1)] = sat.Add(a[k.dec&(accN-1)], s.Requests)
+	a[fInput] = sat.Add(a[fInput], s.Input)
+	a[fOutput] = sat.Add(a[fOutput], s.Output)
+	a[fCached] = sat.Add(a[fCached], s.CachedInput)
+	a[fReasoning] = sat.Add(a[fReasoning], s.Reasoning)
+	a[k.nanos&(accN-1)] = sat.Add(a[k.nanos&(accN-1)], s.Nanos)
+	a[k.costReq&(accN-1)] = sat.Add(a[k.costReq&(accN-1)], s.Requests)
+	a[k.unTok&(accN-1)] = sat.Add(a[k.unTok&(accN-1)], sat.Add(s.Input, s.Output))
 }
 
 // merge adds o to a.
 func (a *acc) merge(o *acc) {
 	for i := range a {
-		a[i] = addSat(a[i], o[i])
+		a[i] = sat.Add(a[i], o[i])
 	}
 }
 
@@ -106,7 +107,7 @@ type rank struct {
 }
 
 func (a *acc) rank() rank {
-	return rank{spent: addSat(a[fPricedNanos], a[fEstNanos]), unTok: a[fUnpricedTok], requests: a[fRequests]}
+	return rank{spent: sat.Add(a[fPricedNanos], a[fEstNanos]), unTok: a[fUnpricedTok], requests: a[fRequests]}
 }
 
 func rankBefore(x, y *rank, kx, ky []string) bool {
@@ -333,10 +334,10 @@ func (sc *scanner) ranks() []rank {
 				}
 			}
 			r := &rk[g]
-			r.spent = addSat(r.spent, c.sums.Nanos)
-			r.requests = addSat(r.requests, c.sums.Requests)
+			r.spent = sat.Add(r.spent, c.sums.Nanos)
+			r.requests = sat.Add(r.requests, c.sums.Requests)
 			if kinds[c.dims].unTok == fUnpricedTok {
-				r.unTok = addSat(r.unTok, addSat(c.sums.Input, c.sums.Output))
+				r.unTok = sat.Add(r.unTok, sat.Add(c.sums.Input, c.sums.Output))
 			}
 		}
 	})

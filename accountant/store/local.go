@@ -2,11 +2,11 @@ package store
 
 import (
 	"context"
-	"math"
 	"sync"
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/sat"
 )
 
 // Local is the in-memory store of one accountant (store: local). It is
@@ -26,7 +26,7 @@ func (l *Local) Add(_ context.Context, deltas []Delta, out []int64) ([]int64, er
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, d := range deltas {
-		v := addSat(l.m[d.Key], d.N)
+		v := sat.Add(l.m[d.Key], d.N)
 		l.m[d.Key] = v
 		out = append(out, v)
 	}
@@ -59,7 +59,7 @@ func (l *Local) Current(_ context.Context, now time.Time) ([]Counter, error) {
 func (l *Local) Replace(_ context.Context, counters []Counter) error {
 	m := make(map[Key]int64, len(counters))
 	for _, c := range counters {
-		m[c.Key] = addSat(m[c.Key], c.Value)
+		m[c.Key] = sat.Add(m[c.Key], c.Value)
 	}
 	l.mu.Lock()
 	l.m = m
@@ -80,15 +80,3 @@ func (l *Local) Expire(_ context.Context, t time.Time) error {
 }
 
 func currentStarts(now time.Time) [calendar.Month + 1]int64 { return CurrentStarts(now) }
-
-// addSat is a + b saturating at the int64 bounds, so a counter fed absurd
-// amounts pins at the ceiling instead of wrapping negative.
-func addSat(a, b int64) int64 {
-	if s := a + b; (s > a) == (b > 0) {
-		return s
-	}
-	if b > 0 {
-		return math.MaxInt64
-	}
-	return math.MinInt64
-}

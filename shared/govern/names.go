@@ -1,7 +1,10 @@
 package govern
 
 import (
+	"strconv"
+
 	"github.com/tokentriage/tokentriage/shared/calendar"
+	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/rate"
 )
 
@@ -70,6 +73,17 @@ func (t Type) Unit() string {
 		return "concurrent-requests"
 	}
 	return ""
+}
+
+// FormatAmount is an amount of this type written in its unit, as a JSON
+// number or a CSV cell takes it: dollars as an exact decimal with no more
+// places than they need for budget_usd (v in nanodollars), the count
+// otherwise.
+func (t Type) FormatAmount(v int64) string {
+	if t == BudgetUSD {
+		return config.USD{Nanos: v}.String()
+	}
+	return strconv.FormatInt(v, 10)
 }
 
 // ErrorType is the error.type of a 429 from a limit of this type.
