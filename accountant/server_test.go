@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
@@ -194,21 +195,7 @@ func (f *fixture) sync(t testing.TB, query string) syncwire.Sync {
 }
 
 func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 func TestIngestAndSyncGolden(t *testing.T) {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
@@ -18,21 +18,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s:\n%s", name, path, got)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
 }
 
 // TestLimitsSeedCapture reproduces seed 002's captured document: each

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/llm"
 )
@@ -37,21 +37,7 @@ func do(t testing.TB, s *Stub, method, path, body string, header ...string) *htt
 }
 
 func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	file := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", file, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
 }
 
 // TestSeedArithmetic: the seed request is 31 prompt bytes, so 8 prompt

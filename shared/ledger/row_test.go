@@ -1,11 +1,9 @@
 package ledger
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"math/rand"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,27 +11,14 @@ import (
 	"testing/quick"
 	"time"
 
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from its golden file:\n got: %s\nwant: %s", name, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
 }
 
 var (

@@ -1,0 +1,51 @@
+package testkit
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// recorder is a testing.TB that keeps what a check reports instead of
+// failing the test that runs it.
+type recorder struct {
+	testing.TB
+	errors []string
+	fatal  bool
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, format)
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.errors = append(r.errors, format)
+	r.fatal = true
+}
+func (r *recorder) Fatal(args ...any) { r.fatal = true }
+
+// TestGolden: the same bytes pass, other bytes fail, a missing file fails
+// and says how to create it, and update writes the file that then passes.
+func TestGolden(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.golden")
+	var r recorder
+	Golden(&r, path, []byte("a\n"), false)
+	if !r.fatal || !strings.Contains(r.errors[0], "-update to create it") {
+		t.Fatalf("missing file: %+v", r)
+	}
+	r = recorder{}
+	Golden(&r, path, []byte("a\n"), true)
+	if b, err := os.ReadFile(path); err != nil || string(b) != "a\n" || len(r.errors) > 0 || r.fatal {
+		t.Fatalf("update wrote %q, %v; reported %+v", b, err, r)
+	}
+	r = recorder{}
+	Golden(&r, path, []byte("a\n"), false)
+	if len(r.errors) > 0 || r.fatal {
+		t.Fatalf("same bytes reported %+v", r)
+	}
+	Golden(&r, path, []byte("b\n"), false)
+	if len(r.errors) != 1 || r.fatal {
+		t.Fatalf("other bytes reported %+v", r)
+	}
+}
