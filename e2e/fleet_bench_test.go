@@ -52,46 +52,41 @@ const storeBenchConfig = `governance:
 //	go test ./e2e -run '^$' -bench RPMStore -benchtime 2000x
 func BenchmarkRPMStore(b *testing.B) {
 	r := redistest.Start(b)
-	s, err := devserver.Start(testContext(b), devserver.Options{
-		ConfigPath:       writeConfig(b, storeBenchConfig),
-		DataDir:          b.TempDir(),
-		Listen:           "127.0.0.1:0",
-		AccountantListen: "127.0.0.1:0",
-		Workers:          2,
-		Module:           testwasm.Filter(b),
-		AdminToken:       "e2e-admin-token",
-		Redis:            r.Addr,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	ctx := testContext(b)
+	s := startOptions(b, devserver.Options{ConfigPath: writeConfig(b, storeBenchConfig), Module: testwasm.Filter(b), Redis: r.Addr})
 	client := benchClient()
 	for _, c := range []struct{ name, path string }{{"local", "/v1/chat/completions"}, {"redis", "/v1/completions"}} {
 		b.Run(c.name, func(b *testing.B) {
-			r.Do("CONFIG", "RESETSTAT")
-			suspended := 0
-			for b.Loop() {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+c.path, strings.NewReader(fleetBodies[c.path]))
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Fatalf("%s: %d", c.path, resp.StatusCode)
-				}
-				if resp.Header.Get("X-Tt-Suspended") != "" {
-					suspended++
-				}
-			}
-			b.ReportMetric(commandCalls(b, r, "evalsha")/float64(b.N), "redis_ops/req")
-			b.ReportMetric(float64(suspended)/float64(b.N), "suspended/req")
+			benchRedisPosts(b, client, r, s.URL()+c.path, fleetBodies[c.path])
 		})
 	}
+}
+
+// benchRedisPosts posts body to url one request at a time, failing on any
+// answer but a 200, and reports redis_ops/req, the Redis scripts r ran per
+// request, and suspended/req, the answers that say a limit's fleet-wide
+// hold was suspended (X-Tt-Suspended).
+func benchRedisPosts(b *testing.B, client *http.Client, r *redistest.Server, url, body string) {
+	ctx := testContext(b)
+	r.Do("CONFIG", "RESETSTAT")
+	suspended := 0
+	for b.Loop() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s: %d", url, resp.StatusCode)
+		}
+		if resp.Header.Get("X-Tt-Suspended") != "" {
+			suspended++
+		}
+	}
+	b.ReportMetric(commandCalls(b, r, "evalsha")/float64(b.N), "redis_ops/req")
+	b.ReportMetric(float64(suspended)/float64(b.N), "suspended/req")
 }
 
 // commandCalls is how many times the server ran cmd since the last
@@ -236,24 +231,9 @@ func BenchmarkReserveStore(b *testing.B) {
 		if redisAddr == "" {
 			cfg = strings.Replace(cfg, "  shared_state:\n    redis: { addr: \"127.0.0.1:1\" }\n", "", 1)
 		}
-		s, err := devserver.Start(testContext(b), devserver.Options{
-			ConfigPath:       writeConfig(b, cfg),
-			DataDir:          b.TempDir(),
-			Listen:           "127.0.0.1:0",
-			AccountantListen: "127.0.0.1:0",
-			Workers:          2,
-			Module:           testwasm.Filter(b),
-			AdminToken:       "e2e-admin-token",
-			Redis:            redisAddr,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
-		return s
+		return startOptions(b, devserver.Options{ConfigPath: writeConfig(b, cfg), Module: testwasm.Filter(b), Redis: redisAddr})
 	}
 	replica, fleet := start(""), start(r.Addr)
-	ctx := testContext(b)
 	client := benchClient()
 	body := `{"model":"gpt-4o-mini","max_output_tokens":16,"input":"Say hi"}`
 	for _, c := range []struct {
@@ -261,26 +241,7 @@ func BenchmarkReserveStore(b *testing.B) {
 		s    *devserver.Server
 	}{{"replica", replica}, {"fleet", fleet}} {
 		b.Run(c.name, func(b *testing.B) {
-			r.Do("CONFIG", "RESETSTAT")
-			suspended := 0
-			for b.Loop() {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.s.URL()+"/v1/responses", strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Fatalf("%s: %d", c.name, resp.StatusCode)
-				}
-				if resp.Header.Get("X-Tt-Suspended") != "" {
-					suspended++
-				}
-			}
-			b.ReportMetric(commandCalls(b, r, "evalsha")/float64(b.N), "redis_ops/req")
-			b.ReportMetric(float64(suspended)/float64(b.N), "suspended/req")
+			benchRedisPosts(b, client, r, c.s.URL()+"/v1/responses", body)
 		})
 	}
 }

@@ -214,17 +214,8 @@ func tally(t testing.TB, answers []answer, id string) (admitted, refused, suspen
 // fleetMe is /tt/v1/me of replica base, anonymous.
 func fleetMe(ctx context.Context, t testing.TB, base string) meDoc {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/tt/v1/me", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	var doc meDoc
-	if err := json.Unmarshal(b, &doc); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("/tt/v1/me: %d %s (%v)", resp.StatusCode, b, err)
-	}
+	meAt(ctx, t, base, "", &doc)
 	return doc
 }
 

@@ -226,22 +226,11 @@ func TestFleetInternalPlaneNeedsTheToken(t *testing.T) {
 	}
 }
 
-// chat sends one chat completion to the gateway at base with key.
+// chat sends one chat completion to the gateway at base with key (none
+// if "").
 func chat(ctx context.Context, base, key string) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(fleetBodies["/v1/chat/completions"]))
-	if err != nil {
-		return answer{}, err
+	if key == "" {
+		return call(ctx, base, "/v1/chat/completions")
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{status: resp.StatusCode, suspended: resp.Header.Get("X-Tt-Suspended"),
-		refusedBy: resp.Header.Get("X-Tt-Refused-By"), body: string(b)}, nil
+	return call(ctx, base, "/v1/chat/completions", "Authorization", "Bearer "+key)
 }

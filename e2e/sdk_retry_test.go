@@ -316,7 +316,7 @@ func sdkPerKeyLimits(ctx context.Context, t *testing.T, s *devserver.Server) {
 					} `json:"limit_usd"`
 				} `json:"limits"`
 			}
-			doc := meRaw(ctx, t, s, k.Key, &d)
+			doc := meAt(ctx, t, s.URL(), k.Key, &d)
 			for _, l := range d.Limits {
 				if l.LimitID == "key_day" {
 					return l.LimitUSD.USD == "0.000000001", doc
@@ -445,23 +445,6 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
-}
-
-// meRaw asks /tt/v1/me with key, reads it into v, and returns the document.
-func meRaw(ctx context.Context, t *testing.T, s *devserver.Server, key string, v any) string {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+devserver.MePath, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, v); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("/tt/v1/me: %d %s (%v)", resp.StatusCode, b, err)
-	}
-	return string(b)
 }
 
 func gjsonString(doc, path string) string { return gjson.Get(doc, path).String() }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant"
 	"github.com/tokentriage/tokentriage/internal/devserver"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -28,17 +29,7 @@ const (
 
 // testContext is the test's context, ending a little before the test
 // binary's deadline so that a wait that never ends fails with what it saw.
-func testContext(t testing.TB) context.Context {
-	ctx := t.Context()
-	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if dl, ok := d.Deadline(); ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, dl.Add(-10*time.Second))
-			t.Cleanup(cancel)
-		}
-	}
-	return ctx
-}
+var testContext = testkit.Context
 
 // startDev starts the dev system with config on free loopback ports and
 // the stub upstream (or the upstream URL given), and stops it at the end
@@ -51,16 +42,20 @@ func startDev(t testing.TB, config, upstream string) *devserver.Server {
 // startModule is startDev serving another filter module.
 func startModule(t testing.TB, config, upstream string, module []byte) *devserver.Server {
 	t.Helper()
-	s, err := devserver.Start(testContext(t), devserver.Options{
-		ConfigPath:       config,
-		DataDir:          t.TempDir(),
-		Listen:           "127.0.0.1:0",
-		AccountantListen: "127.0.0.1:0",
-		Upstream:         upstream,
-		Workers:          2,
-		Module:           module,
-		AdminToken:       "e2e-admin-token",
-	})
+	return startOptions(t, devserver.Options{ConfigPath: config, Upstream: upstream, Module: module})
+}
+
+// startOptions starts the dev system of o on free loopback ports, in a
+// data directory of the test's own, with two workers and the tests' admin
+// token, and stops it at the end of the test, checking the stop flushed
+// every ledger row.
+func startOptions(t testing.TB, o devserver.Options) *devserver.Server {
+	t.Helper()
+	o.DataDir = t.TempDir()
+	o.Listen, o.AccountantListen = "127.0.0.1:0", "127.0.0.1:0"
+	o.Workers = 2
+	o.AdminToken = "e2e-admin-token"
+	s, err := devserver.Start(testContext(t), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,19 +131,29 @@ func (m meDoc) limit(t testing.TB, id string) meLimit {
 // me asks the gateway's /tt/v1/me with key.
 func me(ctx context.Context, t testing.TB, s *devserver.Server, key string) meDoc {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+devserver.MePath, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
+	var doc meDoc
+	meAt(ctx, t, s.URL(), key, &doc)
+	return doc
+}
+
+// meAt asks /tt/v1/me of the gateway at base with key (none if ""), reads
+// it into v, and returns the document.
+func meAt(ctx context.Context, t testing.TB, base, key string, v any) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+devserver.MePath, nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var doc meDoc
-	if err := json.Unmarshal(b, &doc); err != nil || resp.StatusCode != 200 {
+	if err := json.Unmarshal(b, v); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/tt/v1/me: %d %s (%v)", resp.StatusCode, b, err)
 	}
-	return doc
+	return string(b)
 }
 
 // nanos reads a dollar figure of the wire ("0.0000297") as nanodollars,

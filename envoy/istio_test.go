@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"reflect"
@@ -1046,13 +1045,31 @@ func readIstio(t *testing.T) map[string][]byte {
 	}
 	files := map[string][]byte{}
 	for _, n := range names {
-		b, err := os.ReadFile(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[n] = b
+		files[n] = readFile(t, n)
 	}
 	return files
+}
+
+// checkIstioBreaks replaces old with new in the manifest name (where it
+// must stand once) and checks that checkIstio refuses the result with an
+// error holding every string of want.
+func checkIstioBreaks(t *testing.T, files map[string][]byte, name, old, new string, want []string) {
+	t.Helper()
+	src := string(files[name])
+	if n := strings.Count(src, old); n != 1 {
+		t.Fatalf("%s holds %q %d times; the case needs it exactly once", name, old, n)
+	}
+	broken := maps.Clone(files)
+	broken[name] = []byte(strings.Replace(src, old, new, 1))
+	err := checkIstio(broken)
+	if err == nil {
+		t.Fatal("the broken manifests were accepted")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not contain %q:\n%v", w, err)
+		}
+	}
 }
 
 // TestIstioManifests decodes every manifest under istio/ strictly and
@@ -1305,25 +1322,7 @@ func TestIstioRejects(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := filepath.Join("istio", tc.file)
-			src := string(files[name])
-			if n := strings.Count(src, tc.old); n != 1 {
-				t.Fatalf("%s holds %q %d times; the case needs it exactly once", name, tc.old, n)
-			}
-			broken := map[string][]byte{}
-			for k, v := range files {
-				broken[k] = v
-			}
-			broken[name] = []byte(strings.Replace(src, tc.old, tc.new, 1))
-			err := checkIstio(broken)
-			if err == nil {
-				t.Fatal("the broken manifests were accepted")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not contain %q:\n%v", w, err)
-				}
-			}
+			checkIstioBreaks(t, files, filepath.Join("istio", tc.file), tc.old, tc.new, tc.want)
 		})
 	}
 }
@@ -1574,11 +1573,7 @@ func holdHeadersFiles(t *testing.T) map[string][]byte {
 	files := readIstio(t)
 	delete(files, filepath.Join("istio", "wasmplugin.yaml"))
 	name := filepath.Join("istio", "hold-headers", "filter.yaml")
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files[name] = b
+	files[name] = readFile(t, name)
 	return files
 }
 
@@ -1644,21 +1639,7 @@ func TestIstioHoldHeaders(t *testing.T) {
 			[]string{"is not an Envoy Wasm filter's extension config", "allow_on_header_stop_iteration"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := string(files[name])
-			if n := strings.Count(src, tc.old); n != 1 {
-				t.Fatalf("%s holds %q %d times; the case needs it exactly once", name, tc.old, n)
-			}
-			broken := maps.Clone(files)
-			broken[name] = []byte(strings.Replace(src, tc.old, tc.new, 1))
-			err := checkIstio(broken)
-			if err == nil {
-				t.Fatal("the broken manifests were accepted")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not contain %q:\n%v", w, err)
-				}
-			}
+			checkIstioBreaks(t, files, name, tc.old, tc.new, tc.want)
 		})
 	}
 	// Beside the WasmPlugin, the filter would run twice.

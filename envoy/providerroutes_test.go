@@ -78,6 +78,28 @@ func (o headerOps) leaks(name string, allowed func(string) bool) string {
 	return ""
 }
 
+// inject adds what the enabled injectors of injs for which on holds do
+// to the headers (each sets its header before the route's removals run,
+// as in Envoy) and returns those whose key the route does not remove.
+func (o headerOps) inject(injs []injector, on func(injector) bool) []injector {
+	var keys []injector
+	for _, in := range injs {
+		if in.disabled || !on(in) {
+			continue
+		}
+		v := "the credential injector " + in.name
+		if in.overwrite {
+			o.set[in.header] = append(o.set[in.header], v)
+		} else {
+			o.added[in.header] = append(o.added[in.header], v)
+		}
+		if !o.removed[in.header] {
+			keys = append(keys, in)
+		}
+	}
+	return keys
+}
+
 // check returns one error per client header the route passes on.
 func (o headerOps) check(where, removeField string) []error {
 	var errs []error
@@ -145,21 +167,7 @@ func checkEnvoyProviderRoutes(path string, h *hcmv3.HttpConnectionManager, accou
 			n++
 			where := fmt.Sprintf("%s.route_config.virtual_hosts[%s].routes[%d] (%s)", path, vh.GetName(), i, r.GetName())
 			ops := envoyHeaderOps(rc, vh, r)
-			var keys []injector
-			for _, in := range injs {
-				if in.disabled || !strings.HasPrefix(in.path, path+".") {
-					continue
-				}
-				v := "the credential injector " + in.name
-				if in.overwrite {
-					ops.set[in.header] = append(ops.set[in.header], v)
-				} else {
-					ops.added[in.header] = append(ops.added[in.header], v)
-				}
-				if !ops.removed[in.header] {
-					keys = append(keys, in)
-				}
-			}
+			keys := ops.inject(injs, func(in injector) bool { return strings.HasPrefix(in.path, path+".") })
 			errs = append(errs, ops.check(where, "request_headers_to_remove")...)
 			for _, in := range keys {
 				if c := ra.Route.GetCluster(); in.keyCluster() != c {
@@ -220,21 +228,7 @@ func checkIstioProviderRoutes(vss []located[*networkingv1.VirtualService], clust
 				checked = true
 				where := fmt.Sprintf("%s VirtualService http[%d] (%s) route[%d] to %s", vs.path, i, r.GetName(), j, d.GetDestination().GetHost())
 				ops := istioHeaderOps(r, d)
-				var keys []injector
-				for _, in := range injs {
-					if in.disabled {
-						continue
-					}
-					v := "the credential injector " + in.name
-					if in.overwrite {
-						ops.set[in.header] = append(ops.set[in.header], v)
-					} else {
-						ops.added[in.header] = append(ops.added[in.header], v)
-					}
-					if !ops.removed[in.header] {
-						keys = append(keys, in)
-					}
-				}
+				keys := ops.inject(injs, func(injector) bool { return true })
 				errs = append(errs, ops.check(where, "headers.request.remove")...)
 				for _, in := range keys {
 					if h := d.GetDestination().GetHost(); h != "api."+in.keyCluster()+".com" {

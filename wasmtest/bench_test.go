@@ -65,18 +65,39 @@ func reportCounts(b *testing.B, before, after Counts) {
 	b.ReportMetric(float64(after.SharedGets+after.SharedSets-before.SharedGets-before.SharedSets)/n, "shared-ops/op")
 }
 
+// benchProxies are the two proxies the comparisons run over one stub
+// upstream (closed at the benchmark's end): a bare httputil.ReverseProxy
+// and the host with the no-op filter (two worker VMs), sharing one
+// transport.
+func benchProxies(b *testing.B) (bare *httputil.ReverseProxy, h *Host) {
+	upstream := httptest.NewServer(stubLLM)
+	b.Cleanup(upstream.Close)
+	u, _ := url.Parse(upstream.URL)
+	transport := newProxyTransport()
+	bare = httputil.NewSingleHostReverseProxy(u)
+	bare.Transport = transport
+	h = newHost(b, Config{Module: testwasm.Noop(b), Workers: 2, Upstream: Cluster{URL: upstream.URL, Transport: transport}, LogLevel: LogInfo, Clock: RealClock()})
+	return bare, h
+}
+
+// postBench posts benchBody to the chat completions of the proxy at base
+// and reads the answer: false if it failed or was not a 200.
+func postBench(client *http.Client, base string) bool {
+	resp, err := client.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(benchBody))
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == 200
+}
+
 // BenchmarkProxy compares the host as a reverse proxy (the no-op filter,
 // one worker VM per CPU) with a bare httputil.ReverseProxy, both over real
 // connections to the same stub upstream, with parallel clients.
 // Throughput ratio = bare ns/op ÷ wasm ns/op.
 func BenchmarkProxy(b *testing.B) {
-	upstream := httptest.NewServer(stubLLM)
-	defer upstream.Close()
-	u, _ := url.Parse(upstream.URL)
-	transport := newProxyTransport()
-	bare := httputil.NewSingleHostReverseProxy(u)
-	bare.Transport = transport
-	h := newHost(b, Config{Module: testwasm.Noop(b), Workers: 2, Upstream: Cluster{URL: upstream.URL, Transport: transport}, LogLevel: LogInfo, Clock: RealClock()})
+	bare, h := benchProxies(b)
 	for _, c := range []struct {
 		name    string
 		handler http.Handler
@@ -90,14 +111,7 @@ func BenchmarkProxy(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					resp, err := client.Post(front.URL+"/v1/chat/completions", "application/json", strings.NewReader(benchBody))
-					if err != nil {
-						failed.Add(1)
-						continue
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
+					if !postBench(client, front.URL) {
 						failed.Add(1)
 					}
 				}
@@ -116,13 +130,7 @@ func BenchmarkProxy(b *testing.B) {
 // and reports the throughput ratio (bare time ÷ host time; ≥ 0.7 is the
 // budget). b.N counts batches of 64 requests through each.
 func BenchmarkProxyRatio(b *testing.B) {
-	upstream := httptest.NewServer(stubLLM)
-	defer upstream.Close()
-	u, _ := url.Parse(upstream.URL)
-	transport := newProxyTransport()
-	bare := httputil.NewSingleHostReverseProxy(u)
-	bare.Transport = transport
-	h := newHost(b, Config{Module: testwasm.Noop(b), Workers: 2, Upstream: Cluster{URL: upstream.URL, Transport: transport}, LogLevel: LogInfo, Clock: RealClock()})
+	bare, h := benchProxies(b)
 	fronts := []*httptest.Server{httptest.NewServer(bare), httptest.NewServer(h)}
 	defer fronts[0].Close()
 	defer fronts[1].Close()
@@ -138,14 +146,7 @@ func BenchmarkProxyRatio(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < batch/workers; i++ {
-					resp, err := client.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(benchBody))
-					if err != nil {
-						failed.Add(1)
-						continue
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
+					if !postBench(client, url) {
 						failed.Add(1)
 					}
 				}

@@ -10,9 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/tokentriage/tokentriage/internal/testkit"
 )
 
 // dialCounter is a client that counts the connections it opens.
@@ -95,24 +96,6 @@ func TestRefusalWithBodyKeepsConnection(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects the server's error log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestUnfinishedBodyClosesConnection ends streams whose body the host
 // cannot read to its end to keep the connection: refusals at the headers
 // of a declared length past 256 KiB, of a chunked body longer than that,
@@ -129,7 +112,7 @@ func TestUnfinishedBodyClosesConnection(t *testing.T) {
 		echo(w, r)
 	})
 	h := newHost(t, Config{Clock: RealClock(), Upstream: Cluster{Handler: early}})
-	var errs lockedBuffer
+	var errs testkit.Buffer // the server's error log
 	front := httptest.NewUnstartedServer(h)
 	front.Config.ErrorLog = log.New(&errs, "", 0)
 	front.Start()

@@ -15,20 +15,8 @@ import (
 // runs init, and then the proxy_on_* exports.
 func main() {}
 
-func init() { proxywasm.SetVMContext(&vmContext{}) }
-
-type vmContext struct{ types.DefaultVMContext }
-
-func (*vmContext) NewPluginContext(uint32) types.PluginContext { return &pluginContext{} }
-
-type pluginContext struct{ types.DefaultPluginContext }
-
-func (*pluginContext) NewHttpContext(uint32) types.HttpContext { return &httpContext{} }
+func init() {
+	proxywasm.SetHttpContexts(func(uint32) types.HttpContext { return &httpContext{} })
+}
 
 type httpContext struct{ types.DefaultHttpContext }
-
-var (
-	_ types.VMContext     = (*vmContext)(nil)
-	_ types.PluginContext = (*pluginContext)(nil)
-	_ types.HttpContext   = (*httpContext)(nil)
-)

@@ -12,42 +12,55 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 )
 
-// lockedBuffer is an io.Writer the command writes to while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// devRun is a `tokentriage dev` the test runs in this process.
+type devRun struct {
+	stdout, stderr testkit.Buffer
+	done           chan int
+	cancel         context.CancelFunc
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
+// startDev runs `tokentriage dev` with args on free loopback ports until
+// stop or the end of the test, and waits for its banner.
+func startDev(ctx context.Context, t *testing.T, args ...string) *devRun {
+	t.Helper()
+	runCtx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	d := &devRun{done: make(chan int, 1), cancel: cancel}
+	args = append([]string{"dev", "--listen", "127.0.0.1:0", "--accountant-listen", "127.0.0.1:0"}, args...)
+	go func() { d.done <- run(runCtx, args, &d.stdout, &d.stderr) }()
+	d.waitFor(ctx, t, "Ctrl-C stops it")
+	return d
 }
 
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// testContext is the test's context, ending a little before the test
-// binary's deadline so a wait that never ends fails with what it saw.
-func testContext(t *testing.T) context.Context {
-	ctx := t.Context()
-	if d, ok := t.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.Add(-10*time.Second))
-		t.Cleanup(cancel)
+// stop ends dev as SIGINT does and returns its exit code.
+func (d *devRun) stop(ctx context.Context, t *testing.T) int {
+	t.Helper()
+	d.cancel()
+	select {
+	case code := <-d.done:
+		return code
+	case <-ctx.Done():
+		t.Fatalf("dev did not stop: %s", d.stderr.String())
+		return 0
 	}
-	return ctx
+}
+
+// filterFile writes the built filter into dir and returns its path.
+func filterFile(t *testing.T, dir string) string {
+	t.Helper()
+	wasm := filepath.Join(dir, "filter.wasm")
+	if err := os.WriteFile(wasm, testwasm.Filter(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return wasm
 }
 
 // TestDevCurlLinesDoWhatTheySay starts `tokentriage dev` with the example
@@ -58,23 +71,11 @@ func testContext(t *testing.T) context.Context {
 // command as SIGINT does and checks every request reached the ledger.
 func TestDevCurlLinesDoWhatTheySay(t *testing.T) {
 	t.Setenv("TT_ADMIN_TOKEN", "")
-	ctx := testContext(t)
+	ctx := testkit.Context(t)
 	dir := t.TempDir()
-	wasm := filepath.Join(dir, "filter.wasm")
-	if err := os.WriteFile(wasm, testwasm.Filter(t), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	data := filepath.Join(dir, "data")
-	runCtx, stop := context.WithCancel(context.Background())
-	defer stop()
-	var stdout, stderr lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(runCtx, []string{"dev", "-c", "../../examples/tokentriage.yaml",
-			"--listen", "127.0.0.1:0", "--accountant-listen", "127.0.0.1:0",
-			"--data", data, "--wasm", wasm, "--workers", "2"}, &stdout, &stderr)
-	}()
-	waitFor(ctx, t, done, &stdout, &stderr, "Ctrl-C stops it")
+	dev := startDev(ctx, t, "-c", "../../examples/tokentriage.yaml", "--data", data, "--wasm", filterFile(t, dir), "--workers", "2")
+	stdout, stderr := &dev.stdout, &dev.stderr
 	out := stdout.String()
 
 	if !regexp.MustCompile(`(?m)^  export TT_ADMIN_TOKEN=[0-9a-f]{64}$`).MatchString(out) {
@@ -209,14 +210,8 @@ func TestDevCurlLinesDoWhatTheySay(t *testing.T) {
 	}
 
 	// Stop as SIGINT would: the ledger holds every request.
-	stop()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr.String())
-		}
-	case <-ctx.Done():
-		t.Fatalf("dev did not stop: %s", stderr.String())
+	if code := dev.stop(ctx, t); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "tokentriage dev: stopped; ledger flushed") {
 		t.Errorf("stderr: %s", stderr.String())
@@ -233,18 +228,18 @@ func TestDevCurlLinesDoWhatTheySay(t *testing.T) {
 	}
 }
 
-// waitFor waits until stdout contains want, failing if the command exits
-// or ctx ends first.
-func waitFor(ctx context.Context, t *testing.T, done chan int, stdout, stderr *lockedBuffer, want string) {
+// waitFor waits until dev's stdout contains want, failing if dev exits or
+// ctx ends first.
+func (d *devRun) waitFor(ctx context.Context, t *testing.T, want string) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for !strings.Contains(stdout.String(), want) {
+	for !strings.Contains(d.stdout.String(), want) {
 		select {
-		case code := <-done:
-			t.Fatalf("dev exited %d before printing %q:\n%s\n%s", code, want, stdout.String(), stderr.String())
+		case code := <-d.done:
+			t.Fatalf("dev exited %d before printing %q:\n%s\n%s", code, want, d.stdout.String(), d.stderr.String())
 		case <-ctx.Done():
-			t.Fatalf("dev did not print %q:\n%s\n%s", want, stdout.String(), stderr.String())
+			t.Fatalf("dev did not print %q:\n%s\n%s", want, d.stdout.String(), d.stderr.String())
 		case <-tick.C:
 		}
 	}
@@ -497,12 +492,8 @@ func (c curl) do(ctx context.Context, t *testing.T) answer {
 // sync, with no restart.
 func TestDevReloadsOnSIGHUP(t *testing.T) {
 	t.Setenv("TT_ADMIN_TOKEN", "sighup-test-token")
-	ctx := testContext(t)
+	ctx := testkit.Context(t)
 	dir := t.TempDir()
-	wasm := filepath.Join(dir, "filter.wasm")
-	if err := os.WriteFile(wasm, testwasm.Filter(t), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	example, err := os.ReadFile("../../examples/tokentriage.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -511,16 +502,9 @@ func TestDevReloadsOnSIGHUP(t *testing.T) {
 	if err := os.WriteFile(config, example, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	defer stop()
-	var stdout, stderr lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(runCtx, []string{"dev", "-c", config, "--listen", "127.0.0.1:0", "--accountant-listen", "127.0.0.1:0",
-			"--data", filepath.Join(dir, "data"), "--wasm", wasm, "--workers", "2"}, &stdout, &stderr)
-	}()
-	waitFor(ctx, t, done, &stdout, &stderr, "Ctrl-C stops it")
-	out := stdout.String()
+	dev := startDev(ctx, t, "-c", config, "--data", filepath.Join(dir, "data"), "--wasm", filterFile(t, dir), "--workers", "2")
+	stderr := &dev.stderr
+	out := dev.stdout.String()
 	if strings.Contains(out, "sighup-test-token") || !strings.Contains(out, "Admin token: TT_ADMIN_TOKEN, as set.") {
 		t.Errorf("an admin token from the environment is not printed:\n%s", out)
 	}
@@ -575,8 +559,7 @@ func TestDevReloadsOnSIGHUP(t *testing.T) {
 		case <-tick.C:
 		}
 	}
-	stop()
-	if code := <-done; code != 0 {
+	if code := dev.stop(ctx, t); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "SIGHUP: reloading the config") {
@@ -588,21 +571,11 @@ func TestDevReloadsOnSIGHUP(t *testing.T) {
 // says why there is no key and serves all the same.
 func TestDevWithoutDemoKey(t *testing.T) {
 	t.Setenv("TT_ADMIN_TOKEN", "")
-	ctx := testContext(t)
+	ctx := testkit.Context(t)
 	dir := t.TempDir()
-	wasm := filepath.Join(dir, "filter.wasm")
-	if err := os.WriteFile(wasm, testwasm.Filter(t), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	defer stop()
-	var stdout, stderr lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(runCtx, []string{"dev", "-c", "../../examples/tokentriage.yaml", "--listen", "127.0.0.1:0", "--accountant-listen", "127.0.0.1:0",
-			"--data", filepath.Join(dir, "data"), "--wasm", wasm, "--workers", "1", "--demo-owner", "org:globex"}, &stdout, &stderr)
-	}()
-	waitFor(ctx, t, done, &stdout, &stderr, "Ctrl-C stops it")
+	dev := startDev(ctx, t, "-c", "../../examples/tokentriage.yaml", "--data", filepath.Join(dir, "data"), "--wasm", filterFile(t, dir),
+		"--workers", "1", "--demo-owner", "org:globex")
+	stdout, stderr := &dev.stdout, &dev.stderr
 	if !strings.Contains(stdout.String(), "No demo key was minted (see the error above); mint one with tokentriage keys mint --owner NODE.") ||
 		strings.Contains(stdout.String(), "curl ") {
 		t.Errorf("stdout:\n%s", stdout.String())
@@ -610,8 +583,7 @@ func TestDevWithoutDemoKey(t *testing.T) {
 	if !strings.Contains(stderr.String(), "tokentriage dev: no demo key: devserver: minting a key for org:globex: ") {
 		t.Errorf("stderr:\n%s", stderr.String())
 	}
-	stop()
-	if code := <-done; code != 0 {
+	if code := dev.stop(ctx, t); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 }
@@ -667,30 +639,20 @@ func TestDevRefusesBadAddressesAndWorkerCounts(t *testing.T) {
 // refused it, tokens and cost.
 func TestDevKeepsItsDemoKeyAndLogsRequests(t *testing.T) {
 	t.Setenv("TT_ADMIN_TOKEN", "dev-test-admin")
-	ctx := testContext(t)
+	ctx := testkit.Context(t)
 	dir := t.TempDir()
-	wasm := filepath.Join(dir, "filter.wasm")
-	if err := os.WriteFile(wasm, testwasm.Filter(t), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	wasm := filterFile(t, dir)
 	data := filepath.Join(dir, "data")
 	type started struct {
 		stop         func() int
-		out, errs    *lockedBuffer
+		out, errs    *testkit.Buffer
 		kid, key, gw string
 		acct         string
 	}
 	start := func() started {
-		runCtx, stop := context.WithCancel(context.Background())
-		var stdout, stderr lockedBuffer
-		done := make(chan int, 1)
-		go func() {
-			done <- run(runCtx, []string{"dev", "-c", "../../examples/tokentriage.yaml", "--listen", "127.0.0.1:0", "--accountant-listen", "127.0.0.1:0",
-				"--data", data, "--wasm", wasm, "--workers", "1"}, &stdout, &stderr)
-		}()
-		waitFor(ctx, t, done, &stdout, &stderr, "Ctrl-C stops it")
-		out := stdout.String()
-		s := started{out: &stdout, errs: &stderr, stop: func() int { stop(); return <-done }}
+		dev := startDev(ctx, t, "-c", "../../examples/tokentriage.yaml", "--data", data, "--wasm", wasm, "--workers", "1")
+		out := dev.stdout.String()
+		s := started{out: &dev.stdout, errs: &dev.stderr, stop: func() int { return dev.stop(ctx, t) }}
 		if m := regexp.MustCompile(`Demo key (vk_[0-9A-Za-z]{12}) for`).FindStringSubmatch(out); m != nil {
 			s.kid = m[1]
 		}

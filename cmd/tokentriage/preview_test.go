@@ -21,9 +21,15 @@ const (
 // previewAccountant runs an accountant over the ledger the preview
 // replays, at the preview's instant.
 func previewAccountant(t *testing.T) string {
+	return ledgerAccountant(t, previewLedger, time.Date(2026, 8, 10, 12, 30, 0, 0, time.UTC))
+}
+
+// ledgerAccountant runs an accountant of previewConfig whose ledger is a
+// copy of ledger, with its clock stopped at now, and returns its URL.
+func ledgerAccountant(t *testing.T, ledger string, now time.Time) string {
 	t.Helper()
 	dir := t.TempDir()
-	b, err := os.ReadFile(previewLedger)
+	b, err := os.ReadFile(ledger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +42,7 @@ func previewAccountant(t *testing.T) string {
 		AdminToken:    keysTestToken,
 		InternalToken: "internal-" + keysTestToken,
 		Logger:        slog.New(slog.DiscardHandler),
-		Now:           func() time.Time { return time.Date(2026, 8, 10, 12, 30, 0, 0, time.UTC) },
+		Now:           func() time.Time { return now },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +10,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/tokentriage/tokentriage/accountant"
 	"github.com/tokentriage/tokentriage/accountant/preview"
 	"github.com/tokentriage/tokentriage/accountant/spend"
 )
@@ -21,29 +18,7 @@ const spendLedger = "../../accountant/spend/testdata/ledger.jsonl"
 
 // spendAccountant runs an accountant whose ledger is spendLedger.
 func spendAccountant(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	b, err := os.ReadFile(spendLedger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "decisions.jsonl"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := accountant.New(accountant.Options{
-		ConfigPath: previewConfig, DataDir: dir, AdminToken: keysTestToken, InternalToken: "internal-" + keysTestToken,
-		Logger: slog.New(slog.DiscardHandler),
-		Now:    func() time.Time { return time.Date(2026, 9, 10, 12, 0, 0, 0, time.UTC) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		s.Close()
-	})
-	return srv.URL
+	return ledgerAccountant(t, spendLedger, time.Date(2026, 9, 10, 12, 0, 0, 0, time.UTC))
 }
 
 // TestSpendTable: the table a terminal shows, over the hand-counted

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/internal/stub"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
 	"github.com/tokentriage/tokentriage/shared/vkey"
@@ -26,15 +27,7 @@ import (
 
 // testContext ends a little before the test binary's deadline, so a wait
 // that never ends fails with what it saw.
-func testContext(t *testing.T) context.Context {
-	ctx := t.Context()
-	if d, ok := t.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.Add(-10*time.Second))
-		t.Cleanup(cancel)
-	}
-	return ctx
-}
+var testContext = testkit.Context
 
 func start(t *testing.T, o Options) *Server {
 	t.Helper()

@@ -11,11 +11,11 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
@@ -82,7 +82,7 @@ func manyHeaders(n int) http.Header {
 // whole map to drop the key and the host emptied it: the provider got GET /
 // with no header, recorded as an admitted chat call.
 func TestHeaderFloodIsRefusedOrKeptWhole(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t)
 	s := start(t, Options{})
 	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
 	if err != nil {
@@ -162,10 +162,10 @@ func usageUpstream(w http.ResponseWriter, r *http.Request) {
 // string, a negative or a fraction is estimated from the prompt and the
 // streamed text, as missing usage is, never read as an exact 0.
 func TestProviderUsageIsBoundedAndRead(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t)
 	up := httptest.NewServer(http.HandlerFunc(usageUpstream))
 	defer up.Close()
-	var filterLog syncBuf
+	var filterLog testkit.Buffer
 	s := start(t, Options{Upstream: up.URL, OpenAIKey: "sk-test", FilterLog: &filterLog})
 	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
 	if err != nil {
@@ -264,24 +264,6 @@ func inFlight(t *testing.T, s *Server, key string) int {
 	return 0
 }
 
-// syncBuf is a bytes.Buffer safe for the filter's log writer and a reader.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestEndpointVariantsAreRefusedAndPassthroughRecorded: with a key that
 // allows passthrough, another spelling of a governed endpoint (escaped, in
 // other case, with ;parameters, a trailing escaped slash, a lower-case
@@ -291,7 +273,7 @@ func (s *syncBuf) String() string {
 // leaves a ledger row. Before, the variants went upstream verbatim and
 // left no row.
 func TestEndpointVariantsAreRefusedAndPassthroughRecorded(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t)
 	s := start(t, Options{})
 	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{AllowPassthrough: true})
 	if err != nil {
@@ -376,7 +358,7 @@ func TestEndpointVariantsAreRefusedAndPassthroughRecorded(t *testing.T) {
 // user is served again. Before, the leases stayed held for as long as the
 // connections stayed open.
 func TestStalledBodiesTimeOut(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t)
 	s := start(t, Options{StreamIdleTimeout: 2 * time.Second})
 	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
 	if err != nil {

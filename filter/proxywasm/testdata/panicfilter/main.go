@@ -11,15 +11,9 @@ import (
 
 func main() {}
 
-func init() { proxywasm.SetVMContext(&vmContext{}) }
-
-type vmContext struct{ types.DefaultVMContext }
-
-func (*vmContext) NewPluginContext(uint32) types.PluginContext { return &pluginContext{} }
-
-type pluginContext struct{ types.DefaultPluginContext }
-
-func (*pluginContext) NewHttpContext(uint32) types.HttpContext { return &httpContext{} }
+func init() {
+	proxywasm.SetHttpContexts(func(uint32) types.HttpContext { return &httpContext{} })
+}
 
 type httpContext struct{ types.DefaultHttpContext }
 
