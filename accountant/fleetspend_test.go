@@ -3,8 +3,6 @@ package accountant
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -70,21 +68,5 @@ func TestFleetReportNamesAMirrorWithoutAnAddress(t *testing.T) {
 // startNodeAdvertising is startNode on loopback with Options.Advertise.
 func startNodeAdvertising(t *testing.T, config, data, control, advertise string) *node {
 	t.Helper()
-	n := &node{t: t, config: config, data: data, control: control, logs: &syncBuffer{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.addr = ln.Addr().String()
-	n.s, err = New(Options{ConfigPath: config, DataDir: data, Listen: n.addr, Control: control, Advertise: advertise,
-		AdminToken: "admin-secret", InternalToken: testInternalToken, Logger: slog.New(slog.NewTextHandler(n.logs, nil))})
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	n.stop, n.done = stop, make(chan error, 1)
-	go func() { n.done <- n.s.Serve(ctx, ln) }()
-	t.Cleanup(n.close)
-	return n
+	return startNodeWith(t, "127.0.0.1:0", Options{ConfigPath: config, DataDir: data, Control: control, Advertise: advertise})
 }

@@ -38,17 +38,22 @@ type node struct {
 // mirroring control ("" for an owner).
 func startNode(t testing.TB, config, data, addr, control string) *node {
 	t.Helper()
-	n := &node{t: t, config: config, data: data, control: control, logs: &syncBuffer{}}
+	return startNodeWith(t, addr, Options{ConfigPath: config, DataDir: data, Control: control})
+}
+
+// startNodeWith starts an accountant on addr with o, its listen address,
+// tokens and logger filled in.
+func startNodeWith(t testing.TB, addr string, o Options) *node {
+	t.Helper()
+	n := &node{t: t, config: o.ConfigPath, data: o.DataDir, control: o.Control, logs: &syncBuffer{}}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.addr = ln.Addr().String()
-	o := Options{
-		ConfigPath: config, DataDir: data, Listen: n.addr, Control: control,
-		AdminToken: "admin-secret", InternalToken: testInternalToken,
-		Logger: slog.New(slog.NewTextHandler(n.logs, nil)),
-	}
+	o.Listen = n.addr
+	o.AdminToken, o.InternalToken = "admin-secret", testInternalToken
+	o.Logger = slog.New(slog.NewTextHandler(n.logs, nil))
 	if _, bench := t.(*testing.B); bench {
 		o.APIWriteRate = -1 // a benchmark writes as fast as it can
 	}

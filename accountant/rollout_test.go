@@ -33,20 +33,17 @@ func (p *poller) report(t *testing.T, f *fixture) {
 	f.sync(t, fmt.Sprintf("replica=%s&plan=%s&runtime=%s&snapshot=%s", p.id, p.plan, p.runtime, p.snapshot))
 }
 
-func (f *fixture) overrideState(t *testing.T) string {
-	t.Helper()
-	code, body := f.admin(t, http.MethodGet, api.Prefix+"overrides", "")
-	if code != http.StatusOK {
-		t.Fatalf("GET overrides: %d %s", code, body)
-	}
-	return body
-}
+func (f *fixture) overrideState(t *testing.T) string { return f.adminGet(t, "overrides") }
 
-func (f *fixture) limits(t *testing.T) string {
+func (f *fixture) limits(t *testing.T) string { return f.adminGet(t, "governance/limits") }
+
+// adminGet is the body of GET path under the management API, which must
+// answer 200.
+func (f *fixture) adminGet(t *testing.T, path string) string {
 	t.Helper()
-	code, body := f.admin(t, http.MethodGet, api.Prefix+"governance/limits", "")
+	code, body := f.admin(t, http.MethodGet, api.Prefix+path, "")
 	if code != http.StatusOK {
-		t.Fatalf("GET governance/limits: %d %s", code, body)
+		t.Fatalf("GET %s: %d %s", path, code, body)
 	}
 	return body
 }

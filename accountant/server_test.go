@@ -376,21 +376,26 @@ func withWebhook(t *testing.T) (*Server, chan AlertEvent) {
 	return s, got
 }
 
-func TestAlertWebhook(t *testing.T) {
-	s, got := withWebhook(t)
-	if _, _, err := s.IngestLines(context.Background(), batch(row(reqID(1), t0, "org:acme/team:ml", "gpt-4o-mini", 8, 19))); err != nil {
-		t.Fatal(err)
-	}
+// expectWebhook waits for the webhook's next event and checks its JSON.
+func expectWebhook(t *testing.T, got chan AlertEvent, want string) {
+	t.Helper()
 	select {
 	case ev := <-got:
 		b, _ := json.Marshal(ev)
-		want := `{"event":"threshold_crossed","limit_id":"org_monthly_budget","limit_type":"budget_usd","unit":"usd","node":"org:acme","counter":"org_monthly_budget|budget_usd|org:acme||month|","threshold":0.5,"period":"month","period_start":"2026-08-01T00:00:00Z","resets_at":"2026-09-01T00:00:00Z","observed":0.0000126,"limit":0.000001,"at":"2026-08-10T12:00:00Z"}`
 		if string(b) != want {
 			t.Errorf("webhook body:\n got %s\nwant %s", b, want)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no webhook call")
 	}
+}
+
+func TestAlertWebhook(t *testing.T) {
+	s, got := withWebhook(t)
+	if _, _, err := s.IngestLines(context.Background(), batch(row(reqID(1), t0, "org:acme/team:ml", "gpt-4o-mini", 8, 19))); err != nil {
+		t.Fatal(err)
+	}
+	expectWebhook(t, got, `{"event":"threshold_crossed","limit_id":"org_monthly_budget","limit_type":"budget_usd","unit":"usd","node":"org:acme","counter":"org_monthly_budget|budget_usd|org:acme||month|","threshold":0.5,"period":"month","period_start":"2026-08-01T00:00:00Z","resets_at":"2026-09-01T00:00:00Z","observed":0.0000126,"limit":0.000001,"at":"2026-08-10T12:00:00Z"}`)
 }
 
 // TestPlanRoundTrip checks the plan a filter receives decodes strictly and
@@ -469,16 +474,7 @@ not json
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `"accepted":1,"rejected":2`) || !strings.Contains(w.Body.String(), `line 2: limit_type \"budget_usd\" is not one the gateway counts`) {
 		t.Fatalf("POST %s: %d %s", syncwire.AlertsPath, w.Code, w.Body)
 	}
-	select {
-	case ev := <-got:
-		b, _ := json.Marshal(ev)
-		want := `{"event":"threshold_crossed","limit_id":"team_tpm","limit_type":"tpm","unit":"tokens","node":"org:acme/team:ml","counter":"team_tpm|tpm|org:acme/team:ml|model=gpt-4o|1m0s|gcra","threshold":0.9,"period":"1m0s","period_start":"2026-08-10T12:00:00Z","resets_at":"2026-08-10T12:01:00Z","observed":18000,"limit":20000,"at":"2026-08-10T12:00:30.5Z"}`
-		if string(b) != want {
-			t.Errorf("webhook body:\n got %s\nwant %s", b, want)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no webhook call")
-	}
+	expectWebhook(t, got, `{"event":"threshold_crossed","limit_id":"team_tpm","limit_type":"tpm","unit":"tokens","node":"org:acme/team:ml","counter":"team_tpm|tpm|org:acme/team:ml|model=gpt-4o|1m0s|gcra","threshold":0.9,"period":"1m0s","period_start":"2026-08-10T12:00:00Z","resets_at":"2026-08-10T12:01:00Z","observed":18000,"limit":20000,"at":"2026-08-10T12:00:30.5Z"}`)
 }
 
 // TestIngestPricesEveryRow: a row's cost is the accountant's to set. A row

@@ -25,25 +25,31 @@ func TestAuthRefusesBadTokens(t *testing.T) {
 		{"Bearer tt-adm_000000000000-00000000000000000000000000000000", bad},
 		{"Bearer " + tok, bad}, // revoked
 	} {
-		req := httptest.NewRequest("GET", Prefix+"keys", nil)
+		var hs []string
 		if c.header != "" {
-			req.Header.Set("Authorization", c.header)
+			hs = []string{c.header}
 		}
-		rec := httptest.NewRecorder()
-		f.h.ServeHTTP(rec, req)
+		rec := f.getKeys(hs...)
 		want := `{"error":{"type":"unauthorized","message":` + jsonString(c.msg) + "}}\n"
 		if rec.Code != http.StatusUnauthorized || rec.Body.String() != want {
 			t.Errorf("step %d: %q → %d %s\nwant 401 %s", i, c.header, rec.Code, rec.Body, want)
 		}
 	}
 	// "bearer" in any case is the scheme.
-	req := httptest.NewRequest("GET", Prefix+"keys", nil)
-	req.Header.Set("Authorization", "bearer "+adminToken)
-	rec := httptest.NewRecorder()
-	f.h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
+	if rec := f.getKeys("bearer " + adminToken); rec.Code != http.StatusOK {
 		t.Fatalf("lowercase bearer scheme: %d %s", rec.Code, rec.Body)
 	}
+}
+
+// getKeys is GET keys with each of headers as an Authorization header.
+func (f *fixture) getKeys(headers ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("GET", Prefix+"keys", nil)
+	for _, h := range headers {
+		req.Header.Add("Authorization", h)
+	}
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, req)
+	return rec
 }
 
 // TestAuthRefusesTwoDifferentHeaders: two different Authorization headers
@@ -57,23 +63,13 @@ func TestAuthRefusesTwoDifferentHeaders(t *testing.T) {
 		{"Bearer wrong", "Bearer " + adminToken},
 		{"Bearer " + adminToken, "Basic YWRtaW46YWRtaW4="},
 	} {
-		req := httptest.NewRequest("GET", Prefix+"keys", nil)
-		for _, h := range hs {
-			req.Header.Add("Authorization", h)
-		}
-		rec := httptest.NewRecorder()
-		f.h.ServeHTTP(rec, req)
+		rec := f.getKeys(hs...)
 		want := `{"error":{"type":"unauthorized","message":` + jsonString(msg) + "}}\n"
 		if rec.Code != http.StatusUnauthorized || rec.Body.String() != want {
 			t.Errorf("step %d: %q → %d %s\nwant 401 %s", i, hs, rec.Code, rec.Body, want)
 		}
 	}
-	req := httptest.NewRequest("GET", Prefix+"keys", nil)
-	req.Header.Add("Authorization", "Bearer "+adminToken)
-	req.Header.Add("Authorization", "Bearer "+adminToken)
-	rec := httptest.NewRecorder()
-	f.h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
+	if rec := f.getKeys("Bearer "+adminToken, "Bearer "+adminToken); rec.Code != http.StatusOK {
 		t.Fatalf("the admin token twice: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -39,11 +38,7 @@ type fixture struct {
 
 func compileFile(t *testing.T, path string) *govern.Plan {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := configfile.Parse(path, b)
+	f, err := configfile.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

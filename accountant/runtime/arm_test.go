@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -11,11 +10,7 @@ import (
 
 func armedFromFile(t *testing.T, path string, rt govern.Runtime) *govern.Armed {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := configfile.Parse(path, b)
+	f, err := configfile.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

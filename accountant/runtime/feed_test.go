@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -255,14 +254,7 @@ func pullSince(t *testing.T, owner, mirror *DB) Plane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(p)
-	var wire Plane
-	if err := json.Unmarshal(b, &wire); err != nil {
-		t.Fatal(err)
-	}
-	if err := mirror.ApplyPlane(wire); err != nil {
-		t.Fatal(err)
-	}
+	applyFromTheWire(t, mirror, p)
 	return p
 }
 

@@ -67,7 +67,13 @@ func pull(t *testing.T, owner, mirror *DB) Plane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Through JSON, as on the wire.
+	applyFromTheWire(t, mirror, p)
+	return p
+}
+
+// applyFromTheWire applies p to mirror through JSON, as on the wire.
+func applyFromTheWire(t *testing.T, mirror *DB, p Plane) {
+	t.Helper()
 	b, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +85,6 @@ func pull(t *testing.T, owner, mirror *DB) Plane {
 	if err := mirror.ApplyPlane(wire); err != nil {
 		t.Fatal(err)
 	}
-	return p
 }
 
 // TestMirrorHoldsTheOwnersPlane: a mirror that applies the owner's copies
