@@ -46,7 +46,7 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 // accountant as in production).
 func benchHost(b *testing.B, module []byte, pluginConfig string, upstream http.Handler, acct *fakeAccountant) *wasmtest.Host {
 	b.Helper()
-	cfg := wasmtest.Config{
+	return newBenchHost(b, wasmtest.Config{
 		Module:       module,
 		PluginConfig: []byte(pluginConfig),
 		Workers:      2,
@@ -54,7 +54,13 @@ func benchHost(b *testing.B, module []byte, pluginConfig string, upstream http.H
 		MaxLogs:      64,
 
 		AllowOnHeadersStopIteration: true, // the configs hold_headers (the rig's default)
-	}
+	}, acct)
+}
+
+// newBenchHost starts a host with cfg, the accountant (if any) as its
+// "accountant" cluster, closed when the benchmark ends.
+func newBenchHost(b *testing.B, cfg wasmtest.Config, acct *fakeAccountant) *wasmtest.Host {
+	b.Helper()
 	if acct != nil {
 		cfg.Clusters = map[string]wasmtest.Cluster{"accountant": {Handler: acct}}
 	}

@@ -33,6 +33,19 @@ func benchEngine(b *testing.B, limits, extra string) (*Engine, *memStore) {
 	return e, store
 }
 
+// benchPerRequest runs one request once to warm up, then b.N times, and
+// reports the shared-data operations per request.
+func benchPerRequest(b *testing.B, store *memStore, one func()) {
+	one()
+	ops0 := store.ops
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		one()
+	}
+	b.ReportMetric(float64(store.ops-ops0)/float64(b.N), "shareddata/req")
+}
+
 // BenchmarkGate1Native: gate 1 (six instances), the response headers and
 // settlement of a passthrough request, natively.
 func BenchmarkGate1Native(b *testing.B) {
@@ -47,14 +60,7 @@ func BenchmarkGate1Native(b *testing.B) {
 		e.Done(s)
 		e.Release(s)
 	}
-	one()
-	ops0 := store.ops
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		one()
-	}
-	b.ReportMetric(float64(store.ops-ops0)/float64(b.N), "shareddata/req")
+	benchPerRequest(b, store, one)
 }
 
 // BenchmarkFullNative: the whole governed request natively: both gates,
@@ -80,14 +86,7 @@ func BenchmarkFullNative(b *testing.B) {
 		e.Done(s)
 		e.Release(s)
 	}
-	one()
-	ops0 := store.ops
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		one()
-	}
-	b.ReportMetric(float64(store.ops-ops0)/float64(b.N), "shareddata/req")
+	benchPerRequest(b, store, one)
 }
 
 // sseEvents is a chat stream of 20 content chunks and the usage chunk the

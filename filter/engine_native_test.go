@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,9 +47,7 @@ const noGovernance = `{"governance":{"enabled":true,"limits":[]}}`
 // counting every admitted take, so the count it ends with is the number of
 // takes that reported success.
 func TestCreateUnderRacingEngines(t *testing.T) {
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) { testCreateUnderRacingEngines(t, st.new()) })
-	}
+	eachStore(t, testCreateUnderRacingEngines)
 }
 
 func testCreateUnderRacingEngines(t *testing.T, store *memStore) {
@@ -60,25 +57,19 @@ func testCreateUnderRacingEngines(t *testing.T, store *memStore) {
 	p := rate.Params{Amount: 60000, Burst: 60000, Period: time.Minute}
 	var admitted [keys]atomic.Int64
 	var contention atomic.Int64
-	var wg sync.WaitGroup
-	for _, e := range es {
-		wg.Add(1)
-		go func(e *Engine) {
-			defer wg.Done()
-			for i := 0; i < takes; i++ {
-				for k := 0; k < keys; k++ {
-					res, err := e.cells.rateTake(fmt.Sprintf("k%d|rpm|n|||fixed_window", k), rate.FixedWindow, clock.Now(), 1, p)
-					switch {
-					case err != nil:
-						contention.Add(1)
-					case res.Allowed:
-						admitted[k].Add(1)
-					}
+	race(es, func(e *Engine) {
+		for i := 0; i < takes; i++ {
+			for k := 0; k < keys; k++ {
+				res, err := e.cells.rateTake(fmt.Sprintf("k%d|rpm|n|||fixed_window", k), rate.FixedWindow, clock.Now(), 1, p)
+				switch {
+				case err != nil:
+					contention.Add(1)
+				case res.Allowed:
+					admitted[k].Add(1)
 				}
 			}
-		}(e)
-	}
-	wg.Wait()
+		}
+	})
 	for k := 0; k < keys; k++ {
 		res, _, err := es[0].cells.ratePeek(fmt.Sprintf("k%d|rpm|n|||fixed_window", k), rate.FixedWindow, clock.Now(), p)
 		if err != nil {
@@ -148,9 +139,7 @@ func TestGaugeExpiryOfLostVM(t *testing.T) {
 // TestGaugeRacingEngines: engines racing acquire and release never see the
 // gauge above its cap, and it drains to 0.
 func TestGaugeRacingEngines(t *testing.T) {
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) { testGaugeRacingEngines(t, st.new()) })
-	}
+	eachStore(t, testGaugeRacingEngines)
 }
 
 func testGaugeRacingEngines(t *testing.T, store *memStore) {
@@ -159,31 +148,25 @@ func testGaugeRacingEngines(t *testing.T, store *memStore) {
 	es := testEngines(t, engines, store, clock, noGovernance)
 	const key = "c|concurrency|n|||"
 	var held, peak atomic.Int64
-	var wg sync.WaitGroup
-	for _, e := range es {
-		wg.Add(1)
-		go func(e *Engine) {
-			defer wg.Done()
-			for i := 0; i < rounds; i++ {
-				ok, _, hold, err := e.cells.gaugeAcquire(key, limit, false, clock.Now(), time.Minute)
-				if err != nil {
-					t.Errorf("acquire: %v", err)
-					return
-				}
-				if !ok {
-					continue
-				}
-				n := held.Add(1)
-				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-				}
-				held.Add(-1)
-				if err := e.cells.gaugeRelease(hold, clock.Now(), time.Minute); err != nil {
-					t.Errorf("release: %v", err)
-				}
+	race(es, func(e *Engine) {
+		for i := 0; i < rounds; i++ {
+			ok, _, hold, err := e.cells.gaugeAcquire(key, limit, false, clock.Now(), time.Minute)
+			if err != nil {
+				t.Errorf("acquire: %v", err)
+				return
 			}
-		}(e)
-	}
-	wg.Wait()
+			if !ok {
+				continue
+			}
+			n := held.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			held.Add(-1)
+			if err := e.cells.gaugeRelease(hold, clock.Now(), time.Minute); err != nil {
+				t.Errorf("release: %v", err)
+			}
+		}
+	})
 	if p := peak.Load(); p > limit {
 		t.Errorf("peak %d leases held at once, above the cap %d", p, limit)
 	}

@@ -35,6 +35,27 @@ var stores = []struct {
 	new  func() *memStore
 }{{"envoy", newMemStore}, {"strict", newStrictStore}}
 
+// eachStore runs f as a subtest on a fresh store of each rule set.
+func eachStore(t *testing.T, f func(t *testing.T, store *memStore)) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) { f(t, st.new()) })
+	}
+}
+
+// race runs f on each engine at once, each on its own goroutine, and
+// waits for them all.
+func race(es []*Engine, f func(e *Engine)) {
+	var wg sync.WaitGroup
+	for _, e := range es {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(e)
+		}()
+	}
+	wg.Wait()
+}
+
 func (m *memStore) Get(key string) ([]byte, uint32, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

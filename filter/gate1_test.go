@@ -14,6 +14,21 @@ import (
 	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
+// tally counts answers, admitted and refused; any other status is an
+// error.
+type tally struct{ ok, refused atomic.Int64 }
+
+func (c *tally) add(t *testing.T, resp wasmtest.Response) {
+	switch resp.Status {
+	case 200:
+		c.ok.Add(1)
+	case 429:
+		c.refused.Add(1)
+	default:
+		t.Errorf("status %d: %s", resp.Status, resp.Body)
+	}
+}
+
 // TestRPMRaceAdmitsExactlyN: an rpm limit of N admits exactly N in its
 // window when four VMs race from many goroutines, for every algorithm, and
 // N again once the window has passed.
@@ -24,17 +39,9 @@ func TestRPMRaceAdmitsExactlyN(t *testing.T) {
 			lim := fmt.Sprintf(`{"id":"global_rpm","attach":{"node":"__global"},"type":"rpm","amount":%d,"period":"1m","algorithm":%q}`, n, alg)
 			r := newRig(t, rigOptions{governance: gov(lim), workers: 4})
 			for round := 0; round < 2; round++ {
-				var ok, refused atomic.Int64
-				parallel(callers, func(i int) {
-					switch resp := r.do(req{method: "GET", path: "/v1/models"}); resp.Status {
-					case 200:
-						ok.Add(1)
-					case 429:
-						refused.Add(1)
-					default:
-						t.Errorf("status %d: %s", resp.Status, resp.Body)
-					}
-				})
+				var c tally
+				parallel(callers, func(i int) { c.add(t, r.do(req{method: "GET", path: "/v1/models"})) })
+				ok, refused := &c.ok, &c.refused
 				if ok.Load() != n || refused.Load() != callers-n {
 					t.Errorf("round %d: %d admitted and %d refused of %d, want exactly %d admitted", round, ok.Load(), refused.Load(), callers, n)
 				}
@@ -65,20 +72,14 @@ func TestConcurrencyCapRace(t *testing.T) {
 	}
 
 	// Wave 1: everybody at once while the upstream holds the admitted.
-	var ok, refused atomic.Int64
+	var c tally
+	ok, refused := &c.ok, &c.refused
 	var wg sync.WaitGroup
 	for i := 0; i < callers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			switch resp := r.chat(dev1Key, chatGermany); resp.Status {
-			case 200:
-				ok.Add(1)
-			case 429:
-				refused.Add(1)
-			default:
-				t.Errorf("status %d: %s", resp.Status, resp.Body)
-			}
+			c.add(t, r.chat(dev1Key, chatGermany))
 		}()
 	}
 	waitFor(t, "every caller admitted or refused", func() bool { return up.inflight.Load()+refused.Load() == callers })

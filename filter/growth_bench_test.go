@@ -1,7 +1,6 @@
 package filter_test
 
 import (
-	"context"
 	"math"
 	"net/http"
 	"strconv"
@@ -138,16 +137,7 @@ func growthNoop(b *testing.B, upstream http.Handler) *wasmtest.Host {
 
 func startHost(b *testing.B, module []byte, pc string, upstream http.Handler, a *fakeAccountant, bufferLimit int) *wasmtest.Host {
 	b.Helper()
-	c := wasmtest.Config{Module: module, PluginConfig: []byte(pc), Workers: 2, Upstream: wasmtest.Cluster{Handler: upstream}, MaxLogs: 64, BufferLimit: bufferLimit}
-	if a != nil {
-		c.Clusters = map[string]wasmtest.Cluster{"accountant": {Handler: a}}
-	}
-	h, err := wasmtest.New(context.Background(), c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { h.Close() })
-	return h
+	return newBenchHost(b, wasmtest.Config{Module: module, PluginConfig: []byte(pc), Workers: 2, Upstream: wasmtest.Cluster{Handler: upstream}, MaxLogs: 64, BufferLimit: bufferLimit}, a)
 }
 
 // BenchmarkGrowthSSEEvents: a streamed chat answer of 10 to 10,000 token

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/ledger"
-	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
 // cheap is the request the ledger tests send many of: a passthrough-free
@@ -104,21 +103,9 @@ func TestRowsRetried(t *testing.T) {
 // host. (An accountant that answered once gets the rows past the bound as
 // summaries: TestFullQueueFoldsRowsNotDrops.)
 func TestRowsDroppedBeyondBound(t *testing.T) {
-	lims := `{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":100000000,"burst":100000000,"period":"1m"},
-		{"id":"search_month","attach":{"node":"org:acme/team:search"},"type":"budget_usd","amount_usd":0.000001,"period":"month"}`
-	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key, searchKey}, accountant: true,
-		acct: func(a *fakeAccountant) {
-			a.setSnapshot("s1", syncwire.Entry{ID: "search_month|budget_usd|org:acme/team:search||month|", PeriodStart: monthStart(), Value: 5000})
-		}})
-	r.sync()
-	r.acct.set(func(a *fakeAccountant) { a.down = true })
+	r := newSpentSearchRig(t)
 	const extra = 37
-	for i := 0; i < 4096+extra; i++ {
-		r.cheap(1)
-	}
-	for i := 0; i < 5; i++ {
-		r.cheap(2)
-	}
+	r.overfill(extra)
 	r.step(500 * time.Millisecond) // each VM publishes its figures
 	resp := r.do(req{path: "/v1/chat/completions", key: searchKey, body: chatGermany, vm: 3})
 	mustStatus(t, resp, 429)

@@ -42,6 +42,48 @@ func (r *rig) logged(s string) []string {
 	return out
 }
 
+// newSpentSearchRig is a rig with an accountant whose snapshot has
+// team:search far past its month's budget (refused at once, settled by the
+// ledger), and a team tpm limit out of reach.
+func newSpentSearchRig(t *testing.T) *rig {
+	lims := `{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":100000000,"burst":100000000,"period":"1m"},
+		{"id":"search_month","attach":{"node":"org:acme/team:search"},"type":"budget_usd","amount_usd":0.000001,"period":"month"}`
+	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key, searchKey}, accountant: true,
+		acct: func(a *fakeAccountant) {
+			a.setSnapshot("s1", syncwire.Entry{ID: "search_month|budget_usd|org:acme/team:search||month|", PeriodStart: monthStart(), Value: 5000})
+		}})
+	r.sync()
+	return r
+}
+
+// overfill takes the accountant down, then serves 4,096+extra cheap calls
+// on VM 1, past the most its queue keeps, and 5 on VM 2.
+func (r *rig) overfill(extra int) {
+	r.acct.set(func(a *fakeAccountant) { a.down = true })
+	for i := 0; i < 4096+extra; i++ {
+		r.cheap(1)
+	}
+	for i := 0; i < 5; i++ {
+		r.cheap(2)
+	}
+}
+
+// holdingUpstream answers a chat completion at once, but holds a request
+// with an X-Hold header: it signals entered (buffered for that many held
+// calls) and waits for release to be closed.
+func holdingUpstream(held int) (up http.Handler, release, entered chan struct{}) {
+	release, entered = make(chan struct{}), make(chan struct{}, held)
+	up = http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		if q.Header.Get("X-Hold") != "" {
+			entered <- struct{}{}
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}`)
+	})
+	return up, release, entered
+}
+
 // TestFullQueueFoldsRowsNotDrops: with the accountant away (it answered
 // once, so the VM knows it reads summaries), a VM's queue fills at 4,096
 // rows; the rows past it are folded into totals, never dropped: the 429
@@ -51,26 +93,14 @@ func (r *rig) logged(s string) []string {
 // counting its requests, and the usage adds up to what was served. Before,
 // the 37 rows past the bound were dropped for good.
 func TestFullQueueFoldsRowsNotDrops(t *testing.T) {
-	lims := `{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":100000000,"burst":100000000,"period":"1m"},
-		{"id":"search_month","attach":{"node":"org:acme/team:search"},"type":"budget_usd","amount_usd":0.000001,"period":"month"}`
-	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key, searchKey}, accountant: true,
-		acct: func(a *fakeAccountant) {
-			a.setSnapshot("s1", syncwire.Entry{ID: "search_month|budget_usd|org:acme/team:search||month|", PeriodStart: monthStart(), Value: 5000})
-		}})
-	r.sync()
+	r := newSpentSearchRig(t)
 	for vm := 1; vm <= 3; vm++ {
 		r.cheap(vm)
 	}
 	r.step(500 * time.Millisecond) // every VM has an answer: it knows the accountant reads summaries
 	served := int64(3)
-	r.acct.set(func(a *fakeAccountant) { a.down = true })
 	const extra = 37
-	for i := 0; i < 4096+extra; i++ {
-		r.cheap(1)
-	}
-	for i := 0; i < 5; i++ {
-		r.cheap(2)
-	}
+	r.overfill(extra)
 	served += 4096 + extra + 5
 	if got := r.metric("tokentriage.ledger.rows_queued"); got != 4096+extra+5 {
 		t.Errorf("tokentriage.ledger.rows_queued = %d before any tick, want the %d requests held", got, 4096+extra+5)
@@ -358,15 +388,7 @@ func TestUnauthenticatedRefusalsSampled(t *testing.T) {
 // that ends before the next batch leaves needs none. An accountant from
 // before start rows (its answers name no kinds) gets none.
 func TestStartRowsForCallsInFlight(t *testing.T) {
-	release, entered := make(chan struct{}), make(chan struct{}, 1)
-	up := http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
-		if q.Header.Get("X-Hold") != "" {
-			entered <- struct{}{}
-			<-release
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}`)
-	})
+	up, release, entered := holdingUpstream(1)
 	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 1, upstream: up,
 		extra: []string{`"lease_ttl":"5s"`}})
 	r.sync()
@@ -439,16 +461,7 @@ func TestNoStartRowsForAnOlderAccountant(t *testing.T) {
 // other VM of a replica had served a call and sent the starts of its
 // calls, this one's two long streams had none, and a kill lost them.
 func TestStartRowsOfAVMWithNoAnswerYet(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 4)
-	up := http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
-		if q.Header.Get("X-Hold") != "" {
-			entered <- struct{}{}
-			<-release
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}`)
-	})
+	up, release, entered := holdingUpstream(4)
 	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 2, upstream: up,
 		extra: []string{`"lease_ttl":"6s"`}})
 	r.sync()
@@ -505,15 +518,7 @@ func TestStartRowsOfAVMWithNoAnswerYet(t *testing.T) {
 // answer yet asks the accountant once; one from before start rows (its
 // answer names no kinds) is sent no start, and not asked again.
 func TestAnOlderAccountantIsAskedOnce(t *testing.T) {
-	release, entered := make(chan struct{}), make(chan struct{}, 1)
-	up := http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
-		if q.Header.Get("X-Hold") != "" {
-			entered <- struct{}{}
-			<-release
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}`)
-	})
+	up, release, entered := holdingUpstream(1)
 	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 1, upstream: up,
 		extra: []string{`"lease_ttl":"3s"`}, acct: func(a *fakeAccountant) { a.kinds = nil; a.failIngest = 1 }})
 	r.sync()

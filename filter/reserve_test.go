@@ -123,11 +123,7 @@ func TestReserveLowersTheOutputMaximum(t *testing.T) {
 	body2 := chatBody("gpt-4o", germany, `,"max_tokens":100000`)
 	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body2}), 200)
 	rec, _ := r.stub.Last()
-	var doc struct {
-		MaxTokens int64 `json:"max_tokens"`
-	}
-	json.Unmarshal(rec.Body, &doc)
-	if want := (left - int64(len(body2))*2500) / 10000; doc.MaxTokens != want || bytes.Contains(rec.Body, []byte("max_completion_tokens")) {
+	if want := (left - int64(len(body2))*2500) / 10000; r.sentMaxTokens() != want || bytes.Contains(rec.Body, []byte("max_completion_tokens")) {
 		t.Errorf("second call: %s, want max_tokens lowered to %d in place", rec.Body, want)
 	}
 	// Spend the rest, then nothing fits.
@@ -147,18 +143,34 @@ func TestReserveLowersTheOutputMaximum(t *testing.T) {
 	t.Fatal("the budget never ran out")
 }
 
+// sentMaxTokens is the max_tokens of the last call the provider got.
+func (r *rig) sentMaxTokens() int64 {
+	var doc struct {
+		MaxTokens int64 `json:"max_tokens"`
+	}
+	rec, _ := r.stub.Last()
+	json.Unmarshal(rec.Body, &doc)
+	return doc.MaxTokens
+}
+
+// mustAdmitSuspended: the call went out, and its ledger row lists the
+// reserve limit dev1_day as suspended (uncheckable for it, fail open).
+func (r *rig) mustAdmitSuspended(resp wasmtest.Response) {
+	r.t.Helper()
+	mustStatus(r.t, resp, 200)
+	r.step(500 * time.Millisecond)
+	rows := r.acct.ledger()
+	if len(rows) != 1 || len(rows[0].Suspended) != 1 || rows[0].Suspended[0] != "dev1_day" {
+		r.t.Errorf("rows %s: want dev1_day suspended", jsonRows(rows))
+	}
+}
+
 // TestReserveUnpricedModel: a model with no price cannot be bounded: the
 // limit is uncheckable for it (admitted and listed as suspended, fail
 // open).
 func TestReserveUnpricedModel(t *testing.T) {
 	r := reserveRig(t)
-	resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: chatBody("acme-llm-9", germany)})
-	mustStatus(t, resp, 200)
-	r.step(500 * time.Millisecond)
-	rows := r.acct.ledger()
-	if len(rows) != 1 || len(rows[0].Suspended) != 1 || rows[0].Suspended[0] != "dev1_day" {
-		t.Errorf("rows %s: want dev1_day suspended", jsonRows(rows))
-	}
+	r.mustAdmitSuspended(r.do(req{path: "/v1/chat/completions", key: dev1Key, body: chatBody("acme-llm-9", germany)}))
 }
 
 // TestReserveCountsOtherReplicas: what the snapshot shows beyond this
@@ -172,21 +184,13 @@ func TestReserveCountsOtherReplicas(t *testing.T) {
 	}
 	id := "dev1_day|budget_usd|org:acme/team:ml/user:dev1||day|"
 	body := chatBody("gpt-4o", germany, `,"max_tokens":20`)
-	maxTokens := func() int64 {
-		rec, _ := r.stub.Last()
-		var doc struct {
-			MaxTokens int64 `json:"max_tokens"`
-		}
-		json.Unmarshal(rec.Body, &doc)
-		return doc.MaxTokens
-	}
 	// 600,000 spent by another replica: 400,000 left, short of the call's
 	// dearest 475,000, so it goes out with what fits: (400,000 − 110 ×
 	// 2,500) / 10,000 = 12 output tokens.
 	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 600_000})
 	r.sync()
 	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
-	if got, want := maxTokens(), (400_000-int64(len(body))*2500)/10000; got != want {
+	if got, want := r.sentMaxTokens(), (400_000-int64(len(body))*2500)/10000; got != want {
 		t.Fatalf("600,000 spent elsewhere: max_tokens %d, want %d", got, want)
 	}
 	// 990,000 spent elsewhere: not one output token fits.
@@ -214,7 +218,7 @@ func TestReserveCountsOtherReplicas(t *testing.T) {
 		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 100_000})
 	r.sync()
 	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
-	if got := maxTokens(); got != 20 {
+	if got := r.sentMaxTokens(); got != 20 {
 		t.Errorf("own rows only: max_tokens %d, want the 20 asked for", got)
 	}
 }
@@ -225,14 +229,9 @@ func TestReserveCountsEveryChoice(t *testing.T) {
 	r := reserveRig(t)
 	body := chatBody("gpt-4o", germany, `,"max_tokens":100,"n":4`)
 	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
-	rec, _ := r.stub.Last()
-	var doc struct {
-		MaxTokens int64 `json:"max_tokens"`
-	}
-	json.Unmarshal(rec.Body, &doc)
 	// (1,000,000 − bytes×2,500) / (4 × 10,000) per choice.
-	if want := (1_000_000 - int64(len(body))*2500) / 40_000; doc.MaxTokens != want {
-		t.Errorf("max_tokens %d for n=4, want %d", doc.MaxTokens, want)
+	if got, want := r.sentMaxTokens(), (1_000_000-int64(len(body))*2500)/40_000; got != want {
+		t.Errorf("max_tokens %d for n=4, want %d", got, want)
 	}
 }
 
@@ -254,13 +253,7 @@ func TestReserveUnpricedAfterTheCap(t *testing.T) {
 // reserve limit is uncheckable for it (admitted, suspended).
 func TestReserveRemoteInput(t *testing.T) {
 	r := reserveRig(t)
-	resp := r.do(req{path: "/v1/responses", key: dev1Key, body: `{"model":"gpt-4o","previous_response_id":"resp_1","input":"and then?","max_output_tokens":20}`})
-	mustStatus(t, resp, 200)
-	r.step(500 * time.Millisecond)
-	rows := r.acct.ledger()
-	if len(rows) != 1 || len(rows[0].Suspended) != 1 || rows[0].Suspended[0] != "dev1_day" {
-		t.Errorf("rows %s: want dev1_day suspended", jsonRows(rows))
-	}
+	r.mustAdmitSuspended(r.do(req{path: "/v1/responses", key: dev1Key, body: `{"model":"gpt-4o","previous_response_id":"resp_1","input":"and then?","max_output_tokens":20}`}))
 }
 
 // TestReserveAfterAReset: a budget reset at the accountant is served as
@@ -285,12 +278,7 @@ func TestReserveAfterAReset(t *testing.T) {
 		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 990_000})
 	r.sync()
 	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
-	rec, _ := r.stub.Last()
-	var doc struct {
-		MaxTokens int64 `json:"max_tokens"`
-	}
-	json.Unmarshal(rec.Body, &doc)
-	if doc.MaxTokens != 20 {
-		t.Errorf("after the reset: max_tokens %d, want the 20 asked for", doc.MaxTokens)
+	if got := r.sentMaxTokens(); got != 20 {
+		t.Errorf("after the reset: max_tokens %d, want the 20 asked for", got)
 	}
 }

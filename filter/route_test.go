@@ -146,17 +146,7 @@ func TestHoldOnAHostWithoutStopIteration(t *testing.T) {
 	go func() { done <- r.chat(dev1Key, chatBody("gpt-4o-mini", germany, `,"stream":true`)) }()
 	// The clock moves only until the VM has let the request go: stepping
 	// on while the answer streams would run into stream_idle_timeout.
-	var resp wasmtest.Response
-	for resp.Status == 0 && !logged(r.h, "Set allow_on_headers_stop_iteration: true") {
-		select {
-		case resp = <-done:
-		default:
-			r.step(time.Second)
-		}
-	}
-	if resp.Status == 0 {
-		resp = <-done
-	}
+	resp := r.stepUntil(done, func() bool { return logged(r.h, "Set allow_on_headers_stop_iteration: true") })
 	mustStatus(t, resp, 200)
 	if !strings.Contains(string(resp.Body), "[DONE]") {
 		t.Errorf("the released request's answer: %s", resp.Body)
@@ -172,17 +162,7 @@ func TestHoldOnAHostWithoutStopIteration(t *testing.T) {
 	// and the error is said again.
 	r.step(filter.HoldRetry)
 	go func() { done <- r.chat(dev1Key, chatBody("gpt-4o-mini", germany)) }()
-	resp = wasmtest.Response{}
-	for resp.Status == 0 && countLogged(r.h, "Set allow_on_headers_stop_iteration: true") < 2 {
-		select {
-		case resp = <-done:
-		default:
-			r.step(time.Second)
-		}
-	}
-	if resp.Status == 0 {
-		resp = <-done
-	}
+	resp = r.stepUntil(done, func() bool { return countLogged(r.h, "Set allow_on_headers_stop_iteration: true") >= 2 })
 	mustStatus(t, resp, 200)
 	if n := countLogged(r.h, "Set allow_on_headers_stop_iteration: true"); n != 2 {
 		t.Errorf("the error was logged %d times, want twice (the first stall and the retry's)", n)
@@ -234,6 +214,25 @@ func TestHoldRecoversFromASlowClient(t *testing.T) {
 			t.Fatalf("request %d after the retry's body arrived was not held", i)
 		}
 	}
+}
+
+// stepUntil steps the clock a second at a time while the call answering
+// on done is not back and until says no more, then waits for the answer.
+// The clock moves only until then: stepping on while an answer streams
+// would run into stream_idle_timeout.
+func (r *rig) stepUntil(done <-chan wasmtest.Response, until func() bool) wasmtest.Response {
+	var resp wasmtest.Response
+	for resp.Status == 0 && !until() {
+		select {
+		case resp = <-done:
+		default:
+			r.step(time.Second)
+		}
+	}
+	if resp.Status == 0 {
+		resp = <-done
+	}
+	return resp
 }
 
 func countLogged(h *wasmtest.Host, part string) int {

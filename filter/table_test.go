@@ -13,6 +13,13 @@ func tableRig(t *testing.T, store *memStore) (w, r *Engine) {
 	return es[0], es[1]
 }
 
+// nodeTable is tableRig with a writer of the nodes table, generation 1.
+func nodeTable(t *testing.T, store *memStore) (w *tableWriter, r *Engine) {
+	t.Helper()
+	e, r := tableRig(t, store)
+	return &tableWriter{e: e, t: tabNodes, l: layout{gen: 1}}, r
+}
+
 func tableName(i int) string { return fmt.Sprintf("org:acme/team:t%d/user:u%d", i%97, i) }
 
 // mustFind checks that r finds every name in [from, to) with its value,
@@ -31,44 +38,40 @@ func mustFind(t *testing.T, r *Engine, l layout, from, to int) {
 // loadFactor names a bucket, every name is found, and a removed name
 // leaves its bucket, so the bytes held follow the names held.
 func TestTableGrowsAndShrinks(t *testing.T) {
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			store := st.new()
-			e, r := tableRig(t, store)
-			w := &tableWriter{e: e, t: tabNodes, l: layout{gen: 1}}
-			const n = 6000
-			for i := 0; i < n; i++ {
-				if changed, err := w.put(tableName(i), []byte(fmt.Sprint(i)), false); err != nil || !changed {
-					t.Fatalf("put %d: %v %v", i, changed, err)
-				}
+	eachStore(t, func(t *testing.T, store *memStore) {
+		w, r := nodeTable(t, store)
+		const n = 6000
+		for i := 0; i < n; i++ {
+			if changed, err := w.put(tableName(i), []byte(fmt.Sprint(i)), false); err != nil || !changed {
+				t.Fatalf("put %d: %v %v", i, changed, err)
 			}
-			if w.l.count != n || w.l.buckets() < n/loadFactor || w.l.buckets() > n/loadFactor+1 {
-				t.Fatalf("after %d puts: %+v (%d buckets)", n, w.l, w.l.buckets())
+		}
+		if w.l.count != n || w.l.buckets() < n/loadFactor || w.l.buckets() > n/loadFactor+1 {
+			t.Fatalf("after %d puts: %+v (%d buckets)", n, w.l, w.l.buckets())
+		}
+		mustFind(t, r, w.l, 0, n)
+		if changed, _ := w.put(tableName(7), []byte("7"), false); changed {
+			t.Error("putting the value held changed the table")
+		}
+		full := bytesUnder(store, "tt/t/n/")
+		for i := 0; i < n; i += 3 {
+			if changed, err := w.put(tableName(i), nil, true); err != nil || !changed {
+				t.Fatalf("remove %d: %v %v", i, changed, err)
 			}
-			mustFind(t, r, w.l, 0, n)
-			if changed, _ := w.put(tableName(7), []byte("7"), false); changed {
-				t.Error("putting the value held changed the table")
+		}
+		for i := 0; i < n; i++ {
+			_, found, _ := r.probe(tabNodes, w.l, tableName(i))
+			if found != (i%3 != 0) {
+				t.Fatalf("name %d found %v after every third was removed", i, found)
 			}
-			full := bytesUnder(store, "tt/t/n/")
-			for i := 0; i < n; i += 3 {
-				if changed, err := w.put(tableName(i), nil, true); err != nil || !changed {
-					t.Fatalf("remove %d: %v %v", i, changed, err)
-				}
-			}
-			for i := 0; i < n; i++ {
-				_, found, _ := r.probe(tabNodes, w.l, tableName(i))
-				if found != (i%3 != 0) {
-					t.Fatalf("name %d found %v after every third was removed", i, found)
-				}
-			}
-			if got := bytesUnder(store, "tt/t/n/"); got > full*3/4 {
-				t.Errorf("%d bytes held after a third of the names left, %d before", got, full)
-			}
-			if keys := countUnder(store, "tt/t/n/"); keys != int(w.l.buckets()) {
-				t.Errorf("%d shared-data entries for %d buckets", keys, w.l.buckets())
-			}
-		})
-	}
+		}
+		if got := bytesUnder(store, "tt/t/n/"); got > full*3/4 {
+			t.Errorf("%d bytes held after a third of the names left, %d before", got, full)
+		}
+		if keys := countUnder(store, "tt/t/n/"); keys != int(w.l.buckets()) {
+			t.Errorf("%d shared-data entries for %d buckets", keys, w.l.buckets())
+		}
+	})
 }
 
 // TestTableStaleLayout: a VM that read the layout long ago, before many
@@ -76,8 +79,7 @@ func TestTableGrowsAndShrinks(t *testing.T) {
 // so does one whose layout is current.
 func TestTableStaleLayout(t *testing.T) {
 	store := newMemStore()
-	e, r := tableRig(t, store)
-	w := &tableWriter{e: e, t: tabNodes, l: layout{gen: 1}}
+	w, r := nodeTable(t, store)
 	var old []layout
 	for i := 0; i < 5000; i++ {
 		if _, err := w.put(tableName(i), []byte(fmt.Sprint(i)), false); err != nil {
@@ -103,29 +105,25 @@ func TestTableStaleLayout(t *testing.T) {
 // answer is written again): nothing is lost, however far the layout was
 // behind, and splits done twice change nothing.
 func TestTableReplayAfterStop(t *testing.T) {
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			store := st.new()
-			e, r := tableRig(t, store)
-			w := &tableWriter{e: e, t: tabNodes, l: layout{gen: 1}}
-			for i := 0; i < 1000; i++ {
-				w.put(tableName(i), []byte(fmt.Sprint(i)), false)
+	eachStore(t, func(t *testing.T, store *memStore) {
+		w, r := nodeTable(t, store)
+		for i := 0; i < 1000; i++ {
+			w.put(tableName(i), []byte(fmt.Sprint(i)), false)
+		}
+		saved := w.l
+		for i := 1000; i < 3000; i++ {
+			w.put(tableName(i), []byte(fmt.Sprint(i)), false)
+		}
+		// The layout was lost: the same names again, and more.
+		w.l = saved
+		for i := 1000; i < 4000; i++ {
+			if _, err := w.put(tableName(i), []byte(fmt.Sprint(i)), false); err != nil {
+				t.Fatal(err)
 			}
-			saved := w.l
-			for i := 1000; i < 3000; i++ {
-				w.put(tableName(i), []byte(fmt.Sprint(i)), false)
-			}
-			// The layout was lost: the same names again, and more.
-			w.l = saved
-			for i := 1000; i < 4000; i++ {
-				if _, err := w.put(tableName(i), []byte(fmt.Sprint(i)), false); err != nil {
-					t.Fatal(err)
-				}
-			}
-			mustFind(t, r, w.l, 0, 4000)
-			mustFind(t, r, saved, 0, 4000)
-		})
-	}
+		}
+		mustFind(t, r, w.l, 0, 4000)
+		mustFind(t, r, saved, 0, 4000)
+	})
 }
 
 // TestTableGenerations: a bucket of another generation reads as empty,
