@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/internal/stub"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 	"github.com/tokentriage/tokentriage/shared/wire"
@@ -378,20 +378,7 @@ func render(t testing.TB, resp wasmtest.Response) string {
 // golden compares got with testdata/name.golden, or writes it with -update.
 func golden(t testing.TB, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the golden file (run go test -update and review the diff)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name+".golden"), []byte(got), *update)
 }
 
 // parallel runs f(i) for i in [0,n) from n goroutines released together.

@@ -1,6 +1,9 @@
 package config
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Problem is one thing wrong with a configuration: the config path it sits
 // at (governance.limits[0].attach) and what is wrong there.
@@ -23,7 +26,10 @@ func (p Problem) String() string {
 type Problems []Problem
 
 // Error renders every problem, one per line.
-func (ps Problems) Error() string {
+func (ps Problems) Error() string { return Lines(ps) }
+
+// Lines renders problems one per line.
+func Lines[P fmt.Stringer](ps []P) string {
 	var b strings.Builder
 	for i, p := range ps {
 		if i > 0 {

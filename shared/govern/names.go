@@ -6,6 +6,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/rate"
+	"github.com/tokentriage/tokentriage/shared/wire"
 )
 
 var typeNames = [...]string{
@@ -61,19 +62,7 @@ func (t Type) Gate() Gate {
 
 // Unit is the wire unit of the type: usd, tokens, requests or
 // concurrent-requests.
-func (t Type) Unit() string {
-	switch t {
-	case BudgetUSD:
-		return "usd"
-	case QuotaTokens, TPM:
-		return "tokens"
-	case QuotaRequests, RPM:
-		return "requests"
-	case Concurrency:
-		return "concurrent-requests"
-	}
-	return ""
-}
+func (t Type) Unit() string { return t.Wire().Unit() }
 
 // FormatAmount is an amount of this type written in its unit, as a JSON
 // number or a CSV cell takes it: dollars as an exact decimal with no more
@@ -86,29 +75,21 @@ func (t Type) FormatAmount(v int64) string {
 	return strconv.FormatInt(v, 10)
 }
 
-// ErrorType is the error.type of a 429 from a limit of this type.
+// ErrorType is the error.type of a 429 from a limit of this type; "" for
+// an unknown type.
 func (t Type) ErrorType() string {
-	switch t {
-	case BudgetUSD:
-		return "budget_exceeded"
-	case QuotaTokens, QuotaRequests:
-		return "quota_exhausted"
-	case RPM, TPM:
-		return "rate_limited"
-	case Concurrency:
-		return "concurrency_exceeded"
+	if t.Unit() == "" {
+		return ""
 	}
-	return ""
+	return t.Wire().ErrorType()
 }
 
 // WireClass is the class field of /tt/v1/me and the limits API: "spend" for
 // budget_usd, "count" for the rest.
-func (t Type) WireClass() string {
-	if t == BudgetUSD {
-		return "spend"
-	}
-	return "count"
-}
+func (t Type) WireClass() string { return t.Wire().Class() }
+
+// Wire is the type as its name appears on the wire.
+func (t Type) Wire() wire.LimitType { return wire.LimitType(t.String()) }
 
 // Overridable reports whether per-node overrides apply to the type: only
 // the spend and quota types read an instance's amount at runtime.

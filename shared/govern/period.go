@@ -53,11 +53,8 @@ func (p Period) Location() *time.Location {
 // period's (in the period's zone), or, for a rolling window, its current
 // day bucket's. The zero time for a window or no period.
 func (p Period) Start(t time.Time) time.Time {
-	switch {
-	case p.Calendar != 0:
-		return calendar.StartIn(p.Calendar, t, p.loc)
-	case p.Rolling > 0:
-		return calendar.StartIn(calendar.Day, t, p.loc)
+	if u, ok := p.bucket(); ok {
+		return calendar.StartIn(u, t, p.loc)
 	}
 	return time.Time{}
 }
@@ -65,13 +62,22 @@ func (p Period) Start(t time.Time) time.Time {
 // End is when the period holding t ends, in UTC (for a rolling window, its
 // current day bucket's end). The zero time for a window or no period.
 func (p Period) End(t time.Time) time.Time {
-	switch {
-	case p.Calendar != 0:
-		return calendar.EndIn(p.Calendar, t, p.loc)
-	case p.Rolling > 0:
-		return calendar.EndIn(calendar.Day, t, p.loc)
+	if u, ok := p.bucket(); ok {
+		return calendar.EndIn(u, t, p.loc)
 	}
 	return time.Time{}
+}
+
+// bucket is the calendar unit a counted period's counter lives in: the
+// calendar period's, or a rolling window's day buckets.
+func (p Period) bucket() (calendar.Unit, bool) {
+	switch {
+	case p.Calendar != 0:
+		return p.Calendar, true
+	case p.Rolling > 0:
+		return calendar.Day, true
+	}
+	return 0, false
 }
 
 // Sliding is the rolling window of a period: Days is zero unless the

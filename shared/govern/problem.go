@@ -1,8 +1,6 @@
 package govern
 
 import (
-	"strings"
-
 	"github.com/tokentriage/tokentriage/shared/config"
 )
 
@@ -37,16 +35,7 @@ func (p Problem) String() string {
 type Problems []Problem
 
 // Error renders every problem, one per line.
-func (ps Problems) Error() string {
-	var b strings.Builder
-	for i, p := range ps {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(p.String())
-	}
-	return b.String()
-}
+func (ps Problems) Error() string { return config.Lines(ps) }
 
 var _ error = Problems(nil)
 

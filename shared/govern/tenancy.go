@@ -54,14 +54,9 @@ func (c *compiler) tenancy(ts []config.Tenant) map[string]uint8 {
 		teams := map[string]string{}
 		for j, team := range t.Teams {
 			tp := p + ".teams[" + strconv.Itoa(j) + "]"
-			if !c.tenantID(tp, "team", team) {
+			if !c.newTenant(teams, tp, "team", team) {
 				continue
 			}
-			if prev, dup := teams[team]; dup {
-				c.at(tp, "duplicate team %q (also %s)", team, prev)
-				continue
-			}
-			teams[team] = tp
 			tree[org+"/team:"+team] = lvTeam
 		}
 
@@ -79,14 +74,9 @@ func (c *compiler) tenancy(ts []config.Tenant) map[string]uint8 {
 			users := map[string]string{}
 			for k, user := range t.Users[team] {
 				pp := up + "[" + strconv.Itoa(k) + "]"
-				if !c.tenantID(pp, "user", user) {
+				if !c.newTenant(users, pp, "user", user) {
 					continue
 				}
-				if prev, dup := users[user]; dup {
-					c.at(pp, "duplicate user %q (also %s)", user, prev)
-					continue
-				}
-				users[user] = pp
 				tree[org+"/team:"+team+"/user:"+user] = lvUser
 			}
 		}
@@ -95,6 +85,20 @@ func (c *compiler) tenancy(ts []config.Tenant) map[string]uint8 {
 }
 
 // tenantID checks one org, team or user id of the tenants block.
+// newTenant checks a team or user id declared at path, and that seen (id
+// -> path of its declaration) does not hold it yet; it records a new one.
+func (c *compiler) newTenant(seen map[string]string, path, what, id string) bool {
+	if !c.tenantID(path, what, id) {
+		return false
+	}
+	if prev, dup := seen[id]; dup {
+		c.at(path, "duplicate %s %q (also %s)", what, id, prev)
+		return false
+	}
+	seen[id] = path
+	return true
+}
+
 func (c *compiler) tenantID(path, what, id string) bool {
 	switch {
 	case id == "":

@@ -22,6 +22,19 @@ func AppendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// AppendStrings appends ss as a JSON array of AppendString's strings ([]
+// when ss is empty or nil).
+func AppendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendString(dst, s)
+	}
+	return append(dst, ']')
+}
+
 // AppendEscaped appends what AppendString writes between the quotes, for
 // a string written in parts.
 func AppendEscaped(dst []byte, s string) []byte {

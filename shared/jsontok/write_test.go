@@ -38,6 +38,23 @@ func checkString(t *testing.T, s string) {
 	}
 }
 
+// TestAppendStrings: a list of strings reads back as encoding/json reads
+// it; an empty or nil list is [].
+func TestAppendStrings(t *testing.T) {
+	for _, ss := range [][]string{nil, {}, {""}, {"a"}, {"a", "b\"c", "<\u2028>"}} {
+		got := AppendStrings([]byte("x"), ss)
+		var back []string
+		if err := json.Unmarshal(got[1:], &back); err != nil || got[0] != 'x' || len(back) != len(ss) {
+			t.Fatalf("AppendStrings(%q) = %s: %v", ss, got, err)
+		}
+		for i := range ss {
+			if back[i] != ss[i] {
+				t.Errorf("AppendStrings(%q) = %s reads back as %q", ss, got, back)
+			}
+		}
+	}
+}
+
 func FuzzAppendString(f *testing.F) {
 	f.Add("request refused by limit team_rpm")
 	f.Add("\"\\\x00\u2028\xff")

@@ -56,7 +56,7 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `,"breached":`...)
 	dst = appendRefs(dst, r.Breached)
 	dst = append(dst, `,"suspended":`...)
-	dst = appendStrings(dst, r.Suspended)
+	dst = jsontok.AppendStrings(dst, r.Suspended)
 	dst = append(dst, `,"estimated":{"input":`...)
 	dst = strconv.AppendBool(dst, r.Estimated.Input)
 	dst = append(dst, `,"output":`...)
@@ -78,11 +78,11 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	}
 	if len(r.Reconcile) > 0 {
 		dst = append(dst, `,"reconcile":`...)
-		dst = appendStrings(dst, r.Reconcile)
+		dst = jsontok.AppendStrings(dst, r.Reconcile)
 	}
 	if len(r.Holds) > 0 {
 		dst = append(dst, `,"holds":`...)
-		dst = appendStrings(dst, r.Holds)
+		dst = jsontok.AppendStrings(dst, r.Holds)
 	}
 	if r.Kind != KindEnd {
 		dst = append(dst, `,"kind":`...)
@@ -98,7 +98,7 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	}
 	if len(r.Cut) > 0 {
 		dst = append(dst, `,"cut":`...)
-		dst = appendStrings(dst, r.Cut)
+		dst = jsontok.AppendStrings(dst, r.Cut)
 	}
 	if p := r.Replaced; p != nil {
 		dst = append(dst, `,"replaced":{"end":`...)
@@ -115,7 +115,7 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	}
 	if len(r.Tags) > 0 {
 		dst = append(dst, `,"tags":`...)
-		dst = appendStrings(dst, r.Tags)
+		dst = jsontok.AppendStrings(dst, r.Tags)
 	}
 	if f := r.Fallback; f != nil {
 		dst = append(dst, `,"fallback":{"limit_id":`...)
@@ -126,7 +126,7 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	}
 	if len(r.Overflow) > 0 {
 		dst = append(dst, `,"overflow":`...)
-		dst = appendStrings(dst, r.Overflow)
+		dst = jsontok.AppendStrings(dst, r.Overflow)
 	}
 	dst = append(dst, `,"cost":`...)
 	dst = r.Cost.appendJSON(dst)
@@ -159,18 +159,6 @@ func (u *Usage) appendJSON(dst []byte) []byte {
 	dst = append(dst, `,"total":`...)
 	dst = jsontok.AppendInt(dst, u.Total)
 	return append(dst, '}')
-}
-
-// appendStrings appends a JSON list of strings ([] when empty).
-func appendStrings(dst []byte, ss []string) []byte {
-	dst = append(dst, '[')
-	for i, s := range ss {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = jsontok.AppendString(dst, s)
-	}
-	return append(dst, ']')
 }
 
 func (f *Ref) appendJSON(dst []byte) []byte {

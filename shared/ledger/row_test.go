@@ -18,6 +18,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
 	testkit.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
 }
 

@@ -1,12 +1,12 @@
 package llm
 
 import (
-	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentriage/tokentriage/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/**/*.golden from the current output")
@@ -14,19 +14,7 @@ var update = flag.Bool("update", false, "rewrite testdata/**/*.golden from the c
 // checkGolden compares got with the golden file, or rewrites it with -update.
 func checkGolden(t *testing.T, file string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", file, got, want)
-	}
+	testkit.Golden(t, file, got, *update)
 }
 
 // inputs lists testdata/dir/*.ext, sorted, failing on an empty folder.

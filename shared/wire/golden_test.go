@@ -6,12 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentriage/tokentriage/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -19,20 +20,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the curr
 // checkGolden compares got with testdata/<name>.golden.
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from its golden file:\n got: %s\nwant: %s", name, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name+".golden"), []byte(got), *update)
 }
 
 // response renders a response the way curl -i prints it.

@@ -11,14 +11,7 @@ func appendStrings(dst []byte, ss []string) []byte {
 	if ss == nil {
 		return append(dst, "null"...)
 	}
-	dst = append(dst, '[')
-	for i, s := range ss {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = jsontok.AppendString(dst, s)
-	}
-	return append(dst, ']')
+	return jsontok.AppendStrings(dst, ss)
 }
 
 func appendBool(dst []byte, b bool) []byte {
