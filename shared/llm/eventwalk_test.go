@@ -3,7 +3,6 @@ package llm
 import (
 	"bytes"
 	"math/rand"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -76,12 +75,8 @@ func eventData(in []byte) [][]byte {
 // event of the fixtures (which it must all take) and on generated events
 // full of duplicates, escapes, odd shapes and broken syntax.
 func TestEventWalkMatchesGJSON(t *testing.T) {
-	for _, file := range inputs(t, "streams", ".sse") {
-		in, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := pathFor(t, file)
+	for _, fx := range fixtures(t, "streams", ".sse") {
+		file, in, path := fx.file, fx.body, fx.path
 		for _, data := range eventData(in) {
 			for _, model := range []string{"", "set"} {
 				if !compareEvent(t, path, data, model) && data[0] == '{' {

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"flag"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,14 +18,29 @@ func checkGolden(t *testing.T, file string, got []byte) {
 	testkit.Golden(t, file, got, *update)
 }
 
-// inputs lists testdata/dir/*.ext, sorted, failing on an empty folder.
-func inputs(t *testing.T, dir, ext string) []string {
+// fixture is one testdata input: its file, its bytes and the API path its
+// name gives (pathFor).
+type fixture struct {
+	file, path string
+	body       []byte
+}
+
+// fixtures reads testdata/dir/*.ext, sorted, failing on an empty folder.
+func fixtures(t *testing.T, dir, ext string) []fixture {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", dir, "*"+ext))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no testdata/%s/*%s files (%v)", dir, ext, err)
 	}
-	return files
+	out := make([]fixture, len(files))
+	for i, file := range files {
+		body, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = fixture{file: file, path: pathFor(t, file), body: body}
+	}
+	return out
 }
 
 // pathFor maps a testdata file name's prefix to the endpoint path it

@@ -3,7 +3,6 @@ package llm
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 )
@@ -186,12 +185,8 @@ func TestParseRequestDoesNotAlias(t *testing.T) {
 // TestParseRequestGolden runs every testdata/requests/*.json through
 // ParseRequest, Reserve and InjectIncludeUsage.
 func TestParseRequestGolden(t *testing.T) {
-	for _, file := range inputs(t, "requests", ".json") {
-		body, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := pathFor(t, file)
+	for _, fx := range fixtures(t, "requests", ".json") {
+		file, body, path := fx.file, fx.body, fx.path
 		var out strings.Builder
 		fmt.Fprintf(&out, "POST %s\n", path)
 		req, err := ParseRequest(path, body)

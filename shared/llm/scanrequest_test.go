@@ -3,7 +3,6 @@ package llm
 import (
 	"bytes"
 	"math/rand"
-	"os"
 	"strings"
 	"testing"
 
@@ -144,12 +143,8 @@ func TestScanRequestMatchesGJSON(t *testing.T) {
 // TestScanRequestTakesTypicalBodies: every golden body that parses is read
 // in one pass, bar those that spell a key with escapes.
 func TestScanRequestTakesTypicalBodies(t *testing.T) {
-	for _, file := range inputs(t, "requests", ".json") {
-		body, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ep := EndpointOf(pathFor(t, file))
+	for _, fx := range fixtures(t, "requests", ".json") {
+		file, body, ep := fx.file, fx.body, EndpointOf(fx.path)
 		if _, err := parseRequestGJSON(ep, body); err != nil {
 			continue
 		}

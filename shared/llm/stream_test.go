@@ -125,12 +125,8 @@ func sameResult(a, b scanResult) bool {
 // TestStreamGolden runs every testdata/streams/*.sse through a scanner;
 // names containing "strip" strip the usage chunk.
 func TestStreamGolden(t *testing.T) {
-	for _, file := range inputs(t, "streams", ".sse") {
-		in, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := pathFor(t, file)
+	for _, fx := range fixtures(t, "streams", ".sse") {
+		file, in, path := fx.file, fx.body, fx.path
 		strip := strings.Contains(file, "strip")
 		r := scan(path, strip, 31, in)
 		var out strings.Builder
@@ -162,15 +158,11 @@ func TestStreamGolden(t *testing.T) {
 // TestStreamReset: a scanner reset after one stream reads the next exactly
 // as a new scanner does, whatever the endpoints.
 func TestStreamReset(t *testing.T) {
-	files := inputs(t, "streams", ".sse")
+	fxs := fixtures(t, "streams", ".sse")
 	s := NewStreamScanner("/v1/chat/completions", true)
-	for i := 0; i < 3*len(files); i++ {
-		file := files[(i*7)%len(files)]
-		in, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := pathFor(t, file)
+	for i := 0; i < 3*len(fxs); i++ {
+		fx := fxs[(i*7)%len(fxs)]
+		file, in, path := fx.file, fx.body, fx.path
 		strip := strings.Contains(file, "strip")
 		want := scan(path, strip, 31, in, 100, 200)
 		s.Reset(path, strip)
@@ -335,12 +327,8 @@ func TestStreamOversizedEvent(t *testing.T) {
 // TestStreamRandomChunking feeds every fixture in random chunks.
 func TestStreamRandomChunking(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
-	for _, file := range inputs(t, "streams", ".sse") {
-		in, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := pathFor(t, file)
+	for _, fx := range fixtures(t, "streams", ".sse") {
+		file, in, path := fx.file, fx.body, fx.path
 		strip := strings.Contains(file, "strip")
 		want := scanGJSON(path, strip, 0, in)
 		if got := scan(path, strip, 0, in); !sameResult(got, want) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,12 +14,8 @@ import (
 
 // TestParseUsageGolden runs every testdata/usage/*.json through ParseUsage.
 func TestParseUsageGolden(t *testing.T) {
-	for _, file := range inputs(t, "usage", ".json") {
-		body, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := pathFor(t, file)
+	for _, fx := range fixtures(t, "usage", ".json") {
+		file, body, path := fx.file, fx.body, fx.path
 		u, model, ok := ParseUsage(path, body)
 		var out strings.Builder
 		fmt.Fprintf(&out, "POST %s\nok: %v\n", path, ok)
