@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/wire"
@@ -90,9 +90,9 @@ func (e *Engine) bodyAttributes(s *Stream) *wire.Rejection {
 		tagsAt = len(a.CustomerFields)
 		for i, f := range e.fields[:tagsAt] {
 			switch f.Type {
-			case gjson.Null:
+			case jv.Null:
 				continue
-			case gjson.String:
+			case jv.String:
 				if f.Str == "" {
 					continue
 				}
@@ -112,14 +112,14 @@ func (e *Engine) bodyAttributes(s *Stream) *wire.Rejection {
 		for i, f := range e.fields[tagsAt:] {
 			var list []string
 			switch {
-			case f.Type == gjson.Null:
+			case f.Type == jv.Null:
 				continue
-			case f.Type == gjson.String:
+			case f.Type == jv.String:
 				list = strings.Split(f.Str, ",")
 			case f.IsArray():
 				ok := true
-				f.ForEach(func(_, t gjson.Result) bool {
-					if t.Type != gjson.String {
+				f.ForEach(func(_, t jv.Value) bool {
+					if t.Type != jv.String {
 						ok = false
 						return false
 					}
@@ -166,13 +166,13 @@ func customerAllowed(patterns []string, customer string) bool {
 }
 
 // typeName names a JSON value's type for a message.
-func typeName(v gjson.Result) string {
+func typeName(v jv.Value) string {
 	switch v.Type {
-	case gjson.Number:
+	case jv.Number:
 		return "a number (" + strconv.Quote(v.Raw) + ")"
-	case gjson.True, gjson.False:
+	case jv.True, jv.False:
 		return "a boolean"
-	case gjson.JSON:
+	case jv.JSON:
 		if v.IsArray() {
 			return "a list"
 		}

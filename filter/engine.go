@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
@@ -114,7 +114,7 @@ type Engine struct {
 	facts  []govern.NodeFacts // the runtime plane's say on the chain resolved
 	// fields and paths are scratch for the body fields gate 2 reads
 	// (attributes).
-	fields []gjson.Result
+	fields []jv.Value
 	paths  []string
 	buf    []byte
 	// Scratch for what a callback hands the binding, which applies it

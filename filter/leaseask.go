@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
@@ -443,7 +443,7 @@ func (e *Engine) readLeaseAnswer(status int, answer []byte, timeout time.Duratio
 	if a.why != "" {
 		return a
 	}
-	r := gjson.ParseBytes(answer)
+	r := jv.ParseBytes(answer)
 	a.replicas = r.Get("replicas").Int()
 	if why := r.Get("suspended").String(); why != "" {
 		a.why, a.down = why, r.Get("down").Bool()
@@ -462,9 +462,9 @@ func (e *Engine) readLeaseAnswer(status int, answer []byte, timeout time.Duratio
 }
 
 // parseGrant reads one syncwire.LeaseGrant.
-func parseGrant(g gjson.Result) syncwire.LeaseGrant {
+func parseGrant(g jv.Value) syncwire.LeaseGrant {
 	var out syncwire.LeaseGrant
-	g.ForEach(func(k, v gjson.Result) bool {
+	g.ForEach(func(k, v jv.Value) bool {
 		switch k.Str {
 		case "allowed":
 			out.Allowed = v.Bool()

@@ -3,7 +3,7 @@ package filter
 import (
 	"time"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
@@ -144,9 +144,9 @@ func (e *Engine) renewed(keys []string, sent time.Time, status int, answer []byt
 	if ans.down || ans.why == "" {
 		e.noteFleet(ans.why)
 	}
-	var grants []gjson.Result
+	var grants []jv.Value
 	if ans.why == "" {
-		grants = gjson.GetBytes(answer, "leases").Array()
+		grants = jv.GetBytes(answer, "leases").Array()
 	}
 	for i, key := range keys {
 		kind := key[len("tt/lease/")]

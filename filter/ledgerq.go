@@ -3,8 +3,8 @@ package filter
 import (
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/tokentriage/tokentriage/shared/jsontok"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
@@ -420,8 +420,8 @@ func (e *Engine) sendRows(now time.Time, force bool, call callFunc) {
 func (e *Engine) answered(now time.Time, n, status int, resp []byte) bool {
 	switch {
 	case status == 200:
-		if r := gjson.GetBytes(resp, "rejected"); r.Int() > 0 {
-			e.logf(LogWarn, "the accountant quarantined %d of %d ledger rows it cannot accept (its quarantine.jsonl keeps them): %s", r.Int(), n, gjson.GetBytes(resp, "errors").Raw)
+		if r := jv.GetBytes(resp, "rejected"); r.Int() > 0 {
+			e.logf(LogWarn, "the accountant quarantined %d of %d ledger rows it cannot accept (its quarantine.jsonl keeps them): %s", r.Int(), n, jv.GetBytes(resp, "errors").Raw)
 		}
 		e.kinds.learn(resp)
 		e.host.Metrics.Add(MetricRowsSent, uint64(n))
@@ -443,7 +443,7 @@ func (e *Engine) answered(now time.Time, n, status int, resp []byte) bool {
 			return n > 1
 		}
 		row := e.rows.headRow()
-		id := gjson.GetBytes(row, "request_id").String()
+		id := jv.GetBytes(row, "request_id").String()
 		e.logf(LogError, "ledger: quarantined row %s: the accountant refused it alone %d times (status %d: %s); it is dropped from the queue so the rows behind it go on. The row: %s",
 			id, quarantineAfter, status, excerptBytes(resp), excerptBytes(row))
 		e.host.Metrics.Add(MetricRowsQuarantined, 1)

@@ -4,8 +4,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/tidwall/gjson"
 	"github.com/tokentriage/tokentriage/shared/jsontok"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 	"github.com/tokentriage/tokentriage/shared/llm"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
@@ -175,7 +175,7 @@ func filterModelList(body []byte, patterns []string) (out []byte, ok bool) {
 	default:
 		return body, false
 	}
-	data := gjson.GetBytes(body, "data")
+	data := jv.GetBytes(body, "data")
 	if !data.IsArray() || data.Index <= 0 || data.Index+len(data.Raw) > len(body) {
 		return body, false
 	}
@@ -183,8 +183,8 @@ func filterModelList(body []byte, patterns []string) (out []byte, ok bool) {
 	out = append(out, body[:data.Index]...)
 	out = append(out, '[')
 	n := 0
-	data.ForEach(func(_, m gjson.Result) bool {
-		if id := m.Get("id"); id.Type == gjson.String && modelAllowed(patterns, id.Str) {
+	data.ForEach(func(_, m jv.Value) bool {
+		if id := m.Get("id"); id.Type == jv.String && modelAllowed(patterns, id.Str) {
 			if n > 0 {
 				out = append(out, ',')
 			}

@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
@@ -254,7 +254,7 @@ type rowKinds struct {
 
 func (k *rowKinds) learn(resp []byte) {
 	k.start, k.summary, k.known = false, false, true
-	gjson.GetBytes(resp, "kinds").ForEach(func(_, v gjson.Result) bool {
+	jv.GetBytes(resp, "kinds").ForEach(func(_, v jv.Value) bool {
 		switch ledger.Kind(v.String()) {
 		case ledger.KindStart:
 			k.start = true

@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/jsontok"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 	"github.com/tokentriage/tokentriage/shared/pluginconf"
 	"github.com/tokentriage/tokentriage/shared/pricing"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -410,7 +410,7 @@ func (e *Engine) applySync(body []byte, now time.Time) (more bool, err error) {
 	if !e.holdsSyncLease(now) {
 		return false, nil // another VM polls now; it will ask again
 	}
-	r := gjson.ParseBytes(body)
+	r := jv.ParseBytes(body)
 	v, f := e.readSyncState()
 	sent, sentFeeds := v, f
 	defer func() {
@@ -558,7 +558,7 @@ var (
 )
 
 // applyRuntime writes one page of the runtime plane's feed.
-func (e *Engine) applyRuntime(p gjson.Result, v *syncVersions, f *feedState) (more bool, err error) {
+func (e *Engine) applyRuntime(p jv.Value, v *syncVersions, f *feedState) (more bool, err error) {
 	if p.Get("reset").Bool() {
 		e.startOver(runtimeTables, f.rtReady, &f.rtBuild, v, f)
 		if !f.rtBuild {
@@ -568,7 +568,7 @@ func (e *Engine) applyRuntime(p gjson.Result, v *syncVersions, f *feedState) (mo
 	build := f.rtBuild
 	keys := e.writer(tabKeys, v, f, build)
 	var ferr error
-	p.Get("keys").ForEach(func(_, item gjson.Result) bool {
+	p.Get("keys").ForEach(func(_, item jv.Value) bool {
 		k, ok := decodeKey(item)
 		if !ok {
 			var err error
@@ -600,9 +600,9 @@ func (e *Engine) applyRuntime(p gjson.Result, v *syncVersions, f *feedState) (mo
 		return false, ferr
 	}
 	nodes := e.writer(tabNodes, v, f, build)
-	p.Get("nodes").ForEach(func(_, item gjson.Result) bool {
+	p.Get("nodes").ForEach(func(_, item jv.Value) bool {
 		id, tree := item.Get("id"), item.Get("tree")
-		if id.Type != gjson.String || tree.Exists() && tree.Type != gjson.True && tree.Type != gjson.False {
+		if id.Type != jv.String || tree.Exists() && tree.Type != jv.True && tree.Type != jv.False {
 			e.logf(LogError, "sync: a node of the accountant's feed is left out: %s", clip(item.Raw, 200))
 			return true
 		}
@@ -610,18 +610,18 @@ func (e *Engine) applyRuntime(p gjson.Result, v *syncVersions, f *feedState) (mo
 			e.logf(LogError, "sync: a node of the accountant's feed is left out: %v", err)
 			return true
 		}
-		ferr = e.editNode(nodes, id.Str, func(nf *govern.NodeFacts) { nf.Tree = tree.Type == gjson.True })
+		ferr = e.editNode(nodes, id.Str, func(nf *govern.NodeFacts) { nf.Tree = tree.Type == jv.True })
 		return ferr == nil
 	})
 	if ferr == nil {
-		p.Get("overrides").ForEach(func(_, item gjson.Result) bool {
+		p.Get("overrides").ForEach(func(_, item jv.Value) bool {
 			if err := checkShape(item, "override", overrideShape); err != nil {
 				e.logf(LogError, "sync: an override of the accountant's feed is left out: %v", err)
 				return true
 			}
 			o := govern.Override{LimitID: item.Get("limit_id").Str, Node: item.Get("node").Str}
 			o.Amount, _ = strconv.ParseInt(item.Get("amount").Raw, 10, 64)
-			gone := item.Get("gone").Type == gjson.True
+			gone := item.Get("gone").Type == jv.True
 			if o.Node != govern.Global {
 				if _, _, leaf := govern.SplitKeyLeaf(o.Node); leaf {
 					err = govern.ValidKeyLeaf(o.Node)
@@ -652,7 +652,7 @@ func (e *Engine) applyRuntime(p gjson.Result, v *syncVersions, f *feedState) (mo
 	if ferr != nil {
 		return false, ferr
 	}
-	if c := p.Get("cursor"); c.Type == gjson.String {
+	if c := p.Get("cursor"); c.Type == jv.String {
 		f.rtCursor = c.Str
 	}
 	more = p.Get("more").Bool()
@@ -684,7 +684,7 @@ func (e *Engine) editNode(w *tableWriter, node string, edit func(*govern.NodeFac
 }
 
 // applySnapshot writes one page of the spend snapshot's feed.
-func (e *Engine) applySnapshot(p gjson.Result, v *syncVersions, f *feedState) (more bool, err error) {
+func (e *Engine) applySnapshot(p jv.Value, v *syncVersions, f *feedState) (more bool, err error) {
 	if p.Get("reset").Bool() {
 		e.startOver(snapshotTables, f.snapReady, &f.snapBuild, v, f)
 		if !f.snapBuild {
@@ -696,11 +696,11 @@ func (e *Engine) applySnapshot(p gjson.Result, v *syncVersions, f *feedState) (m
 	w := e.writer(tabCounters, v, f, build)
 	var ferr error
 	var val [16]byte
-	p.Get("entries").ForEach(func(_, en gjson.Result) bool {
+	p.Get("entries").ForEach(func(_, en jv.Value) bool {
 		id, value := en.Get("id"), en.Get("value")
 		start, err := time.Parse(time.RFC3339Nano, en.Get("period_start").String())
 		n, nerr := strconv.ParseInt(value.Raw, 10, 64)
-		if id.Type != gjson.String || err != nil || value.Type != gjson.Number || nerr != nil {
+		if id.Type != jv.String || err != nil || value.Type != jv.Number || nerr != nil {
 			e.logf(LogError, "sync: a counter of the accountant's snapshot is left out: %s", clip(en.Raw, 200))
 			return true
 		}
@@ -710,8 +710,8 @@ func (e *Engine) applySnapshot(p gjson.Result, v *syncVersions, f *feedState) (m
 		return ferr == nil
 	})
 	if ferr == nil {
-		p.Get("removed").ForEach(func(_, id gjson.Result) bool {
-			if id.Type != gjson.String {
+		p.Get("removed").ForEach(func(_, id jv.Value) bool {
+			if id.Type != jv.String {
 				return true
 			}
 			ferr = w.set(id.Str, nil, true)
@@ -722,7 +722,7 @@ func (e *Engine) applySnapshot(p gjson.Result, v *syncVersions, f *feedState) (m
 	if ferr != nil {
 		return false, ferr
 	}
-	if c := p.Get("cursor"); c.Type == gjson.String {
+	if c := p.Get("cursor"); c.Type == jv.String {
 		f.snapCursor = c.Str
 	}
 	more = p.Get("more").Bool()
@@ -783,13 +783,13 @@ func decodePrices(b []byte) (map[string]pricing.Rates, error) {
 	if e := jsontok.Valid(b, jsontok.GJSON); e.Code != jsontok.ErrNone {
 		return nil, planError("the price catalog is not valid JSON: " + e.Error())
 	}
-	r := gjson.ParseBytes(b)
+	r := jv.ParseBytes(b)
 	if !r.IsObject() {
 		return nil, planError("the price catalog is not an object")
 	}
 	m := map[string]pricing.Rates{}
 	var err error
-	r.ForEach(func(k, v gjson.Result) bool {
+	r.ForEach(func(k, v jv.Value) bool {
 		if !v.IsObject() {
 			err = planError("the price of " + strconv.Quote(k.Str) + " is not an object")
 			return false

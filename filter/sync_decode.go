@@ -3,12 +3,12 @@ package filter
 import (
 	"strconv"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
-// The feed's items are read with gjson. A missing or null member reads as
+// The feed's items are read with jv. A missing or null member reads as
 // its zero value (a null scope list stays nil: unrestricted). An item of
 // the wrong shape is left out rather than read loosely (a scope list
 // misread as absent would widen the key).
@@ -16,10 +16,10 @@ import (
 // decodeKeySlow reads one key of the feed with path lookups: what
 // decodeKey reads, or the first member of the wrong kind. The kid is
 // returned when it can be read, so that the key can be left out by name.
-func decodeKeySlow(v gjson.Result) (syncwire.Key, error) {
+func decodeKeySlow(v jv.Value) (syncwire.Key, error) {
 	if err := checkShape(v, "key", keyShape); err != nil {
 		k := syncwire.Key{}
-		if kid := v.Get("kid"); kid.Type == gjson.String {
+		if kid := v.Get("kid"); kid.Type == jv.String {
 			k.KID = kid.Str
 		}
 		return k, err
@@ -28,23 +28,23 @@ func decodeKeySlow(v gjson.Result) (syncwire.Key, error) {
 		KID:     v.Get("kid").Str,
 		SHA256:  v.Get("sha256").Str,
 		Owner:   v.Get("owner").Str,
-		Revoked: v.Get("revoked").Type == gjson.True,
+		Revoked: v.Get("revoked").Type == jv.True,
 		Scopes: vkey.Scopes{
 			Models:           stringList(v.Get("scopes.models")),
 			Providers:        stringList(v.Get("scopes.providers")),
 			Endpoints:        stringList(v.Get("scopes.endpoints")),
-			AllowPassthrough: v.Get("scopes.allow_passthrough").Type == gjson.True,
+			AllowPassthrough: v.Get("scopes.allow_passthrough").Type == jv.True,
 			Customers:        stringList(v.Get("scopes.customers")),
 		},
 		Name:       v.Get("name").Str,
 		ExpiresAt:  intOf(v.Get("expires_at")),
 		PrevSHA256: v.Get("prev_sha256").Str,
 		PrevUntil:  intOf(v.Get("prev_until")),
-		Gone:       v.Get("gone").Type == gjson.True,
+		Gone:       v.Get("gone").Type == jv.True,
 	}, nil
 }
 
-func intOf(v gjson.Result) int64 {
+func intOf(v jv.Value) int64 {
 	n, _ := strconv.ParseInt(v.Raw, 10, 64)
 	return n
 }
@@ -82,13 +82,13 @@ func keyMember(name string) (bit uint16, kind byte) {
 // has a member name repeated or spelt with escapes (decodeKeySlow then
 // decides it). A first sync of a million keys reads them all, so the
 // common case takes no path lookups.
-func decodeKey(v gjson.Result) (k syncwire.Key, ok bool) {
+func decodeKey(v jv.Value) (k syncwire.Key, ok bool) {
 	if !v.IsObject() {
 		return k, false
 	}
 	ok = true
 	var seen uint16
-	v.ForEach(func(key, f gjson.Result) bool {
+	v.ForEach(func(key, f jv.Value) bool {
 		if len(key.Raw) != len(key.Str)+2 {
 			ok = false // escaped: may spell a member below
 			return false
@@ -102,12 +102,12 @@ func decodeKey(v gjson.Result) (k syncwire.Key, ok bool) {
 			return false
 		}
 		seen |= bit
-		if f.Type == gjson.Null {
+		if f.Type == jv.Null {
 			return true
 		}
 		switch kind {
 		case 's':
-			if f.Type != gjson.String {
+			if f.Type != jv.String {
 				ok = false
 				return false
 			}
@@ -124,18 +124,18 @@ func decodeKey(v gjson.Result) (k syncwire.Key, ok bool) {
 				k.PrevSHA256 = f.Str
 			}
 		case 'b':
-			if f.Type != gjson.True && f.Type != gjson.False {
+			if f.Type != jv.True && f.Type != jv.False {
 				ok = false
 				return false
 			}
 			if key.Str == "revoked" {
-				k.Revoked = f.Type == gjson.True
+				k.Revoked = f.Type == jv.True
 			} else {
-				k.Gone = f.Type == gjson.True
+				k.Gone = f.Type == jv.True
 			}
 		case 'i':
 			n, err := strconv.ParseInt(f.Raw, 10, 64)
-			if f.Type != gjson.Number || err != nil {
+			if f.Type != jv.Number || err != nil {
 				ok = false
 				return false
 			}
@@ -153,13 +153,13 @@ func decodeKey(v gjson.Result) (k syncwire.Key, ok bool) {
 }
 
 // decodeScopes reads a key's scopes object in one pass; false as decodeKey.
-func decodeScopes(v gjson.Result, sc *vkey.Scopes) bool {
+func decodeScopes(v jv.Value, sc *vkey.Scopes) bool {
 	if !v.IsObject() {
 		return false
 	}
 	ok := true
 	var seen uint8
-	v.ForEach(func(key, f gjson.Result) bool {
+	v.ForEach(func(key, f jv.Value) bool {
 		if len(key.Raw) != len(key.Str)+2 {
 			ok = false
 			return false
@@ -187,20 +187,20 @@ func decodeScopes(v gjson.Result, sc *vkey.Scopes) bool {
 		seen |= bit
 		if dst == nil {
 			switch f.Type {
-			case gjson.True:
+			case jv.True:
 				sc.AllowPassthrough = true
-			case gjson.False, gjson.Null:
+			case jv.False, jv.Null:
 			default:
 				ok = false
 			}
 			return ok
 		}
 		switch {
-		case f.Type == gjson.Null:
+		case f.Type == jv.Null:
 		case f.IsArray():
 			list := []string{}
-			f.ForEach(func(_, e gjson.Result) bool {
-				if e.Type != gjson.String {
+			f.ForEach(func(_, e jv.Value) bool {
+				if e.Type != jv.String {
 					ok = false
 					return false
 				}
@@ -233,22 +233,22 @@ var (
 )
 
 // checkShape checks that v is an object whose fields have their kinds.
-func checkShape(v gjson.Result, at string, fields []syncField) error {
+func checkShape(v jv.Value, at string, fields []syncField) error {
 	if !v.IsObject() {
 		return shapeError(at, "an object", v)
 	}
 	for _, f := range fields {
 		x := v.Get(f.path)
 		bad := x
-		ok := x.Type == gjson.Null
+		ok := x.Type == jv.Null
 		switch f.kind {
 		case 's':
-			ok = ok || x.Type == gjson.String
+			ok = ok || x.Type == jv.String
 		case 'b':
-			ok = ok || x.Type == gjson.True || x.Type == gjson.False
+			ok = ok || x.Type == jv.True || x.Type == jv.False
 		case 'i':
 			_, err := strconv.ParseInt(x.Raw, 10, 64)
-			ok = ok || x.Type == gjson.Number && err == nil
+			ok = ok || x.Type == jv.Number && err == nil
 		case 'o':
 			ok = ok || x.IsObject()
 		case 'a':
@@ -256,8 +256,8 @@ func checkShape(v gjson.Result, at string, fields []syncField) error {
 		case 'l':
 			ok = ok || x.IsArray()
 			if ok && x.IsArray() {
-				x.ForEach(func(_, e gjson.Result) bool {
-					if e.Type != gjson.String {
+				x.ForEach(func(_, e jv.Value) bool {
+					if e.Type != jv.String {
 						ok, bad = false, e
 					}
 					return ok
@@ -271,18 +271,18 @@ func checkShape(v gjson.Result, at string, fields []syncField) error {
 	return nil
 }
 
-func shapeError(at, want string, got gjson.Result) error {
+func shapeError(at, want string, got jv.Value) error {
 	return planError(at + ": expected " + want + ", got " + got.Type.String())
 }
 
 // stringList reads a list checkShape has checked: null or absent is nil,
 // [] is empty.
-func stringList(v gjson.Result) []string {
+func stringList(v jv.Value) []string {
 	if !v.IsArray() {
 		return nil
 	}
 	out := []string{}
-	v.ForEach(func(_, e gjson.Result) bool {
+	v.ForEach(func(_, e jv.Value) bool {
 		out = append(out, e.Str)
 		return true
 	})

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
@@ -25,8 +25,8 @@ func TestDecodeFeedKeys(t *testing.T) {
 	}
 	for _, k := range keys {
 		b, _ := json.Marshal(k)
-		got, ok := decodeKey(gjson.ParseBytes(b))
-		slow, err := decodeKeySlow(gjson.ParseBytes(b))
+		got, ok := decodeKey(jv.ParseBytes(b))
+		slow, err := decodeKeySlow(jv.ParseBytes(b))
 		if !ok || !reflect.DeepEqual(got, k) || err != nil || !reflect.DeepEqual(slow, k) {
 			t.Errorf("decodeKey(%s) = %+v, %v; slow %+v, %v", b, got, ok, slow, err)
 		}
@@ -51,7 +51,7 @@ func TestDecodeFeedMalformed(t *testing.T) {
 		{in: `{"kid":"a","prev_until":1.5}`, kid: "a", err: "key.prev_until: expected an integer, got Number"},
 	}
 	for _, tc := range keyTests {
-		v := gjson.Parse(tc.in)
+		v := jv.Parse(tc.in)
 		if _, ok := decodeKey(v); ok {
 			t.Errorf("decodeKey(%s) read it", tc.in)
 		}
@@ -69,7 +69,7 @@ func TestDecodeFeedMalformed(t *testing.T) {
 		{in: `{"gone":"no"}`, err: "override.gone: expected true or false, got String"},
 	}
 	for _, tc := range ovTests {
-		if err := checkShape(gjson.Parse(tc.in), "override", overrideShape); err == nil || err.Error() != tc.err {
+		if err := checkShape(jv.Parse(tc.in), "override", overrideShape); err == nil || err.Error() != tc.err {
 			t.Errorf("override %s: %v, want %q", tc.in, err, tc.err)
 		}
 	}
@@ -98,7 +98,7 @@ func TestDecodeKeyMatchesPathLookups(t *testing.T) {
 			}
 			members = append(members, `"`+name+`":`+v)
 		}
-		entry := gjson.Parse("{" + strings.Join(members, ",") + "}")
+		entry := jv.Parse("{" + strings.Join(members, ",") + "}")
 		want, wantErr := decodeKeySlow(entry)
 		got, ok := decodeKey(entry)
 		if !ok {

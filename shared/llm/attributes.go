@@ -3,22 +3,22 @@ package llm
 import (
 	"strings"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 )
 
 // Fields reads body members by dotted path (user, metadata.user_id): for
-// each path of paths, the value at it, or a value of Type gjson.Null and
+// each path of paths, the value at it, or a value of Type jv.Null and
 // empty Raw when the body has none. The body's top level is walked once,
 // whatever the number of paths; a path is plain member names joined by
 // "." (govern checks them at compile). The body must be a valid JSON
 // object (ParseRequest has read it). out is reused when it has room.
 // ParseRequestFields reads the same in ParseRequest's pass over the body.
-func Fields(body []byte, paths []string, out []gjson.Result) []gjson.Result {
+func Fields(body []byte, paths []string, out []jv.Value) []jv.Value {
 	fr := newFieldReader(paths, out)
 	if fr.left == 0 {
 		return fr.out
 	}
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+	jv.ParseBytes(body).ForEach(func(k, v jv.Value) bool {
 		fr.member(k.Str, v)
 		return fr.left > 0
 	})
@@ -29,14 +29,14 @@ func Fields(body []byte, paths []string, out []gjson.Result) []gjson.Result {
 // in document order.
 type fieldReader struct {
 	paths []string
-	out   []gjson.Result
+	out   []jv.Value
 	left  int // paths not yet read
 }
 
-func newFieldReader(paths []string, out []gjson.Result) fieldReader {
+func newFieldReader(paths []string, out []jv.Value) fieldReader {
 	out = out[:0]
 	for range paths {
-		out = append(out, gjson.Result{})
+		out = append(out, jv.Value{})
 	}
 	return fieldReader{paths: paths, out: out, left: len(paths)}
 }
@@ -53,7 +53,7 @@ func (fr *fieldReader) wants(k string) bool {
 }
 
 // member reads the top-level member named k, of value v.
-func (fr *fieldReader) member(k string, v gjson.Result) {
+func (fr *fieldReader) member(k string, v jv.Value) {
 	for i, p := range fr.paths {
 		if fr.out[i].Raw != "" {
 			continue // the first occurrence of a member is read, as gjson reads it

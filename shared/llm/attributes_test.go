@@ -3,16 +3,16 @@ package llm
 import (
 	"testing"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 )
 
 func TestFields(t *testing.T) {
 	body := []byte(`{"model":"gpt-4o","user":"u1","metadata":{"user_id":"m1","tags":["a","b"]},"n":2,"user":"u2"}`)
 	got := Fields(body, []string{"user", "safety_identifier", "metadata.user_id", "metadata.tags", "metadata.none", "n"}, nil)
 	want := []struct {
-		typ gjson.Type
+		typ jv.Type
 		raw string
-	}{{gjson.String, `"u1"`}, {gjson.Null, ""}, {gjson.String, `"m1"`}, {gjson.JSON, `["a","b"]`}, {gjson.Null, ""}, {gjson.Number, "2"}}
+	}{{jv.String, `"u1"`}, {jv.Null, ""}, {jv.String, `"m1"`}, {jv.JSON, `["a","b"]`}, {jv.Null, ""}, {jv.Number, "2"}}
 	if len(got) != len(want) {
 		t.Fatalf("%d results", len(got))
 	}

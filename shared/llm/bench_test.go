@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 )
 
 // typicalChat is a chat request as SDKs send it: a system prompt, a short
@@ -35,7 +35,7 @@ func BenchmarkParseRequestFields(b *testing.B) {
 		b    []byte
 	}{{"chat", typicalChat}, {"100KB", promptBody(100 << 10)}} {
 		b.Run("with/"+body.name, func(b *testing.B) {
-			var out []gjson.Result
+			var out []jv.Value
 			b.ReportAllocs()
 			for b.Loop() {
 				var err error
@@ -45,7 +45,7 @@ func BenchmarkParseRequestFields(b *testing.B) {
 			}
 		})
 		b.Run("then/"+body.name, func(b *testing.B) {
-			var out []gjson.Result
+			var out []jv.Value
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := ParseRequest("/v1/chat/completions", body.b); err != nil {

@@ -6,7 +6,8 @@
 // records usage and can drop the usage chunk the gateway asked for.
 //
 // It runs inside the wasm filter on every request, so it reads JSON with
-// gjson over a zero-copy view of the body, never decodes a whole document,
+// the project's tokenizer (shared/jsontok and its jv reader) over a
+// zero-copy view of the body, never decodes a whole document,
 // and allocates little. Nothing here panics on bad input: a request body
 // that cannot be read is a *RequestError suitable for a 400 body; a response
 // body or stream that cannot be read yields no usage.

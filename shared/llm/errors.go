@@ -1,6 +1,6 @@
 package llm
 
-import "github.com/tidwall/gjson"
+import "github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 // RequestError is a request body the gateway cannot read. Its text names
 // where (the field's JSON path, the byte offset, or both) and ends with the
@@ -41,7 +41,7 @@ var (
 	_ error = (*EndpointError)(nil)
 )
 
-func fieldError(at path, v gjson.Result, cause string) *RequestError {
+func fieldError(at path, v jv.Value, cause string) *RequestError {
 	return &RequestError{Field: at.String(), Offset: v.Index, Cause: cause}
 }
 

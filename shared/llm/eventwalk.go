@@ -17,14 +17,15 @@ import (
 // against about 1 µs natively. See
 // RATIONALE.md#why-does-the-stream-scanner-read-events-in-one-pass.
 //
-// The fast path gives exactly what the gjson path (openAIChunk,
+// The fast path gives exactly what the jv path (openAIChunk,
 // responsesEvent, anthropicEvent) gives: it applies nothing until the
 // whole event has been read, and it gives up (walkEvent returns false) on
-// anything whose gjson reading it does not mirror: invalid JSON (gjson
-// reads it leniently), a key spelt with escapes where keys matter,
+// anything whose jv reading (shared/jsontok/jv, gjson's reading of a
+// valid document) it does not mirror: invalid JSON (read up to its fault,
+// then for its last valid usage object), a key spelt with escapes where keys matter,
 // nesting deeper than walkDepth, and shapes no provider sends (a string
 // where tool calls belong, an array where a function object belongs).
-// The scanner then takes the gjson path, unchanged. TestEventWalkMatchesGJSON
+// The scanner then takes the jv path, unchanged. TestEventWalkMatchesGJSON
 // and FuzzEventWalk hold the two to the same results.
 
 // walkDepth bounds the nesting the fast path follows.
@@ -183,7 +184,7 @@ func roleOf(ctx uint8, key []byte, esc bool) (role uint8, ok bool) {
 // walkEvent reads the JSON object b in one pass for the endpoint whose
 // top-level context is root (cChatRoot, cRespRoot or cMsgRoot) and fills
 // f, reading b's tokens with t. It returns false when b is not valid JSON
-// or is something the fast path leaves to gjson; f is then meaningless.
+// or is something the fast path leaves to jv; f is then meaningless.
 //
 // When rec is not nil, walkEvent appends to it the values an event of the
 // same shape may vary in (see eventShape).
@@ -572,7 +573,7 @@ func commonPrefix(a, b []byte) int {
 
 // walk reads an event's data into f, and makes the event the shape when
 // off (where the data starts in ev) is not -1. ok is false when the data
-// needs the gjson path.
+// needs the jv path.
 func (s *StreamScanner) walk(data []byte, root uint8, f *eventFacts, ev []byte, off int) bool {
 	if s.tok == nil {
 		s.tok = new(jsontok.Tokenizer)
@@ -602,7 +603,7 @@ func (s *StreamScanner) applyFacts(f *eventFacts, raw, ev []byte) (strip bool) {
 }
 
 // fastOpenAIChunk is openAIChunk over walkEvent; ok is false when the
-// event needs the gjson path.
+// event needs the jv path.
 func (s *StreamScanner) fastOpenAIChunk(data, ev []byte, off int) (strip, ok bool) {
 	if !s.walk(data, cChatRoot, &s.facts, ev, off) {
 		return false, false

@@ -1,7 +1,7 @@
 package llm
 
 import (
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
@@ -29,13 +29,13 @@ func InjectIncludeUsage(body []byte) ([]byte, bool) {
 	if off, _ := checkSyntax(body); off >= 0 {
 		return body, false
 	}
-	root := gjson.Parse(view(body))
+	root := jv.Parse(view(body))
 	if !root.IsObject() {
 		return body, false
 	}
-	var stream, opts gjson.Result
+	var stream, opts jv.Value
 	var streams, optsSeen, members int
-	root.ForEach(func(k, v gjson.Result) bool {
+	root.ForEach(func(k, v jv.Value) bool {
 		members++
 		switch k.Str {
 		case "stream":
@@ -47,20 +47,20 @@ func InjectIncludeUsage(body []byte) ([]byte, bool) {
 		}
 		return true
 	})
-	if streams != 1 || stream.Type != gjson.True || optsSeen > 1 {
+	if streams != 1 || stream.Type != jv.True || optsSeen > 1 {
 		return body, false
 	}
 	switch {
 	case optsSeen == 0:
 		return addMember(body, members, streamOptionsMember), true
-	case opts.Type == gjson.Null:
+	case opts.Type == jv.Null:
 		return splice(body, opts.Index, opts.Index+len(opts.Raw), "{"+includeUsageMember+"}"), true
 	case !opts.IsObject():
 		return body, false
 	}
-	var include gjson.Result
+	var include jv.Value
 	var includes, optMembers int
-	opts.ForEach(func(k, v gjson.Result) bool {
+	opts.ForEach(func(k, v jv.Value) bool {
 		optMembers++
 		if k.Str == "include_usage" {
 			include = v
@@ -71,9 +71,9 @@ func InjectIncludeUsage(body []byte) ([]byte, bool) {
 	switch {
 	case includes > 1:
 		return body, false
-	case includes == 1 && include.Type == gjson.True:
+	case includes == 1 && include.Type == jv.True:
 		return body, false
-	case includes == 1 && (include.Type == gjson.False || include.Type == gjson.Null):
+	case includes == 1 && (include.Type == jv.False || include.Type == jv.Null):
 		return splice(body, include.Index, include.Index+len(include.Raw), "true"), true
 	case includes == 1:
 		return body, false // a wrong type: leave it for the provider to refuse

@@ -6,7 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 )
 
 // A member name that differs from a governed one only in case, or in a
@@ -98,9 +98,9 @@ func jsonFold(s string) string {
 
 // foldedKey checks the member names of object v (at path at) against
 // names: the first that folds to one without equalling it is an error.
-func foldedKey(v gjson.Result, at path, ep Endpoint, root bool, names []string) *RequestError {
+func foldedKey(v jv.Value, at path, ep Endpoint, root bool, names []string) *RequestError {
 	var err *RequestError
-	v.ForEach(func(k, _ gjson.Result) bool {
+	v.ForEach(func(k, _ jv.Value) bool {
 		if !mayFold([]byte(k.Str)) {
 			return true
 		}
@@ -113,7 +113,7 @@ func foldedKey(v gjson.Result, at path, ep Endpoint, root bool, names []string) 
 	return err
 }
 
-func foldError(at path, k gjson.Result, name string) *RequestError {
+func foldError(at path, k jv.Value, name string) *RequestError {
 	return fieldError(at, k, "the key "+strconv.QuoteToASCII(k.Str)+" differs from "+strconv.Quote(name)+
 		" only in case or Unicode folding, and a provider that matches keys without regard to case (Go's encoding/json does) reads it as "+
 		strconv.Quote(name)+"; send the key spelt exactly "+strconv.Quote(name)+", once")

@@ -3,7 +3,7 @@ package llm
 import (
 	"strconv"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 )
 
 // SetOutputMax returns a copy of a request body whose output maximum is n:
@@ -32,17 +32,17 @@ func SetOutputMax(ep Endpoint, body []byte, n int64) ([]byte, bool) {
 	if off, _ := checkSyntax(body); off >= 0 {
 		return body, false
 	}
-	root := gjson.Parse(view(body))
+	root := jv.Parse(view(body))
 	if !root.IsObject() {
 		return body, false
 	}
 	type hit struct{ from, to int }
 	var hits []hit
 	members := 0
-	root.ForEach(func(k, v gjson.Result) bool {
+	root.ForEach(func(k, v jv.Value) bool {
 		members++
 		for _, name := range names {
-			if k.Str == name && v.Type != gjson.Null {
+			if k.Str == name && v.Type != jv.Null {
 				hits = append(hits, hit{v.Index, v.Index + len(v.Raw)})
 			}
 		}

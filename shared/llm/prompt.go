@@ -1,17 +1,17 @@
 package llm
 
-import "github.com/tidwall/gjson"
+import "github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 // The functions below measure PromptBytes (see Request) and refuse values
 // of the wrong type. Members they do not read are skipped unchecked: the
 // provider validates the rest of its schema.
 
 // stringBytes reads a string or null.
-func stringBytes(v gjson.Result, at path) (int64, *RequestError) {
+func stringBytes(v jv.Value, at path) (int64, *RequestError) {
 	switch v.Type {
-	case gjson.String:
+	case jv.String:
 		return decodedLen(v.Raw), nil
-	case gjson.Null:
+	case jv.Null:
 		return 0, nil
 	}
 	return 0, fieldError(at, v, "must be a string; got "+typeName(v))
@@ -21,11 +21,11 @@ func stringBytes(v gjson.Result, at path) (int64, *RequestError) {
 // string its decoded length when str, and anything else but an array is
 // refused as not what want says; array is true when v is one, for the
 // caller to read.
-func arrayOr(v gjson.Result, at path, str bool, want string) (n int64, array bool, err *RequestError) {
+func arrayOr(v jv.Value, at path, str bool, want string) (n int64, array bool, err *RequestError) {
 	switch {
-	case v.Type == gjson.String && str:
+	case v.Type == jv.String && str:
 		return decodedLen(v.Raw), false, nil
-	case v.Type == gjson.Null:
+	case v.Type == jv.Null:
 		return 0, false, nil
 	case !v.IsArray():
 		return 0, false, fieldError(at, v, "must be "+want+"; got "+typeName(v))
@@ -37,11 +37,11 @@ func arrayOr(v gjson.Result, at path, str bool, want string) (n int64, array boo
 // content part): an element that is not an object is refused, and so is
 // a member name that folds to one of names spelt otherwise; each counts
 // what each gives it.
-func objectsBytes(v gjson.Result, at path, what string, names []string, each func(o gjson.Result, at path) (int64, *RequestError)) (int64, *RequestError) {
+func objectsBytes(v jv.Value, at path, what string, names []string, each func(o jv.Value, at path) (int64, *RequestError)) (int64, *RequestError) {
 	var n int64
 	var err *RequestError
 	i := 0
-	v.ForEach(func(_, o gjson.Result) bool {
+	v.ForEach(func(_, o jv.Value) bool {
 		oat := at.index(i)
 		i++
 		if !o.IsObject() {
@@ -60,10 +60,10 @@ func objectsBytes(v gjson.Result, at path, what string, names []string, each fun
 }
 
 // membersBytes adds up what member gives each member of the object o.
-func membersBytes(o gjson.Result, at path, member func(k string, f gjson.Result, at path) (int64, *RequestError)) (int64, *RequestError) {
+func membersBytes(o jv.Value, at path, member func(k string, f jv.Value, at path) (int64, *RequestError)) (int64, *RequestError) {
 	var n int64
 	var err *RequestError
-	o.ForEach(func(k, f gjson.Result) bool {
+	o.ForEach(func(k, f jv.Value) bool {
 		var c int64
 		c, err = member(k.Str, f, at)
 		n = addSat(n, c)
@@ -73,16 +73,16 @@ func membersBytes(o gjson.Result, at path, member func(k string, f gjson.Result,
 }
 
 // messagesBytes reads chat or Anthropic messages: an array of objects.
-func messagesBytes(v gjson.Result, at path) (int64, *RequestError) {
+func messagesBytes(v jv.Value, at path) (int64, *RequestError) {
 	if n, array, err := arrayOr(v, at, false, "an array of messages"); !array {
 		return n, err
 	}
-	return objectsBytes(v, at, "a message", messageNames, func(m gjson.Result, mat path) (int64, *RequestError) {
+	return objectsBytes(v, at, "a message", messageNames, func(m jv.Value, mat path) (int64, *RequestError) {
 		return membersBytes(m, mat, messageMember)
 	})
 }
 
-func messageMember(k string, f gjson.Result, at path) (int64, *RequestError) {
+func messageMember(k string, f jv.Value, at path) (int64, *RequestError) {
 	switch k {
 	case "content":
 		return contentBytes(f, at.key("content"))
@@ -94,7 +94,7 @@ func messageMember(k string, f gjson.Result, at path) (int64, *RequestError) {
 
 // contentBytes reads a content value: a string, an array of content parts
 // (OpenAI) or blocks (Anthropic), or null.
-func contentBytes(v gjson.Result, at path) (int64, *RequestError) {
+func contentBytes(v jv.Value, at path) (int64, *RequestError) {
 	if n, array, err := arrayOr(v, at, true, "a string, an array of content parts or null"); !array {
 		return n, err
 	}
@@ -104,9 +104,9 @@ func contentBytes(v gjson.Result, at path) (int64, *RequestError) {
 // partsBytes reads an array of content parts or blocks: text counts; a
 // tool_result's content counts (one level down); a tool_use's input counts
 // its JSON bytes.
-func partsBytes(v gjson.Result, at path, level int) (int64, *RequestError) {
-	return objectsBytes(v, at, "a content part", partNames, func(part gjson.Result, pat path) (int64, *RequestError) {
-		return membersBytes(part, pat, func(k string, f gjson.Result, pat path) (int64, *RequestError) {
+func partsBytes(v jv.Value, at path, level int) (int64, *RequestError) {
+	return objectsBytes(v, at, "a content part", partNames, func(part jv.Value, pat path) (int64, *RequestError) {
+		return membersBytes(part, pat, func(k string, f jv.Value, pat path) (int64, *RequestError) {
 			switch k {
 			case "text":
 				return stringBytes(f, pat.key("text"))
@@ -129,11 +129,11 @@ func partsBytes(v gjson.Result, at path, level int) (int64, *RequestError) {
 }
 
 // toolCallsBytes reads chat tool_calls[].function.arguments.
-func toolCallsBytes(v gjson.Result, at path) (int64, *RequestError) {
+func toolCallsBytes(v jv.Value, at path) (int64, *RequestError) {
 	if n, array, err := arrayOr(v, at, false, "an array of tool calls"); !array {
 		return n, err
 	}
-	return objectsBytes(v, at, "a tool call", callNames, func(call gjson.Result, cat path) (int64, *RequestError) {
+	return objectsBytes(v, at, "a tool call", callNames, func(call jv.Value, cat path) (int64, *RequestError) {
 		if fn := call.Get("function"); fn.IsObject() {
 			if err := foldedKey(fn, cat.key("function"), Unknown, false, functionNames); err != nil {
 				return 0, err
@@ -145,24 +145,24 @@ func toolCallsBytes(v gjson.Result, at path) (int64, *RequestError) {
 
 // promptBytes reads a completions prompt or an embeddings input: a string,
 // an array of strings, an array of tokens, or an array of token arrays.
-func promptBytes(v gjson.Result, at path) (int64, *RequestError) {
+func promptBytes(v jv.Value, at path) (int64, *RequestError) {
 	n, array, err := arrayOr(v, at, true, "a string, an array of strings, an array of tokens or an array of token arrays")
 	if !array {
 		return n, err
 	}
 	i := 0
-	v.ForEach(func(_, e gjson.Result) bool {
+	v.ForEach(func(_, e jv.Value) bool {
 		eat := at.index(i)
 		i++
 		switch {
-		case e.Type == gjson.String:
+		case e.Type == jv.String:
 			n = addSat(n, decodedLen(e.Raw))
-		case e.Type == gjson.Number:
+		case e.Type == jv.Number:
 			n = addSat(n, TokenBytes)
 		case e.IsArray():
 			j := 0
-			e.ForEach(func(_, t gjson.Result) bool {
-				if t.Type != gjson.Number {
+			e.ForEach(func(_, t jv.Value) bool {
+				if t.Type != jv.Number {
 					err = fieldError(eat.index(j), t, "must be a token (an integer); got "+typeName(t))
 					return false
 				}
@@ -180,12 +180,12 @@ func promptBytes(v gjson.Result, at path) (int64, *RequestError) {
 
 // responsesInputBytes reads a responses input: a string, or an array of
 // input items whose content, output and arguments count.
-func responsesInputBytes(v gjson.Result, at path) (int64, *RequestError) {
+func responsesInputBytes(v jv.Value, at path) (int64, *RequestError) {
 	if n, array, err := arrayOr(v, at, true, "a string or an array of input items"); !array {
 		return n, err
 	}
-	return objectsBytes(v, at, "an input item", itemNames, func(item gjson.Result, iat path) (int64, *RequestError) {
-		return membersBytes(item, iat, func(k string, f gjson.Result, iat path) (int64, *RequestError) {
+	return objectsBytes(v, at, "an input item", itemNames, func(item jv.Value, iat path) (int64, *RequestError) {
+		return membersBytes(item, iat, func(k string, f jv.Value, iat path) (int64, *RequestError) {
 			switch k {
 			case "content", "output":
 				return contentBytes(f, iat.key(k))

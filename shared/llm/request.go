@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 )
 
 // Request is what the gates read from a request body.
@@ -108,7 +108,7 @@ func ParseRequest(path string, body []byte) (Request, error) {
 // paths as Fields reads them (out, reused when it has room, holds the
 // value at each path), in the same pass over the body when the one-pass
 // reader takes it: the body is read once.
-func ParseRequestFields(path string, body []byte, paths []string, out []gjson.Result) (Request, []gjson.Result, error) {
+func ParseRequestFields(path string, body []byte, paths []string, out []jv.Value) (Request, []jv.Value, error) {
 	ep := EndpointOf(path)
 	if ep == Unknown {
 		return Request{}, out[:0], &EndpointError{Path: path}
@@ -120,7 +120,7 @@ func ParseRequestFields(path string, body []byte, paths []string, out []gjson.Re
 	return req, out, nil
 }
 
-func parseRequestFields(ep Endpoint, body []byte, paths []string, out []gjson.Result) (Request, []gjson.Result, *RequestError) {
+func parseRequestFields(ep Endpoint, body []byte, paths []string, out []jv.Value) (Request, []jv.Value, *RequestError) {
 	fr := newFieldReader(paths, out)
 	req := Request{Endpoint: ep, Choices: 1}
 	if scanRequest(ep, body, &req, &fr) {
@@ -142,13 +142,13 @@ func parseRequest(ep Endpoint, body []byte) (Request, *RequestError) {
 }
 
 // parseRequestGJSON is the reading of a body the one-pass scanner leaves
-// (see scanrequest.go): checkSyntax, then gjson's iterators, each
+// (see scanrequest.go): checkSyntax, then jv's iterators, each
 // governed member checked for its type and repetition in document order.
 func parseRequestGJSON(ep Endpoint, body []byte) (Request, *RequestError) {
 	if off, cause := checkSyntax(body); off >= 0 {
 		return Request{}, &RequestError{Offset: off, Cause: "invalid JSON: " + cause}
 	}
-	root := gjson.Parse(view(body))
+	root := jv.Parse(view(body))
 	if !root.IsObject() {
 		return Request{}, &RequestError{Offset: root.Index, Cause: "must be a JSON object; got " + typeName(root)}
 	}
@@ -182,7 +182,7 @@ type requestParser struct {
 	err           *RequestError
 }
 
-func (p *requestParser) field(k, v gjson.Result) bool {
+func (p *requestParser) field(k, v jv.Value) bool {
 	_, bit := rootRole(p.req.Endpoint, viewBytes(k.Str)) // the governed members, as the one pass knows them
 	if bit == 0 {
 		p.extra(k.Str, v)
@@ -199,7 +199,7 @@ func (p *requestParser) field(k, v gjson.Result) bool {
 	at := path{}.key(k.Str)
 	switch bit {
 	case seenModel:
-		if v.Type != gjson.String {
+		if v.Type != jv.String {
 			err = fieldError(at, v, "must be a string; got "+typeName(v))
 		} else if v.Str == "" {
 			err = fieldError(at, v, `must not be empty; name the model to call, e.g. "model":"gpt-4o-mini"`)
@@ -208,9 +208,9 @@ func (p *requestParser) field(k, v gjson.Result) bool {
 		}
 	case seenStream:
 		switch v.Type {
-		case gjson.True:
+		case jv.True:
 			r.Stream = true
-		case gjson.False, gjson.Null:
+		case jv.False, jv.Null:
 		default:
 			err = fieldError(at, v, "must be true or false; got "+typeName(v))
 		}
@@ -244,8 +244,8 @@ func (p *requestParser) field(k, v gjson.Result) bool {
 }
 
 // streamOptions reads stream_options.include_usage.
-func streamOptions(v gjson.Result, at path) (bool, *RequestError) {
-	if v.Type == gjson.Null {
+func streamOptions(v jv.Value, at path) (bool, *RequestError) {
+	if v.Type == jv.Null {
 		return false, nil
 	}
 	if !v.IsObject() {
@@ -256,7 +256,7 @@ func streamOptions(v gjson.Result, at path) (bool, *RequestError) {
 	}
 	var include, seen bool
 	var err *RequestError
-	v.ForEach(func(k, f gjson.Result) bool {
+	v.ForEach(func(k, f jv.Value) bool {
 		if k.Str != "include_usage" {
 			return true
 		}
@@ -267,9 +267,9 @@ func streamOptions(v gjson.Result, at path) (bool, *RequestError) {
 		}
 		seen = true
 		switch f.Type {
-		case gjson.True:
+		case jv.True:
 			include = true
-		case gjson.False, gjson.Null:
+		case jv.False, jv.Null:
 		default:
 			err = fieldError(sub, f, "must be true or false; got "+typeName(f))
 			return false
@@ -281,11 +281,11 @@ func streamOptions(v gjson.Result, at path) (bool, *RequestError) {
 
 // tokenLimit reads an output maximum: a non-negative integer, or null
 // (absent, -1).
-func tokenLimit(v gjson.Result, at path) (int64, *RequestError) {
+func tokenLimit(v jv.Value, at path) (int64, *RequestError) {
 	switch v.Type {
-	case gjson.Null:
+	case jv.Null:
 		return -1, nil
-	case gjson.Number:
+	case jv.Number:
 		if v.Num >= 0 && v.Num <= maxExactInt && v.Num == float64(int64(v.Num)) {
 			return int64(v.Num), nil
 		}
@@ -303,17 +303,17 @@ func addSat(a, b int64) int64 {
 }
 
 // typeName names a JSON value's type for an error message.
-func typeName(v gjson.Result) string {
+func typeName(v jv.Value) string {
 	switch v.Type {
-	case gjson.Null:
+	case jv.Null:
 		return "null"
-	case gjson.True, gjson.False:
+	case jv.True, jv.False:
 		return "a boolean"
-	case gjson.Number:
+	case jv.Number:
 		return "a number"
-	case gjson.String:
+	case jv.String:
 		return "a string"
-	case gjson.JSON:
+	case jv.JSON:
 		if v.IsArray() {
 			return "an array"
 		}
@@ -329,16 +329,16 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // its prompt: how many completions it generates, and whether its input
 // reaches beyond the body. A value of the wrong type is left for the
 // provider to refuse.
-func (p *requestParser) extra(key string, v gjson.Result) {
+func (p *requestParser) extra(key string, v jv.Value) {
 	r := &p.req
 	switch ep := r.Endpoint; {
 	case key == "n" && (ep == ChatCompletions || ep == Completions), key == "best_of" && ep == Completions:
-		if v.Type == gjson.Number && v.Num >= 1 && v.Num <= 1<<20 && v.Num == float64(int64(v.Num)) && int64(v.Num) > r.Choices {
+		if v.Type == jv.Number && v.Num >= 1 && v.Num <= 1<<20 && v.Num == float64(int64(v.Num)) && int64(v.Num) > r.Choices {
 			r.Choices = int64(v.Num)
 		}
 	case ep != Responses:
 	case key == "previous_response_id" || key == "conversation":
-		if v.Type != gjson.Null && v.Raw != `""` {
+		if v.Type != jv.Null && v.Raw != `""` {
 			r.RemoteInput = true
 		}
 	case key == "prompt":
@@ -347,7 +347,7 @@ func (p *requestParser) extra(key string, v gjson.Result) {
 		}
 	case key == "tools":
 		i := 0
-		v.ForEach(func(k, t gjson.Result) bool {
+		v.ForEach(func(k, t jv.Value) bool {
 			at := path{}.key("tools")
 			if v.IsArray() {
 				at = at.index(i)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
@@ -22,7 +22,7 @@ import (
 // values of their documented types, each governed key once and spelt
 // without escapes. Anything else (a 400 to word, a key such as
 // "mod\u0065l", a tool call with two function members) is read again by
-// the gjson path, which decides and words the error;
+// the jv path, which decides and words the error;
 // TestScanRequestMatchesGJSON and FuzzScanRequest hold the two readings to
 // the same results.
 
@@ -102,7 +102,7 @@ type bodyEdits struct {
 	optsNull      bool  // stream_options is null
 	optsMembers   int   // its members
 	include       span  // stream_options.include_usage
-	includeType   uint8 // gjson.True, False or Null
+	includeType   uint8 // jv.True, False or Null
 }
 
 // scanRequest reads body for endpoint ep into r (which holds Choices 1)
@@ -222,7 +222,7 @@ func scanRequest(ep Endpoint, b []byte, r *Request, fr *fieldReader) bool {
 				// Close the innermost container.
 				depth--
 				if depth == 1 && field != nil {
-					fr.member(view(field), gjson.ParseBytes(b[opens[1]:tok.End]))
+					fr.member(view(field), jv.ParseBytes(b[opens[1]:tok.End]))
 					field = nil
 				}
 				if depth < semanticDepth {
@@ -388,7 +388,7 @@ func scanRequest(ep Endpoint, b []byte, r *Request, fr *fieldReader) bool {
 			// A scalar in role.
 			vs, i := tok.Start, tok.End
 			if depth == 1 && field != nil {
-				fr.member(view(field), gjson.ParseBytes(b[vs:i]))
+				fr.member(view(field), jv.ParseBytes(b[vs:i]))
 				field = nil
 			}
 			switch role {
@@ -415,14 +415,14 @@ func scanRequest(ep Endpoint, b []byte, r *Request, fr *fieldReader) bool {
 				}
 				ed.opts, ed.optsNull = span{vs, i}, true
 			case vIncludeUsage:
-				var typ gjson.Type
+				var typ jv.Type
 				switch tok.Kind {
 				case jsontok.True:
-					r.IncludeUsage, typ = true, gjson.True
+					r.IncludeUsage, typ = true, jv.True
 				case jsontok.False:
-					typ = gjson.False
+					typ = jv.False
 				case jsontok.Null:
-					typ = gjson.Null
+					typ = jv.Null
 				default:
 					return false
 				}

@@ -1,7 +1,7 @@
 package llm
 
 import (
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
@@ -32,19 +32,19 @@ func (r *Request) SetModel(body []byte, model string) ([]byte, bool) {
 }
 
 // modelSpan is where the last top-level model string member of body is,
-// read with gjson (end 0 when there is none, or body is not a valid JSON
+// read with jv (end 0 when there is none, or body is not a valid JSON
 // object).
 func modelSpan(body []byte) span {
 	if off, _ := checkSyntax(body); off >= 0 {
 		return span{}
 	}
-	root := gjson.Parse(view(body))
+	root := jv.Parse(view(body))
 	if !root.IsObject() {
 		return span{}
 	}
 	var at span
-	root.ForEach(func(k, v gjson.Result) bool {
-		if k.Str == "model" && v.Type == gjson.String {
+	root.ForEach(func(k, v jv.Value) bool {
+		if k.Str == "model" && v.Type == jv.String {
 			at = span{v.Index, v.Index + len(v.Raw)}
 		}
 		return true

@@ -5,7 +5,7 @@ import (
 	"math/bits"
 	"strings"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"github.com/tokentriage/tokentriage/shared/ledger"
@@ -487,20 +487,20 @@ func (s *StreamScanner) dataOf(ev []byte) (data []byte, off int) {
 // openAIChunk reads a chat or completions chunk and reports whether it is
 // the usage-only chunk to strip.
 func (s *StreamScanner) openAIChunk(data []byte) bool {
-	root := gjson.Parse(view(data))
+	root := jv.Parse(view(data))
 	if !root.IsObject() {
 		return false // data: [DONE], or not JSON
 	}
-	var usage gjson.Result
+	var usage jv.Value
 	choices := -1
-	root.ForEach(func(k, v gjson.Result) bool {
+	root.ForEach(func(k, v jv.Value) bool {
 		switch k.Str {
 		case "model":
 			s.setModel(v)
 		case "choices":
 			if v.IsArray() {
 				choices = 0
-				v.ForEach(func(_, ch gjson.Result) bool {
+				v.ForEach(func(_, ch jv.Value) bool {
 					choices++
 					s.choiceText(ch)
 					return true
@@ -512,6 +512,9 @@ func (s *StreamScanner) openAIChunk(data []byte) bool {
 		return true
 	})
 	c, ok := readCounts(usage)
+	if !ok && !usage.Exists() && jsontok.Valid(data, jsontok.GJSON).Code != jsontok.ErrNone {
+		c, ok = lastUsage(data) // broken before its usage member
+	}
 	if !ok {
 		return false
 	}
@@ -526,18 +529,18 @@ func (s *StreamScanner) openAIChunk(data []byte) bool {
 }
 
 // choiceText counts one streamed choice's text.
-func (s *StreamScanner) choiceText(ch gjson.Result) {
-	ch.ForEach(func(k, v gjson.Result) bool {
+func (s *StreamScanner) choiceText(ch jv.Value) {
+	ch.ForEach(func(k, v jv.Value) bool {
 		switch k.Str {
 		case "text": // completions
 			s.addText(v)
 		case "delta": // chat
-			v.ForEach(func(k, f gjson.Result) bool {
+			v.ForEach(func(k, f jv.Value) bool {
 				switch k.Str {
 				case "content", "refusal":
 					s.addText(f)
 				case "tool_calls":
-					f.ForEach(func(_, call gjson.Result) bool {
+					f.ForEach(func(_, call jv.Value) bool {
 						s.addText(call.Get("function.arguments"))
 						return true
 					})
@@ -551,12 +554,12 @@ func (s *StreamScanner) choiceText(ch gjson.Result) {
 
 // responsesEvent reads one responses API event.
 func (s *StreamScanner) responsesEvent(data []byte) {
-	root := gjson.Parse(view(data))
+	root := jv.Parse(view(data))
 	if !root.IsObject() {
 		return
 	}
-	var typ, delta, resp gjson.Result
-	root.ForEach(func(k, v gjson.Result) bool {
+	var typ, delta, resp jv.Value
+	root.ForEach(func(k, v jv.Value) bool {
 		switch k.Str {
 		case "type":
 			typ = v
@@ -571,30 +574,34 @@ func (s *StreamScanner) responsesEvent(data []byte) {
 	case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta":
 		s.addText(delta)
 	}
-	if !resp.IsObject() {
-		return
-	}
-	resp.ForEach(func(k, v gjson.Result) bool {
+	var usage jv.Value
+	resp.ForEach(func(k, v jv.Value) bool {
 		switch k.Str {
 		case "model":
 			s.setModel(v)
 		case "usage":
+			usage = v
 			if c, ok := readCounts(v); ok {
 				s.openai, s.haveOpenAI = c, true
 			}
 		}
 		return true
 	})
+	if !usage.Exists() && (!resp.Exists() || !resp.Complete()) && jsontok.Valid(data, jsontok.GJSON).Code != jsontok.ErrNone {
+		if c, ok := lastUsage(data); ok { // broken before its usage member
+			s.openai, s.haveOpenAI = c, true
+		}
+	}
 }
 
 // anthropicEvent reads one Anthropic messages event.
 func (s *StreamScanner) anthropicEvent(data []byte) {
-	root := gjson.Parse(view(data))
+	root := jv.Parse(view(data))
 	if !root.IsObject() {
 		return
 	}
-	var typ, message, delta, usage gjson.Result
-	root.ForEach(func(k, v gjson.Result) bool {
+	var typ, message, delta, usage jv.Value
+	root.ForEach(func(k, v jv.Value) bool {
 		switch k.Str {
 		case "type":
 			typ = v
@@ -609,7 +616,7 @@ func (s *StreamScanner) anthropicEvent(data []byte) {
 	})
 	switch typ.Str {
 	case "message_start":
-		message.ForEach(func(k, v gjson.Result) bool {
+		message.ForEach(func(k, v jv.Value) bool {
 			switch k.Str {
 			case "model":
 				s.setModel(v)
@@ -628,7 +635,7 @@ func (s *StreamScanner) anthropicEvent(data []byte) {
 			s.anthropic.merge(c)
 		}
 	case "content_block_delta":
-		delta.ForEach(func(k, v gjson.Result) bool {
+		delta.ForEach(func(k, v jv.Value) bool {
 			switch k.Str {
 			case "text", "partial_json", "thinking":
 				s.addText(v)
@@ -644,22 +651,31 @@ func (s *StreamScanner) degraded() {
 	if s.ep != ChatCompletions && s.ep != Completions && s.ep != Responses {
 		return
 	}
+	if c, ok := lastUsage(s.lastTail()); ok {
+		s.openai, s.haveOpenAI = c, true
+	}
+}
+
+// lastUsage reads the last usage object in b that is valid JSON with the
+// counts readCounts wants: the reading of what is not one valid document
+// (an event too large to hold, of which only the tail is kept; an answer
+// or event broken before its usage member), where the members cannot be
+// told apart by their place.
+func lastUsage(b []byte) (counts, bool) {
 	const key = `"usage":`
-	tail := s.lastTail()
-	t := tail
+	t := b
 	for {
 		i := bytes.LastIndex(t, []byte(key))
 		if i < 0 {
-			return
+			return counts{}, false
 		}
 		j := i + len(key)
-		for j < len(tail) && jsontok.IsSpace(tail[j]) {
+		for j < len(b) && jsontok.IsSpace(b[j]) {
 			j++
 		}
-		if end := objectEnd(tail[j:]); end > 0 {
-			if c, ok := readCounts(gjson.Parse(view(tail[j : j+end]))); ok {
-				s.openai, s.haveOpenAI = c, true
-				return
+		if end := objectEnd(b[j:]); end > 0 {
+			if c, ok := readCounts(jv.Parse(view(b[j : j+end]))); ok {
+				return c, true
 			}
 		}
 		t = t[:i]
@@ -693,12 +709,12 @@ func objectEnd(b []byte) int {
 	return -1
 }
 
-func (s *StreamScanner) addText(v gjson.Result) {
+func (s *StreamScanner) addText(v jv.Value) {
 	s.textBytes = addSat(s.textBytes, textLen(v))
 }
 
-func (s *StreamScanner) setModel(v gjson.Result) {
-	if s.model == "" && v.Type == gjson.String && v.Str != "" {
+func (s *StreamScanner) setModel(v jv.Value) {
+	if s.model == "" && v.Type == jv.String && v.Str != "" {
 		s.model = strings.Clone(v.Str)
 	}
 }

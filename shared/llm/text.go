@@ -3,7 +3,7 @@ package llm
 import (
 	"unsafe"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
@@ -29,8 +29,8 @@ func viewBytes(s string) []byte {
 // textLen is the number of bytes r's text has once its escapes are decoded,
 // computed without decoding: a string's decoded length (what gjson's Str
 // holds), 0 for anything that is not a string.
-func textLen(r gjson.Result) int64 {
-	if r.Type != gjson.String {
+func textLen(r jv.Value) int64 {
+	if r.Type != jv.String {
 		return 0
 	}
 	return decodedLen(r.Raw)

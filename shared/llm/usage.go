@@ -4,7 +4,8 @@ import (
 	"math"
 	"strings"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
@@ -54,15 +55,17 @@ func ParseUsage(path string, body []byte) (u ledger.Usage, servedModel string, o
 	return parseUsageGJSON(ep, body)
 }
 
-// parseUsageGJSON is ParseUsage through gjson's iteration of the top
-// level, for the bodies findUsage is not sure of.
+// parseUsageGJSON is ParseUsage through jv's iteration of the top level
+// (gjson's, on a valid body), for the bodies findUsage is not sure of. A
+// body broken before its usage member has its last valid usage object
+// read (lastUsage), as gjson read past the fault to it.
 func parseUsageGJSON(ep Endpoint, body []byte) (u ledger.Usage, servedModel string, ok bool) {
-	root := gjson.Parse(view(body))
+	root := jv.Parse(view(body))
 	if !root.IsObject() {
 		return ledger.Usage{}, "", false
 	}
-	var usage, model gjson.Result
-	root.ForEach(func(k, v gjson.Result) bool {
+	var usage, model jv.Value
+	root.ForEach(func(k, v jv.Value) bool {
 		switch k.Str {
 		case "usage":
 			usage = v
@@ -72,10 +75,13 @@ func parseUsageGJSON(ep Endpoint, body []byte) (u ledger.Usage, servedModel stri
 		return true
 	})
 	c, ok := readCounts(usage)
+	if !ok && !usage.Exists() && jsontok.Valid(body, jsontok.GJSON).Code != jsontok.ErrNone {
+		c, ok = lastUsage(body) // broken before its usage member
+	}
 	if !ok {
 		return ledger.Usage{}, "", false
 	}
-	if model.Type == gjson.String {
+	if model.Type == jv.String {
 		servedModel = strings.Clone(model.Str)
 	}
 	return c.usage(ep), servedModel, true
@@ -106,7 +112,7 @@ const (
 // not report readably, and the caller estimates it as it would missing
 // usage. A malformed cached or reasoning count is left out (cached tokens
 // are then billed as plain input).
-func readCounts(u gjson.Result) (c counts, ok bool) {
+func readCounts(u jv.Value) (c counts, ok bool) {
 	if !u.IsObject() {
 		return counts{}, false
 	}
@@ -114,7 +120,7 @@ func readCounts(u gjson.Result) (c counts, ok bool) {
 		return counts{}, false
 	}
 	bad := false
-	u.ForEach(func(k, v gjson.Result) bool {
+	u.ForEach(func(k, v jv.Value) bool {
 		dst, bit, detail := usageMember(&c, k.Str)
 		switch {
 		case dst == nil:
@@ -124,7 +130,7 @@ func readCounts(u gjson.Result) (c counts, ok bool) {
 				*dst, c.has = n, c.has|bit
 			}
 			return true
-		case v.Type == gjson.Null:
+		case v.Type == jv.Null:
 			return true // null is absent
 		}
 		n, ok := count(v)
@@ -220,8 +226,8 @@ func (c counts) usage(ep Endpoint) ledger.Usage {
 // for anything else (a string, a negative number, a fraction, null,
 // absent). Counts from 2^53 up read as 2^53: settlement bounds what a
 // request could have produced long before that.
-func count(v gjson.Result) (int64, bool) {
-	if v.Type != gjson.Number || !(v.Num >= 0) || v.Num != math.Trunc(v.Num) {
+func count(v jv.Value) (int64, bool) {
+	if v.Type != jv.Number || !(v.Num >= 0) || v.Num != math.Trunc(v.Num) {
 		return 0, false
 	}
 	if v.Num >= maxExactInt {

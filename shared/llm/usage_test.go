@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
@@ -139,7 +140,7 @@ func TestCountsOfMatchesReadCounts(t *testing.T) {
 			return // readCountsRaw's callers have checked the syntax
 		}
 		c, ok := readCountsRaw([]byte(u))
-		wc, wok := readCounts(gjson.Parse(u))
+		wc, wok := readCounts(jv.Parse(u))
 		if ok != wok || ok && c != wc {
 			t.Fatalf("%s: one pass %+v %v, readCounts %+v %v", u, c, ok, wc, wok)
 		}

@@ -3,7 +3,7 @@ package llm
 import (
 	"strings"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/jsontok"
 )
@@ -16,8 +16,9 @@ import (
 // value of the answer (the whole completion text) through its generic
 // parser; in the filter's wasm that was most of a non-streamed request's
 // settlement. ok is false for a body this pass is not sure of (invalid
-// JSON, which gjson reads leniently; a top-level name spelt with escapes;
-// nesting deeper than MaxDepth): the caller then reads it with gjson.
+// JSON, read up to its fault and then for its last valid usage object; a
+// top-level name spelt with escapes; nesting deeper than MaxDepth): the
+// caller then reads it with jv.
 // TestFindUsageMatchesGJSON and FuzzParseUsage hold the two to the same
 // results.
 func findUsage(b []byte) (usage, model span, ok bool) {
@@ -74,7 +75,7 @@ func findUsage(b []byte) (usage, model span, ok bool) {
 }
 
 // parseUsageFast is ParseUsage over findUsage's spans; ok false when
-// findUsage was not sure (the caller then takes the gjson path).
+// findUsage was not sure (the caller then takes the jv path).
 func parseUsageFast(body []byte) (c counts, served string, have, ok bool) {
 	u, m, ok := findUsage(body)
 	if !ok {
@@ -92,7 +93,7 @@ func parseUsageFast(body []byte) (c counts, served string, have, ok bool) {
 	return c, served, true, true
 }
 
-// readCountsRaw is readCounts(gjson.Parse(raw)) for a usage object whose
+// readCountsRaw is readCounts(jv.Parse(raw)) for a usage object whose
 // syntax its caller has already checked (findUsage, walkEvent): one pass
 // over its members that reads plain counts as integers, with no second
 // syntax check, no gjson iteration and no float parsing (in the filter's
@@ -105,7 +106,7 @@ func readCountsRaw(raw []byte) (counts, bool) {
 	if c, ok, sure := countsOf(raw); sure {
 		return c, ok
 	}
-	return readCounts(gjson.Parse(view(raw)))
+	return readCounts(jv.Parse(view(raw)))
 }
 
 // countsOf is readCountsRaw's one pass over a valid usage object b; sure

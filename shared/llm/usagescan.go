@@ -3,7 +3,7 @@ package llm
 import (
 	"bytes"
 
-	"github.com/tidwall/gjson"
+	"github.com/tokentriage/tokentriage/shared/jsontok/jv"
 
 	"github.com/tokentriage/tokentriage/shared/jsontok"
 	"github.com/tokentriage/tokentriage/shared/ledger"
@@ -265,7 +265,7 @@ func keepOf(key []byte, big bool) uint8 {
 	}
 	name := key
 	if bytes.IndexByte(key, '\\') >= 0 {
-		name = []byte(gjson.Parse(`"` + string(key) + `"`).Str)
+		name = []byte(jv.Parse(`"` + string(key) + `"`).Str)
 	}
 	switch string(name) {
 	case "usage":
