@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,27 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLedgerWriteFailureIsLoudAndRecovers runs an accountant process whose
 // ledger hits its file size limit (RLIMIT_FSIZE, set on the running
@@ -55,7 +37,7 @@ func TestLedgerWriteFailureIsLoudAndRecovers(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	os.WriteFile(cfg, []byte(crashConfig), 0o644)
 
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "TT_CHILD_CONFIG="+cfg, "TT_CHILD_DATA="+data)
 	cmd.Stderr = &stderr

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
@@ -28,7 +29,7 @@ type node struct {
 	data    string
 	addr    string
 	control string
-	logs    *syncBuffer
+	logs    *testkit.Buffer
 	s       *Server
 	stop    context.CancelFunc
 	done    chan error
@@ -45,7 +46,7 @@ func startNode(t testing.TB, config, data, addr, control string) *node {
 // tokens and logger filled in.
 func startNodeWith(t testing.TB, addr string, o Options) *node {
 	t.Helper()
-	n := &node{t: t, config: o.ConfigPath, data: o.DataDir, control: o.Control, logs: &syncBuffer{}}
+	n := &node{t: t, config: o.ConfigPath, data: o.DataDir, control: o.Control, logs: &testkit.Buffer{}}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tokentriage/tokentriage/accountant/runtime"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
@@ -54,7 +55,7 @@ func TestLostWALStopsTheStart(t *testing.T) {
 		!strings.Contains(err.Error(), "--accept-plane-rollback") {
 		t.Fatalf("started on a lost WAL: %v", err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	s, err := New(Options{ConfigPath: cfg, DataDir: lost, InternalToken: testInternalToken, AcceptPlaneRollback: true,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -85,28 +84,8 @@ func benchRedisPosts(b *testing.B, client *http.Client, r *redistest.Server, url
 			suspended++
 		}
 	}
-	b.ReportMetric(commandCalls(b, r, "evalsha")/float64(b.N), "redis_ops/req")
+	b.ReportMetric(r.CommandStat(b, "evalsha", "calls")/float64(b.N), "redis_ops/req")
 	b.ReportMetric(float64(suspended)/float64(b.N), "suspended/req")
-}
-
-// commandCalls is how many times the server ran cmd since the last
-// CONFIG RESETSTAT (INFO commandstats).
-func commandCalls(tb testing.TB, r *redistest.Server, cmd string) float64 {
-	info, err := r.Do("INFO", "commandstats")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":"); ok {
-			for _, f := range strings.Split(rest, ",") {
-				if v, ok := strings.CutPrefix(f, "calls="); ok {
-					x, _ := strconv.ParseFloat(v, 64)
-					return x
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // fleetOvershootConfig: one limit of each class, each on calls only it

@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tokentriage/tokentriage/accountant"
+	"github.com/tokentriage/tokentriage/accountant/accountanttest"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/wire"
@@ -181,21 +180,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	for i := range rows {
 		b = ledgerlog.AppendRow(b, &rows[i])
 	}
-	data := filepath.Join(dir, "data")
-	os.MkdirAll(data, 0o755)
-	os.WriteFile(filepath.Join(data, ledgerlog.ActiveName), b, 0o644)
 	cfg := filepath.Join(dir, "tokentriage.yaml")
-	os.WriteFile(cfg, []byte(config), 0o644)
-	s, err := accountant.New(accountant.Options{ConfigPath: cfg, DataDir: data, AdminToken: adminToken, InternalToken: internalToken,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(func() { srv.Close(); s.Close() })
+	base := accountanttest.Serve(t, accountant.Options{ConfigPath: cfg, DataDir: accountanttest.LedgerDir(t, b),
+		AdminToken: adminToken, InternalToken: internalToken})
 
 	ctx, problems := browser(t)
-	page := srv.URL + "/tt/ui/?refresh=1"
+	page := base + "/tt/ui/?refresh=1"
 	art := t.ArtifactDir()
 	shot := func(name string) {
 		t.Helper()
@@ -296,7 +289,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	extra.RequestID = wire.NewRequestID([16]byte{0x77, 15: 0x5a})
 	extra.Cost = nil // the accountant prices what it ingests
 	nb = ledgerlog.AppendRow(nb, &extra)
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/tt/internal/v1/ingest", bytes.NewReader(nb))
+	req, _ := http.NewRequest(http.MethodPost, base+"/tt/internal/v1/ingest", bytes.NewReader(nb))
 	req.Header.Set("Authorization", "Bearer "+internalToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
@@ -307,7 +300,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// A delegated admin of team:ml sees that subtree and nothing else.
 	body := strings.NewReader(`{"scope":"org:acme/team:ml"}`)
-	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/tt/api/v1/admins", body)
+	req, _ = http.NewRequest(http.MethodPost, base+"/tt/api/v1/admins", body)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err = http.DefaultClient.Do(req)

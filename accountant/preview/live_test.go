@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant"
+	"github.com/tokentriage/tokentriage/accountant/accountanttest"
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/shared/ledger"
@@ -24,7 +22,6 @@ const liveToken = "preview-test-admin-token"
 // whose ledger is the sandbox's rows followed by extra.
 func startAccountant(t *testing.T, extra []ledger.Row) string {
 	t.Helper()
-	dir := t.TempDir()
 	b, err := os.ReadFile("testdata/sandbox.jsonl")
 	if err != nil {
 		t.Fatal(err)
@@ -32,26 +29,13 @@ func startAccountant(t *testing.T, extra []ledger.Row) string {
 	for i := range extra {
 		b = ledgerlog.AppendRow(b, &extra[i])
 	}
-	if err := os.WriteFile(filepath.Join(dir, "decisions.jsonl"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := accountant.New(accountant.Options{
+	return accountanttest.Serve(t, accountant.Options{
 		ConfigPath:    "testdata/sixlimits.yaml",
-		DataDir:       dir,
+		DataDir:       accountanttest.LedgerDir(t, b),
 		AdminToken:    liveToken,
 		InternalToken: "internal-" + liveToken,
-		Logger:        slog.New(slog.DiscardHandler),
 		Now:           func() time.Time { return at },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		s.Close()
-	})
-	return srv.URL
 }
 
 func liveFrom(url string) func() Live {

@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -215,28 +213,7 @@ func BenchmarkRateTake(b *testing.B) {
 				}
 			}
 			b.ReportMetric(1, "redis_ops/op")
-			b.ReportMetric(serverMicros(b, r, "evalsha"), "server_µs/op")
+			b.ReportMetric(r.CommandStat(b, "evalsha", "usec_per_call"), "server_µs/op")
 		})
 	}
-}
-
-// serverMicros is the server's own CPU time per call of cmd (INFO
-// commandstats): what a script costs Redis, whatever the load on the
-// client side.
-func serverMicros(tb testing.TB, r *redistest.Server, cmd string) float64 {
-	info, err := r.Do("INFO", "commandstats")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":"); ok {
-			for _, f := range strings.Split(rest, ",") {
-				if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
-					x, _ := strconv.ParseFloat(v, 64)
-					return x
-				}
-			}
-		}
-	}
-	return 0
 }

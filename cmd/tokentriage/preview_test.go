@@ -1,8 +1,6 @@
 package main
 
 import (
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant"
+	"github.com/tokentriage/tokentriage/accountant/accountanttest"
 )
 
 const (
@@ -28,31 +27,17 @@ func previewAccountant(t *testing.T) string {
 // copy of ledger, with its clock stopped at now, and returns its URL.
 func ledgerAccountant(t *testing.T, ledger string, now time.Time) string {
 	t.Helper()
-	dir := t.TempDir()
 	b, err := os.ReadFile(ledger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "decisions.jsonl"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := accountant.New(accountant.Options{
+	return accountanttest.Serve(t, accountant.Options{
 		ConfigPath:    previewConfig,
-		DataDir:       dir,
+		DataDir:       accountanttest.LedgerDir(t, b),
 		AdminToken:    keysTestToken,
 		InternalToken: "internal-" + keysTestToken,
-		Logger:        slog.New(slog.DiscardHandler),
 		Now:           func() time.Time { return now },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		s.Close()
-	})
-	return srv.URL
 }
 
 // TestPreviewClosingStanza: with --accountant the report ends with each
