@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -278,8 +277,7 @@ func TestAlertFormats(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			rcv := newReceiver(t, format)
 			dir := t.TempDir()
-			cfg := filepath.Join(dir, "c.yaml")
-			os.WriteFile(cfg, []byte(testConfig), 0o644)
+			cfg := writeConfig(t, dir, testConfig)
 			s, err := New(Options{ConfigPath: cfg, DataDir: dir, Listen: "127.0.0.1:8791", AlertWebhook: rcv.srv.URL, AlertFormat: format,
 				InternalToken: testInternalToken, Now: func() time.Time { return t0 }, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
@@ -330,8 +328,7 @@ func TestDailySpendReport(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			rcv := newReceiver(t, format)
 			f := &fixture{dir: t.TempDir(), clock: &clock{t: t0}, logs: &bytes.Buffer{}}
-			f.config = filepath.Join(f.dir, "c.yaml")
-			os.WriteFile(f.config, []byte(testConfig), 0o644)
+			f.config = writeConfig(t, f.dir, testConfig)
 			start := func() {
 				s, err := New(Options{ConfigPath: f.config, DataDir: filepath.Join(f.dir, "data"), Listen: "127.0.0.1:8791", AdminToken: "admin-secret",
 					AlertWebhook: rcv.srv.URL, AlertFormat: format, SpendReport: SpendReportDaily, InternalToken: testInternalToken,
@@ -450,8 +447,7 @@ func waitIdle(s *Server) {
 
 func TestSpendReportNeedsAWebhook(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "c.yaml")
-	os.WriteFile(cfg, []byte(testConfig), 0o644)
+	cfg := writeConfig(t, dir, testConfig)
 	for _, c := range []struct {
 		o    Options
 		want string

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
@@ -102,9 +101,7 @@ func TestReloadsAreAudited(t *testing.T) {
 	if edited == overrideConfig {
 		t.Fatal("the edit changed nothing")
 	}
-	if err := os.WriteFile(f.config, []byte(edited), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, edited)
 	if err := f.s.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +109,7 @@ func TestReloadsAreAudited(t *testing.T) {
 	if second == first {
 		t.Fatal("the edited config armed the same plan")
 	}
-	if err := os.WriteFile(f.config, []byte("governance: {enabled: maybe}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, "governance: {enabled: maybe}\n")
 	if code, body := f.admin(t, http.MethodPost, api.Prefix+"reload", ""); code != http.StatusConflict {
 		t.Fatalf("broken reload: %d %s", code, body)
 	}
@@ -176,9 +171,7 @@ func TestReloadNamesKeysLeftOutOfTheTree(t *testing.T) {
 	if strings.Contains(f.logs.String(), note) {
 		t.Fatalf("warned while the owner is in the tree:\n%s", f.logs)
 	}
-	if err := os.WriteFile(f.config, []byte(strings.Replace(overrideConfig, "teams: [ml]", "teams: [ai]", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, strings.Replace(overrideConfig, "teams: [ml]", "teams: [ai]", 1))
 	if err := f.s.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,9 +202,7 @@ func TestReloadPinnedAtRuntimeNode(t *testing.T) {
       amount: 3
       period: day
 `
-	if err := os.WriteFile(f.config, []byte(pinned), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, pinned)
 	err := f.s.Reload()
 	want := `governance: compile limits: govern: limit "rt_daily": pinned node "org:acme/team:rt" not in tenancy tree; ` +
 		`it is a runtime node (created with POST /tt/api/v1/nodes), and a limit is pinned only at a node declared in governance.tenants ` +

@@ -107,9 +107,8 @@ func startChild(t *testing.T, cfg, data string) *child {
 // was not acknowledged) and checks every row is counted exactly once.
 func TestCrashLosesNoAcknowledgedRow(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "c.yaml")
+	cfg := writeConfig(t, dir, crashConfig)
 	data := filepath.Join(dir, "data")
-	os.WriteFile(cfg, []byte(crashConfig), 0o644)
 
 	const senders, perBatch = 4, 50
 	var mu sync.Mutex

@@ -33,9 +33,8 @@ import (
 // restart) the same batch is recorded afresh and counted once.
 func TestLedgerWriteFailureIsLoudAndRecovers(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "c.yaml")
+	cfg := writeConfig(t, dir, crashConfig)
 	data := filepath.Join(dir, "data")
-	os.WriteFile(cfg, []byte(crashConfig), 0o644)
 
 	var stderr testkit.Buffer
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -134,11 +133,13 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 
 func writeConfig(t testing.TB, dir, config string) string {
 	t.Helper()
-	p := filepath.Join(dir, "tokentriage.yaml")
-	if err := os.WriteFile(p, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testkit.WriteFile(t, dir, "tokentriage.yaml", []byte(config))
+}
+
+// setConfig writes config over the fixture's config file.
+func (f *fixture) setConfig(t testing.TB, config string) {
+	t.Helper()
+	testkit.WriteFile(t, filepath.Dir(f.config), filepath.Base(f.config), []byte(config))
 }
 
 // TestMirrorServesTheOwnersKeys: a key minted on the owner is in every

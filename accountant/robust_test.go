@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/core"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
@@ -147,10 +148,8 @@ func TestStoppingDoesNotWaitOnAStalledWebhook(t *testing.T) {
 // holds are refused at start with what is wrong and what to do.
 func TestNewRefusesBadInputsClearly(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "c.yaml")
-	os.WriteFile(cfg, []byte(testConfig), 0o644)
-	file := filepath.Join(dir, "afile")
-	os.WriteFile(file, []byte("x"), 0o644)
+	cfg := writeConfig(t, dir, testConfig)
+	file := testkit.WriteFile(t, dir, "afile", []byte("x"))
 	quiet := slog.New(slog.DiscardHandler)
 	for _, c := range []struct {
 		name string

@@ -3,7 +3,6 @@ package accountant
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -198,9 +197,7 @@ func TestOverrideArmedByReloadNeedsThePlan(t *testing.T) {
 	wantState(t, "held", f.overrideState(t), "in_force", "")
 
 	lower := strings.Replace(overrideConfig, "max_amount_usd: 5", "max_amount_usd: 3", 1)
-	if err := os.WriteFile(f.config, []byte(lower), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, lower)
 	if err := f.s.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -211,9 +208,7 @@ func TestOverrideArmedByReloadNeedsThePlan(t *testing.T) {
 	// A reload to another config that holds the override again: a
 	// still holds the plan with the lower ceiling.
 	higher := strings.Replace(overrideConfig, "max_amount_usd: 5", "max_amount_usd: 6", 1)
-	if err := os.WriteFile(f.config, []byte(higher), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, higher)
 	if err := f.s.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -223,9 +218,7 @@ func TestOverrideArmedByReloadNeedsThePlan(t *testing.T) {
 	wantState(t, "a holding the reloaded plan", f.overrideState(t), "in_force", "")
 
 	// A reload that leaves the override as it was keeps it in force.
-	if err := os.WriteFile(f.config, []byte(strings.Replace(higher, "thresholds: [0.5]", "thresholds: [0.6]", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, strings.Replace(higher, "thresholds: [0.5]", "thresholds: [0.6]", 1))
 	if err := f.s.Reload(); err != nil {
 		t.Fatal(err)
 	}

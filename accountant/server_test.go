@@ -80,9 +80,7 @@ func newFixture(t testing.TB, config string) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := &fixture{dir: dir, config: filepath.Join(dir, "tokentriage.yaml"), clock: &clock{t: t0}, logs: &bytes.Buffer{}}
-	if err := os.WriteFile(f.config, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, config)
 	f.start(t)
 	return f
 }
@@ -295,10 +293,8 @@ func TestReloadKeepsPlanOnBadConfig(t *testing.T) {
 	f := newFixture(t, testConfig)
 	f.ingest(t, batch(row(reqID(1), t0, "org:acme/team:ml", "gpt-4o-mini", 10, 10)))
 	first := f.sync(t, "")
-	if err := os.WriteFile(f.config, []byte(strings.Replace(testConfig, "period: day", "period: fortnight", 1)+
-		"    - id: Bad\n      attach: { level: team }\n      type: rpm\n      amount: 1\n      period: 1m\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, strings.Replace(testConfig, "period: day", "period: fortnight", 1)+
+		"    - id: Bad\n      attach: { level: team }\n      type: rpm\n      amount: 1\n      period: 1m\n")
 	err := f.s.Reload()
 	if err == nil {
 		t.Fatal("reload of a broken config succeeded")
@@ -310,9 +306,7 @@ func TestReloadKeepsPlanOnBadConfig(t *testing.T) {
 		t.Errorf("plan changed after a rejected reload")
 	}
 	// A good new config adds a limit that counts history.
-	if err := os.WriteFile(f.config, []byte(testConfig+"    - id: ml_week\n      attach: { node: \"org:acme/team:ml\" }\n      type: quota_tokens\n      amount: 100\n      period: week\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, testConfig+"    - id: ml_week\n      attach: { node: \"org:acme/team:ml\" }\n      type: quota_tokens\n      amount: 100\n      period: week\n")
 	if err := f.s.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -365,8 +359,7 @@ func withWebhook(t *testing.T) (*Server, chan AlertEvent) {
 	}))
 	t.Cleanup(hook.Close)
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "c.yaml")
-	os.WriteFile(cfg, []byte(testConfig), 0o644)
+	cfg := writeConfig(t, dir, testConfig)
 	s, err := New(Options{ConfigPath: cfg, DataDir: dir, AlertWebhook: hook.URL, InternalToken: testInternalToken, Now: func() time.Time { return t0 },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/accountant/spend"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
@@ -54,20 +55,14 @@ func spendFixture(t *testing.T, now time.Time, rotated map[string][]byte, active
 	t.Helper()
 	dir := t.TempDir()
 	f := &fixture{dir: dir, config: filepath.Join(dir, "tokentriage.yaml"), clock: &clock{t: now}, logs: &bytes.Buffer{}}
-	if err := os.WriteFile(f.config, []byte(spendConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, spendConfig)
 	data := filepath.Join(dir, "data")
 	os.MkdirAll(data, 0o755)
 	for name, b := range rotated {
-		if err := os.WriteFile(filepath.Join(data, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testkit.WriteFile(t, data, name, b)
 	}
 	if active != nil {
-		if err := os.WriteFile(filepath.Join(data, ledgerlog.ActiveName), active, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testkit.WriteFile(t, data, ledgerlog.ActiveName, active)
 	}
 	s, err := New(Options{ConfigPath: f.config, DataDir: data, AdminToken: "admin-secret", InternalToken: testInternalToken,
 		Logger: slog.New(slog.NewTextHandler(f.logs, nil)), Now: f.clock.Now})

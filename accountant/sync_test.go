@@ -95,9 +95,7 @@ func TestSyncPricesFromFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fixture{dir: dir, config: filepath.Join(dir, "tokentriage.yaml"), pricing: path, clock: &clock{t: t0}, logs: &bytes.Buffer{}}
-	if err := os.WriteFile(f.config, []byte(testConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.setConfig(t, testConfig)
 	f.start(t)
 	p := f.sync(t, "replica=r1").Prices
 	if p.Version == base.Version {

@@ -2,13 +2,11 @@ package preview
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
@@ -18,8 +16,7 @@ import (
 // override applied.
 func TestKeyLevelReplay(t *testing.T) {
 	dir := t.TempDir()
-	config := filepath.Join(dir, "keys.yaml")
-	os.WriteFile(config, []byte(`governance:
+	config := testkit.WriteFile(t, dir, "keys.yaml", []byte(`governance:
   enabled: true
   tenants:
     - org: acme
@@ -27,7 +24,7 @@ func TestKeyLevelReplay(t *testing.T) {
       users: { ml: [dev1] }
   limits:
     - { id: key_requests, attach: { level: key }, type: quota_requests, amount: 100, period: day, override: { allow: true } }
-`), 0o644)
+`))
 	const owner = "org:acme/team:ml/user:dev1"
 	var b []byte
 	for i, kid := range []string{"vk_FEKZdMs2UQRi", "vk_FEKZdMs2UQRi", "vk_0therKey0000"} {
@@ -37,20 +34,14 @@ func TestKeyLevelReplay(t *testing.T) {
 			Status: 200, Decision: ledger.Admitted}
 		b = ledgerlog.AppendRow(b, &r)
 	}
-	log := filepath.Join(dir, "decisions.jsonl")
-	os.WriteFile(log, b, 0o644)
+	log := testkit.WriteFile(t, dir, "decisions.jsonl", b)
 	var out bytes.Buffer
 	err := Run(&out, Options{ConfigPath: config, LogPath: log, At: at,
 		Runtime: govern.Runtime{Overrides: []govern.Override{{LimitID: "key_requests", Node: govern.KeyLeaf(owner, "vk_0therKey0000"), Amount: 5}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
-		"  [quota_requests] key_requests @ " + owner + "/key:vk_FEKZdMs2UQRi  observed 2 / ceiling 100  (frac 0.0200, rows 2)\n",
-		"  [quota_requests] key_requests @ " + owner + "/key:vk_0therKey0000  observed 1 / ceiling 5  (frac 0.2000, rows 1)\n",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
-		}
-	}
+	reportHas(t, out.String(),
+		"  [quota_requests] key_requests @ "+owner+"/key:vk_FEKZdMs2UQRi  observed 2 / ceiling 100  (frac 0.0200, rows 2)\n",
+		"  [quota_requests] key_requests @ "+owner+"/key:vk_0therKey0000  observed 1 / ceiling 5  (frac 0.2000, rows 1)\n")
 }

@@ -2,12 +2,10 @@ package preview
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
@@ -30,20 +28,12 @@ func TestReplayReadsEveryRowKind(t *testing.T) {
 	late := base
 	late.RequestID, late.End, late.Usage = start.RequestID, at.Add(-40*time.Minute), ledger.Usage{Input: 7, Output: 23, Total: 30}
 	late.Replaced = &ledger.Replaced{End: closed.End, Usage: closed.Usage, Cost: closed.Cost}
-	path := filepath.Join(t.TempDir(), "decisions.jsonl")
-	if err := os.WriteFile(path, ledger.AppendJSONL(nil, []ledger.Row{served, summary, start, closed, late}), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := testkit.WriteFile(t, t.TempDir(), "decisions.jsonl", ledger.AppendJSONL(nil, []ledger.Row{served, summary, start, closed, late}))
 	var out bytes.Buffer
 	if err := Run(&out, Options{ConfigPath: "testdata/sixlimits.yaml", LogPath: path, At: at}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
+	reportHas(t, out.String(),
 		"  [quota_tokens] team_monthly_tokens @ org:acme/team:ml  observed 1090 / ceiling 50000000",
-		"  [quota_requests] team_daily_requests @ org:acme/team:ml  observed 102 / ceiling 20000",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
-		}
-	}
+		"  [quota_requests] team_daily_requests @ org:acme/team:ml  observed 102 / ceiling 20000")
 }

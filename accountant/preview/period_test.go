@@ -2,12 +2,10 @@ package preview
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
@@ -17,8 +15,7 @@ import (
 // the share of today still to run (seed 003's sliding rule).
 func TestReplayPeriods(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "periods.yaml")
-	if err := os.WriteFile(cfg, []byte(`governance:
+	cfg := testkit.WriteFile(t, dir, "periods.yaml", []byte(`governance:
   enabled: true
   tenants:
     - org: acme
@@ -28,9 +25,7 @@ func TestReplayPeriods(t *testing.T) {
     - { id: berlin_day, attach: { level: team }, type: quota_requests, amount: 100, period: day, timezone: Europe/Berlin }
     - { id: ny_quarter, attach: { level: team }, type: quota_requests, amount: 1000, period: quarter, timezone: America/New_York }
     - { id: rolling, attach: { level: team }, type: quota_requests, amount: 100, period: 3d }
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`))
 	row := func(id string, end time.Time) ledger.Row {
 		return ledger.Row{RequestID: id, Start: end, End: end, KID: "vk_FEKZdMs2UQRi", Node: "org:acme/team:ml/user:dev1",
 			Endpoint: "/v1/chat/completions", Provider: "openai", Model: "gpt-4o-mini", Status: 200, Decision: ledger.Admitted,
@@ -42,22 +37,14 @@ func TestReplayPeriods(t *testing.T) {
 	oldest := row("tt_e6gbpncee32dbu7y5jpsfr4ax4", time.Date(2026, 8, 7, 6, 0, 0, 0, time.UTC))   // the window's oldest bucket
 	oldest.Kind, oldest.Count = ledger.KindSummary, 48
 	gone := row("tt_baaaaaaaaaaaaaaaaaaaaaaaaa", time.Date(2026, 8, 6, 12, 0, 0, 0, time.UTC)) // before the window
-	path := filepath.Join(dir, "decisions.jsonl")
-	if err := os.WriteFile(path, ledger.AppendJSONL(nil, []ledger.Row{before, after, oldest, gone}), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := testkit.WriteFile(t, dir, "decisions.jsonl", ledger.AppendJSONL(nil, []ledger.Row{before, after, oldest, gone}))
 	var out bytes.Buffer
 	if err := Run(&out, Options{ConfigPath: cfg, LogPath: path, At: at}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
+	reportHas(t, out.String(),
 		"[quota_requests] berlin_day @ org:acme/team:ml  observed 1 / ceiling 100",
 		"[quota_requests] ny_quarter @ org:acme/team:ml  observed 51 / ceiling 1000",
 		// 1 + 1 in the full buckets, 48 × 11.5/24 = 23 of the oldest.
-		"[quota_requests] rolling @ org:acme/team:ml  observed 25 / ceiling 100",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
-		}
-	}
+		"[quota_requests] rolling @ org:acme/team:ml  observed 25 / ceiling 100")
 }

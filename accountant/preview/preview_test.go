@@ -22,6 +22,16 @@ func golden(t *testing.T, name string, got []byte) {
 	testkit.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
+// reportHas checks that the report holds each of wants.
+func reportHas(t *testing.T, report string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+}
+
 var at = time.Date(2026, 8, 10, 12, 30, 0, 0, time.UTC)
 
 // TestSandboxGolden replays a five-row ledger like seed 002's sandbox: one
@@ -49,11 +59,7 @@ func TestSandboxGolden(t *testing.T) {
 // shadow rpm of 300 (burst 300), and 400000 tokens against a tpm of 200000.
 func TestBurstGolden(t *testing.T) {
 	dir := t.TempDir()
-	b := burstLedger()
-	log := filepath.Join(dir, "decisions.jsonl")
-	if err := os.WriteFile(log, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	log := testkit.WriteFile(t, dir, "decisions.jsonl", burstLedger())
 	var out bytes.Buffer
 	var calls int
 	err := Run(&out, Options{ConfigPath: "testdata/sixlimits.yaml", LogPath: log, At: at, Progress: func(done, total int64) {
@@ -73,9 +79,7 @@ func TestBurstGolden(t *testing.T) {
 }
 
 func TestConfigErrorsListed(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(cfg, []byte("governance:\n  enabled: true\n  limits:\n    - id: team_tpm\n      attach: { level: team }\n      type: tpm\n      amount: 500\n      period: 1m\n    - id: r\n      attach: { level: team }\n      type: rpm\n      amount: 5\n"), 0o644)
+	cfg := testkit.WriteFile(t, t.TempDir(), "bad.yaml", []byte("governance:\n  enabled: true\n  limits:\n    - id: team_tpm\n      attach: { level: team }\n      type: tpm\n      amount: 500\n      period: 1m\n    - id: r\n      attach: { level: team }\n      type: rpm\n      amount: 5\n"))
 	err := Run(&bytes.Buffer{}, Options{ConfigPath: cfg, LogPath: "testdata/sandbox.jsonl", At: at})
 	var ce *ConfigError
 	if !errors.As(err, &ce) || len(ce.Problems) != 2 {
@@ -188,8 +192,7 @@ func TestFleetLedgersReplayAsOne(t *testing.T) {
 	if err := os.WriteFile(b, bytes.Join(rows[half:], nil), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	one := filepath.Join(dir, "one.jsonl")
-	os.WriteFile(one, burstLedger(), 0o644)
+	one := testkit.WriteFile(t, dir, "one.jsonl", burstLedger())
 
 	report := func(o Options) string {
 		t.Helper()

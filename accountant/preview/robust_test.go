@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
@@ -27,8 +27,7 @@ func TestAbsurdUsageSaturates(t *testing.T) {
 			Status: 200, Decision: ledger.Admitted}
 		b = ledgerlog.AppendRow(b, &r)
 	}
-	log := filepath.Join(dir, "decisions.jsonl")
-	os.WriteFile(log, b, 0o644)
+	log := testkit.WriteFile(t, dir, "decisions.jsonl", b)
 	var out bytes.Buffer
 	if err := Run(&out, Options{ConfigPath: "testdata/sixlimits.yaml", LogPath: log, At: at}); err != nil {
 		t.Fatal(err)
@@ -51,8 +50,7 @@ func TestUnreadableLinesNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.SplitAfter(strings.TrimSpace(string(src)), "\n")
-	log := filepath.Join(dir, "decisions.jsonl")
-	os.WriteFile(log, []byte(lines[0]+"{garbage\n\n"+lines[1]+lines[2][:30]), 0o644)
+	log := testkit.WriteFile(t, dir, "decisions.jsonl", []byte(lines[0]+"{garbage\n\n"+lines[1]+lines[2][:30]))
 	var got []string
 	err = Run(&bytes.Buffer{}, Options{ConfigPath: "testdata/sixlimits.yaml", LogPath: log, At: at,
 		Unreadable: func(file string, line int, torn bool, err error) {
@@ -68,7 +66,7 @@ func TestUnreadableLinesNamed(t *testing.T) {
 		t.Errorf("unreadable lines %v, want line 2 and the torn line 5", got)
 	}
 
-	os.WriteFile(log, []byte("hello\n"), 0o644)
+	testkit.WriteFile(t, dir, "decisions.jsonl", []byte("hello\n"))
 	if err := Run(&bytes.Buffer{}, Options{ConfigPath: "testdata/sixlimits.yaml", LogPath: log, At: at}); err == nil || !strings.Contains(err.Error(), "none of the 1 lines") {
 		t.Errorf("a file with no row: %v", err)
 	}
