@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/filter"
 	"github.com/tokentriage/tokentriage/internal/cputime"
 	"github.com/tokentriage/tokentriage/internal/stub"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
@@ -20,14 +21,7 @@ import (
 // enough that nothing is ever refused: the benchmarks measure the admitted
 // path.
 var (
-	benchGate1Limits = strings.Join([]string{
-		`{"id":"org_rpm","attach":{"level":"org"},"type":"rpm","amount":1000000000,"period":"1m"}`,
-		`{"id":"team_rpm","attach":{"level":"team"},"type":"rpm","amount":1000000000,"period":"1m"}`,
-		`{"id":"user_rpm","attach":{"level":"user"},"type":"rpm","amount":1000000000,"period":"1m"}`,
-		`{"id":"org_conc","attach":{"level":"org"},"type":"concurrency","amount":100000}`,
-		`{"id":"team_conc","attach":{"level":"team"},"type":"concurrency","amount":100000}`,
-		`{"id":"user_conc","attach":{"level":"user"},"type":"concurrency","amount":100000}`,
-	}, ",")
+	benchGate1Limits = filter.BenchGate1Limits
 	benchGate2Limits = strings.Join([]string{
 		`{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":1000000000,"period":"1m"}`,
 		`{"id":"org_budget","attach":{"level":"org"},"type":"budget_usd","amount_usd":1000000,"period":"month"}`,

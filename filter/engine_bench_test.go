@@ -14,7 +14,10 @@ import (
 
 const benchKey = "tt-vk_FEKZdMs2UQRi-3kLwQ0vX9bY2cD4eF6gH8iJ0kL2mN4oP"
 
-var benchLimits = strings.Join([]string{
+// BenchGate1Limits: rpm and concurrency at org, team and user, six gate-1
+// instances for dev1's key, with amounts nothing reaches (the wasm
+// benchmarks of bench_test.go run the same chain).
+var BenchGate1Limits = strings.Join([]string{
 	`{"id":"org_rpm","attach":{"level":"org"},"type":"rpm","amount":1000000000,"period":"1m"}`,
 	`{"id":"team_rpm","attach":{"level":"team"},"type":"rpm","amount":1000000000,"period":"1m"}`,
 	`{"id":"user_rpm","attach":{"level":"user"},"type":"rpm","amount":1000000000,"period":"1m"}`,
@@ -49,7 +52,7 @@ func benchPerRequest(b *testing.B, store *memStore, one func()) {
 // BenchmarkGate1Native: gate 1 (six instances), the response headers and
 // settlement of a passthrough request, natively.
 func BenchmarkGate1Native(b *testing.B) {
-	e, store := benchEngine(b, benchLimits, "")
+	e, store := benchEngine(b, BenchGate1Limits, "")
 	head := RequestHead{Method: "GET", Path: "/v1/models", Authorization: "Bearer " + benchKey, EndOfStream: true}
 	one := func() {
 		s := e.NewStream()
@@ -66,7 +69,7 @@ func BenchmarkGate1Native(b *testing.B) {
 // BenchmarkFullNative: the whole governed request natively: both gates,
 // the stub's SSE answer (with the usage chunk stripped) and settlement.
 func BenchmarkFullNative(b *testing.B) {
-	limits := benchLimits + `,{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":1000000000,"period":"1m"}`
+	limits := BenchGate1Limits + `,{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":1000000000,"period":"1m"}`
 	e, store := benchEngine(b, limits, "")
 	body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"What is the capital of Germany?"}],"stream":true}`)
 	head := RequestHead{Method: "POST", Path: "/v1/chat/completions", Authorization: "Bearer " + benchKey}

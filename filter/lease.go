@@ -99,6 +99,20 @@ type leaseCell struct {
 	holds   []spendHold
 }
 
+// answered takes what every decided lease answer says, whatever its kind:
+// Redis decides again, an earlier "nothing is left" is cleared (the
+// caller sets it anew from this answer), the fleet's replicas as it
+// counts them, and a refill ahead of need is no longer out.
+func (c *leaseCell) answered(a *leaseAsk, ans leaseAnswer) {
+	c.downSince, c.noneUntil = 0, 0
+	if ans.replicas > 0 {
+		c.replicas = ans.replicas
+	}
+	if !a.wait {
+		c.refillAt = 0
+	}
+}
+
 const leaseFields = 21
 
 const leaseFixed = 2 + leaseFields*8

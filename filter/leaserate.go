@@ -188,18 +188,14 @@ func (e *Engine) rateGranted(a *leaseAsk, l syncwire.Lease, ans leaseAnswer, wai
 			}
 		}
 		c.fleetA, c.fleetB, c.fleetC, c.seenAt = g.Limit, g.Remaining, g.ResetAfterNS, ns
-		c.downSince, c.noneUntil = 0, 0
+		c.answered(a, ans)
 		if !g.Allowed && g.RetryAfterNS > 0 {
 			// The fleet's word holds a little while: the other replicas
 			// give back what they do not use sooner than the wait says.
 			c.retryAt = ns + g.RetryAfterNS
 			c.noneUntil = ns + min(g.RetryAfterNS, int64(rateNoneFor))
 		}
-		if ans.replicas > 0 {
-			c.replicas = ans.replicas
-		}
 		if !a.wait {
-			c.refillAt = 0
 			if g.Granted == 0 {
 				// Nothing ahead of need is left: no other refill for a
 				// while; a request that needs a unit still asks.

@@ -147,15 +147,9 @@ func (e *Engine) slotsGranted(a *leaseAsk, l syncwire.Lease, ans leaseAnswer, wa
 			c.lotAt = ns
 		}
 		c.fleetA, c.seenAt = g.Others, ns
-		c.downSince, c.noneUntil = 0, 0
+		c.answered(a, ans)
 		if !g.Allowed {
 			c.noneUntil = ns + int64(slotsNoneFor)
-		}
-		if ans.replicas > 0 {
-			c.replicas = ans.replicas
-		}
-		if !a.wait {
-			c.refillAt = 0
 		}
 		return true
 	})

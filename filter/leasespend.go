@@ -144,15 +144,9 @@ func (e *Engine) spendGranted(a *leaseAsk, l syncwire.Lease, ans leaseAnswer, wa
 			}
 		}
 		c.fleetA, c.fleetB, c.fleetC, c.seenAt = g.Spent, g.Left, g.InFlight, ns
-		c.downSince, c.noneUntil = 0, 0
+		c.answered(a, ans)
 		if !g.Allowed {
 			c.noneUntil = ns + int64(spendNoneFor)
-		}
-		if ans.replicas > 0 {
-			c.replicas = ans.replicas
-		}
-		if !a.wait {
-			c.refillAt = 0
 		}
 		for i := range waiters {
 			w := &waiters[i]

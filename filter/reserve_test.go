@@ -143,6 +143,12 @@ func TestReserveLowersTheOutputMaximum(t *testing.T) {
 	t.Fatal("the budget never ran out")
 }
 
+// dev1Day is an entry of the snapshot for dev1_day's counter today: the
+// counter itself (suffix "") or one of its companions.
+func dev1Day(suffix string, v int64) syncwire.Entry {
+	return syncwire.Entry{ID: "dev1_day|budget_usd|org:acme/team:ml/user:dev1||day|" + suffix, PeriodStart: dayStart(), Value: v}
+}
+
 // sentMaxTokens is the max_tokens of the last call the provider got.
 func (r *rig) sentMaxTokens() int64 {
 	var doc struct {
@@ -182,19 +188,19 @@ func TestReserveCountsOtherReplicas(t *testing.T) {
 	if !ok {
 		t.Fatal("no replica name in shared data")
 	}
-	id := "dev1_day|budget_usd|org:acme/team:ml/user:dev1||day|"
+	own := syncwire.ReplicaSuffix + string(replica) // this replica's folded rows
 	body := chatBody("gpt-4o", germany, `,"max_tokens":20`)
 	// 600,000 spent by another replica: 400,000 left, short of the call's
 	// dearest 475,000, so it goes out with what fits: (400,000 − 110 ×
 	// 2,500) / 10,000 = 12 output tokens.
-	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 600_000})
+	r.acct.setSnapshot("s1", dev1Day("", 600_000))
 	r.sync()
 	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
 	if got, want := r.sentMaxTokens(), (400_000-int64(len(body))*2500)/10000; got != want {
 		t.Fatalf("600,000 spent elsewhere: max_tokens %d, want %d", got, want)
 	}
 	// 990,000 spent elsewhere: not one output token fits.
-	r.acct.setSnapshot("s1b", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 990_000})
+	r.acct.setSnapshot("s1b", dev1Day("", 990_000))
 	r.sync()
 	if resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}); resp.Status != 429 {
 		t.Fatalf("990,000 spent elsewhere: %d, want 429", resp.Status)
@@ -206,16 +212,14 @@ func TestReserveCountsOtherReplicas(t *testing.T) {
 	// 12 output tokens: 8×2,500 + 12×10,000 = 140,000) and what was folded
 	// from its rows: here the folded 990,000 (a cell that started late, as
 	// after a reload turned reserve on), so nothing fits.
-	r.acct.setSnapshot("s2", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 990_000},
-		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 990_000})
+	r.acct.setSnapshot("s2", dev1Day("", 990_000), dev1Day(own, 990_000))
 	r.sync()
 	if resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}); resp.Status != 429 {
 		t.Fatalf("990,000 folded from this replica's rows: %d, want 429", resp.Status)
 	}
 	// Folded 100,000 of this replica's, less than its cell's 140,000: the
 	// cell counts, 860,000 is left, the call goes out as asked.
-	r.acct.setSnapshot("s3", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 100_000},
-		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 100_000})
+	r.acct.setSnapshot("s3", dev1Day("", 100_000), dev1Day(own, 100_000))
 	r.sync()
 	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
 	if got := r.sentMaxTokens(); got != 20 {
@@ -240,8 +244,7 @@ func TestReserveCountsEveryChoice(t *testing.T) {
 // class would refuse it.
 func TestReserveUnpricedAfterTheCap(t *testing.T) {
 	r := reserveRig(t)
-	id := "dev1_day|budget_usd|org:acme/team:ml/user:dev1||day|"
-	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 1_000_000})
+	r.acct.setSnapshot("s1", dev1Day("", 1_000_000))
 	r.sync()
 	if resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: chatBody("acme-llm-9", germany)}); resp.Status != 429 {
 		t.Fatalf("an unpriced model against a spent budget: %d, want 429", resp.Status)
@@ -264,18 +267,17 @@ func TestReserveRemoteInput(t *testing.T) {
 func TestReserveAfterAReset(t *testing.T) {
 	r := reserveRig(t)
 	replica, _, _ := r.h.SharedData("tt/replica")
-	id := "dev1_day|budget_usd|org:acme/team:ml/user:dev1||day|"
+	own := syncwire.ReplicaSuffix + string(replica)
 	body := chatBody("gpt-4o", germany, `,"max_tokens":20`)
 	// Before: 990,000 folded from this replica's rows; nothing fits.
-	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 990_000},
-		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 990_000})
+	r.acct.setSnapshot("s1", dev1Day("", 990_000), dev1Day(own, 990_000))
 	r.sync()
 	if resp := r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}); resp.Status != 429 {
 		t.Fatalf("before the reset: %d, want 429", resp.Status)
 	}
-	r.acct.setSnapshot("s2", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 0},
-		syncwire.Entry{ID: id + syncwire.CreditSuffix, PeriodStart: dayStart(), Value: 990_000},
-		syncwire.Entry{ID: id + syncwire.ReplicaSuffix + string(replica), PeriodStart: dayStart(), Value: 990_000})
+	r.acct.setSnapshot("s2", dev1Day("", 0),
+		dev1Day(syncwire.CreditSuffix, 990_000),
+		dev1Day(own, 990_000))
 	r.sync()
 	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: dev1Key, body: body}), 200)
 	if got := r.sentMaxTokens(); got != 20 {

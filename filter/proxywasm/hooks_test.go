@@ -74,18 +74,20 @@ type hookHTTP struct {
 	id uint32
 }
 
-func (c *hookHTTP) OnHttpRequestHeaders(n int, eos bool) types.Action {
-	if c.h.reqHeaders != nil {
-		return c.h.reqHeaders(c.id, n, eos)
+// run calls a headers or body hook; a nil hook continues.
+func (c *hookHTTP) run(hook func(id uint32, n int, eos bool) types.Action, n int, eos bool) types.Action {
+	if hook == nil {
+		return types.ActionContinue
 	}
-	return types.ActionContinue
+	return hook(c.id, n, eos)
+}
+
+func (c *hookHTTP) OnHttpRequestHeaders(n int, eos bool) types.Action {
+	return c.run(c.h.reqHeaders, n, eos)
 }
 
 func (c *hookHTTP) OnHttpRequestBody(size int, eos bool) types.Action {
-	if c.h.reqBody != nil {
-		return c.h.reqBody(c.id, size, eos)
-	}
-	return types.ActionContinue
+	return c.run(c.h.reqBody, size, eos)
 }
 
 func (c *hookHTTP) OnHttpRequestTrailers(n int) types.Action {
@@ -96,17 +98,11 @@ func (c *hookHTTP) OnHttpRequestTrailers(n int) types.Action {
 }
 
 func (c *hookHTTP) OnHttpResponseHeaders(n int, eos bool) types.Action {
-	if c.h.respHeaders != nil {
-		return c.h.respHeaders(c.id, n, eos)
-	}
-	return types.ActionContinue
+	return c.run(c.h.respHeaders, n, eos)
 }
 
 func (c *hookHTTP) OnHttpResponseBody(size int, eos bool) types.Action {
-	if c.h.respBody != nil {
-		return c.h.respBody(c.id, size, eos)
-	}
-	return types.ActionContinue
+	return c.run(c.h.respBody, size, eos)
 }
 
 func (c *hookHTTP) OnHttpStreamDone() {

@@ -16,11 +16,17 @@ func host() nativehost.Host {
 	return nil
 }
 
-func hLog(level uint32, msg string) uint32 {
+// onHost runs call on the host that is running; statusNoHost outside a
+// callback.
+func onHost(call func(h nativehost.Host) uint32) uint32 {
 	if h := host(); h != nil {
-		return h.Log(level, msg)
+		return call(h)
 	}
 	return statusNoHost
+}
+
+func hLog(level uint32, msg string) uint32 {
+	return onHost(func(h nativehost.Host) uint32 { return h.Log(level, msg) })
 }
 
 func hGetLogLevel() (uint32, uint32) {
@@ -31,24 +37,15 @@ func hGetLogLevel() (uint32, uint32) {
 }
 
 func hSetTickPeriod(ms uint32) uint32 {
-	if h := host(); h != nil {
-		return h.SetTickPeriod(ms)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.SetTickPeriod(ms) })
 }
 
 func hSetEffectiveContext(id uint32) uint32 {
-	if h := host(); h != nil {
-		return h.SetEffectiveContext(id)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.SetEffectiveContext(id) })
 }
 
 func hDone() uint32 {
-	if h := host(); h != nil {
-		return h.Done()
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.Done() })
 }
 
 func hGetBufferBytes(bt, start, max uint32, dst []byte) ([]byte, uint32) {
@@ -63,10 +60,7 @@ func hGetBufferBytes(bt, start, max uint32, dst []byte) ([]byte, uint32) {
 }
 
 func hSetBufferBytes(bt, start, size uint32, data []byte) uint32 {
-	if h := host(); h != nil {
-		return h.SetBufferBytes(bt, start, size, data)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.SetBufferBytes(bt, start, size, data) })
 }
 
 func hGetBufferStatus(bt uint32) (length, flags, status uint32) {
@@ -84,10 +78,7 @@ func hGetHeaderMapPairs(mt uint32) ([]byte, uint32) {
 }
 
 func hSetHeaderMapPairs(mt uint32, data []byte) uint32 {
-	if h := host(); h != nil {
-		return h.SetHeaderMapPairs(mt, data)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.SetHeaderMapPairs(mt, data) })
 }
 
 func hGetHeaderMapSize(mt uint32) (uint32, uint32) {
@@ -105,45 +96,27 @@ func hGetHeaderMapValue(mt uint32, key string) ([]byte, uint32) {
 }
 
 func hAddHeaderMapValue(mt uint32, key, value string) uint32 {
-	if h := host(); h != nil {
-		return h.AddHeaderMapValue(mt, key, value)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.AddHeaderMapValue(mt, key, value) })
 }
 
 func hReplaceHeaderMapValue(mt uint32, key, value string) uint32 {
-	if h := host(); h != nil {
-		return h.ReplaceHeaderMapValue(mt, key, value)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.ReplaceHeaderMapValue(mt, key, value) })
 }
 
 func hRemoveHeaderMapValue(mt uint32, key string) uint32 {
-	if h := host(); h != nil {
-		return h.RemoveHeaderMapValue(mt, key)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.RemoveHeaderMapValue(mt, key) })
 }
 
 func hContinueStream(stream uint32) uint32 {
-	if h := host(); h != nil {
-		return h.ContinueStream(stream)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.ContinueStream(stream) })
 }
 
 func hCloseStream(stream uint32) uint32 {
-	if h := host(); h != nil {
-		return h.CloseStream(stream)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.CloseStream(stream) })
 }
 
 func hSendLocalResponse(status uint32, details string, body, headers []byte, grpcStatus int32) uint32 {
-	if h := host(); h != nil {
-		return h.SendLocalResponse(status, details, body, headers, grpcStatus)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.SendLocalResponse(status, details, body, headers, grpcStatus) })
 }
 
 func hHttpCall(upstream string, headers, body, trailers []byte, timeoutMs uint32) (uint32, uint32) {
@@ -190,17 +163,11 @@ func hDefineMetric(metricType uint32, name string) (uint32, uint32) {
 }
 
 func hIncrementMetric(id uint32, delta int64) uint32 {
-	if h := host(); h != nil {
-		return h.IncrementMetric(id, delta)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.IncrementMetric(id, delta) })
 }
 
 func hRecordMetric(id uint32, value uint64) uint32 {
-	if h := host(); h != nil {
-		return h.RecordMetric(id, value)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.RecordMetric(id, value) })
 }
 
 func hGetMetric(id uint32) (uint64, uint32) {
@@ -218,10 +185,7 @@ func hGetProperty(path []byte) ([]byte, uint32) {
 }
 
 func hSetProperty(path, value []byte) uint32 {
-	if h := host(); h != nil {
-		return h.SetProperty(path, value)
-	}
-	return statusNoHost
+	return onHost(func(h nativehost.Host) uint32 { return h.SetProperty(path, value) })
 }
 
 func hCallForeignFunction(name string, args []byte) ([]byte, uint32) {

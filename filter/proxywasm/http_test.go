@@ -162,25 +162,20 @@ func TestBodyIntoReusesTheBuffer(t *testing.T) {
 	buf := make([]byte, 0, 16)
 	var chunks []string
 	var landed []bool
+	readInto := func(name string, get func(start, max int, dst []byte) ([]byte, error)) func(uint32, int, bool) types.Action {
+		return func(_ uint32, size int, eos bool) types.Action {
+			b, err := get(0, size, buf)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			chunks = append(chunks, string(b))
+			landed = append(landed, len(b) > 0 && &b[0] == &buf[:1][0])
+			return types.ActionContinue
+		}
+	}
 	h := &hooks{
-		reqBody: func(_ uint32, size int, eos bool) types.Action {
-			b, err := proxywasm.GetHttpRequestBodyInto(0, size, buf)
-			if err != nil {
-				t.Errorf("GetHttpRequestBodyInto: %v", err)
-			}
-			chunks = append(chunks, string(b))
-			landed = append(landed, len(b) > 0 && &b[0] == &buf[:1][0])
-			return types.ActionContinue
-		},
-		respBody: func(_ uint32, size int, eos bool) types.Action {
-			b, err := proxywasm.GetHttpResponseBodyInto(0, size, buf)
-			if err != nil {
-				t.Errorf("GetHttpResponseBodyInto: %v", err)
-			}
-			chunks = append(chunks, string(b))
-			landed = append(landed, len(b) > 0 && &b[0] == &buf[:1][0])
-			return types.ActionContinue
-		},
+		reqBody:  readInto("GetHttpRequestBodyInto", proxywasm.GetHttpRequestBodyInto),
+		respBody: readInto("GetHttpResponseBodyInto", proxywasm.GetHttpResponseBodyInto),
 	}
 	e := start(t, h, proxytest.Options{})
 	id := e.InitializeHttpContext()

@@ -142,33 +142,28 @@ var metricKinds = [...]string{"counter", "gauge", "histogram"}
 // GetCounterMetric returns a counter's value, summed over every VM of the
 // process as Envoy's stat is.
 func (e *Emulator) GetCounterMetric(name string) (uint64, error) {
-	m, err := e.proc.lookupMetric(abi.MetricCounter, name)
-	if err != nil {
-		return 0, err
-	}
-	e.proc.metricsMu.Lock()
-	defer e.proc.metricsMu.Unlock()
-	return m.counter, nil
+	return readMetric(e, abi.MetricCounter, name, func(m *metricValue) uint64 { return m.counter })
 }
 
 // GetGaugeMetric returns a gauge's value.
 func (e *Emulator) GetGaugeMetric(name string) (int64, error) {
-	m, err := e.proc.lookupMetric(abi.MetricGauge, name)
-	if err != nil {
-		return 0, err
-	}
-	e.proc.metricsMu.Lock()
-	defer e.proc.metricsMu.Unlock()
-	return m.gauge, nil
+	return readMetric(e, abi.MetricGauge, name, func(m *metricValue) int64 { return m.gauge })
 }
 
 // GetHistogramMetric returns every sample recorded in a histogram.
 func (e *Emulator) GetHistogramMetric(name string) ([]uint64, error) {
-	m, err := e.proc.lookupMetric(abi.MetricHistogram, name)
+	return readMetric(e, abi.MetricHistogram, name, func(m *metricValue) []uint64 { return append([]uint64(nil), m.samples...) })
+}
+
+// readMetric reads a metric of the kind named, under the process's
+// metrics lock.
+func readMetric[T any](e *Emulator, kind uint32, name string, read func(*metricValue) T) (T, error) {
+	m, err := e.proc.lookupMetric(kind, name)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	e.proc.metricsMu.Lock()
 	defer e.proc.metricsMu.Unlock()
-	return append([]uint64(nil), m.samples...), nil
+	return read(m), nil
 }
