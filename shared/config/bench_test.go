@@ -33,32 +33,28 @@ func BenchmarkParseJSON(b *testing.B) {
 	doc := benchDocument(10)
 	b.Run("tree", func(b *testing.B) {
 		b.SetBytes(int64(len(doc)))
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := ParseJSON(doc); err != nil {
-				b.Fatal(err)
-			}
-		}
+		loop(b, func() error { _, err := ParseJSON(doc); return err })
 	})
 	b.Run("decode", func(b *testing.B) {
 		b.SetBytes(int64(len(doc)))
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := DecodeJSON(doc); err != nil {
-				b.Fatal(err)
-			}
-		}
+		loop(b, func() error { _, err := DecodeJSON(doc); return err })
 	})
 	f, err := DecodeJSON(doc)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("canonical", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := CanonicalJSON(f.Governance); err != nil {
-				b.Fatal(err)
-			}
-		}
+		loop(b, func() error { _, err := CanonicalJSON(f.Governance); return err })
 	})
+}
+
+// loop reports allocations and runs f b.N times, failing at its first
+// error.
+func loop(b *testing.B, f func() error) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -22,6 +22,21 @@ func AppendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// AppendKeyString appends key, the JSON text that stands before a value
+// (a member's quoted name and colon, with the comma or brace before it:
+// `,"node":`), as it is, and then s as AppendString writes it.
+func AppendKeyString(dst []byte, key, s string) []byte {
+	dst = append(dst, key...)
+	return AppendString(dst, s)
+}
+
+// AppendKeyInt is AppendKeyString for a number, written as AppendInt
+// writes it.
+func AppendKeyInt(dst []byte, key string, v int64) []byte {
+	dst = append(dst, key...)
+	return AppendInt(dst, v)
+}
+
 // AppendStrings appends ss as a JSON array of AppendString's strings ([]
 // when ss is empty or nil).
 func AppendStrings(dst []byte, ss []string) []byte {

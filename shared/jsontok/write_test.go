@@ -55,6 +55,17 @@ func TestAppendStrings(t *testing.T) {
 	}
 }
 
+// TestAppendKey: the key goes as it is, the value as AppendString and
+// AppendInt write it.
+func TestAppendKey(t *testing.T) {
+	got := AppendKeyString([]byte("{"), `"a":`, "x\"y")
+	got = AppendKeyInt(got, `,"n":`, -12)
+	got = AppendKeyInt(got, `,"m":`, 1234567)
+	if want := `{"a":"x\"y","n":-12,"m":1234567`; string(got) != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
 func FuzzAppendString(f *testing.F) {
 	f.Add("request refused by limit team_rpm")
 	f.Add("\"\\\x00\u2028\xff")

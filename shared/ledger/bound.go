@@ -145,31 +145,24 @@ func (r *Row) cutRef(name string, f *Ref) {
 // cutRefs and cutStrings shorten a list, copying it first when an entry
 // is cut: the row's lists may share memory with whoever filled them.
 func (r *Row) cutRefs(name string, l []Ref) []Ref {
-	if len(l) > MaxListItems {
-		l = l[:MaxListItems:MaxListItems]
-		r.noteCut(name)
-	}
-	if refsFit(l, MaxFieldBytes) {
-		return l
-	}
-	l = append([]Ref(nil), l...)
-	for i := range l {
-		r.cutRef(name, &l[i])
-	}
-	return l
+	return cutList(r, name, l, refsFit, (*Row).cutRef)
 }
 
 func (r *Row) cutStrings(name string, l []string) []string {
+	return cutList(r, name, l, stringsFit, (*Row).cutString)
+}
+
+func cutList[T any](r *Row, name string, l []T, fit func([]T, int) bool, cut func(*Row, string, *T)) []T {
 	if len(l) > MaxListItems {
 		l = l[:MaxListItems:MaxListItems]
 		r.noteCut(name)
 	}
-	if stringsFit(l, MaxFieldBytes) {
+	if fit(l, MaxFieldBytes) {
 		return l
 	}
-	l = append([]string(nil), l...)
+	l = append([]T(nil), l...)
 	for i := range l {
-		r.cutString(name, &l[i])
+		cut(r, name, &l[i])
 	}
 	return l
 }
@@ -182,20 +175,20 @@ func (r *Row) halveLongestList() bool {
 	case n == 0:
 		return false
 	case len(r.Shadow) == n:
-		r.Shadow = r.Shadow[:n/2]
-		r.noteCut("shadow")
+		halve(r, "shadow", &r.Shadow)
 	case len(r.Breached) == n:
-		r.Breached = r.Breached[:n/2]
-		r.noteCut("breached")
+		halve(r, "breached", &r.Breached)
 	case len(r.Suspended) == n:
-		r.Suspended = r.Suspended[:n/2]
-		r.noteCut("suspended")
+		halve(r, "suspended", &r.Suspended)
 	case len(r.Reconcile) == n:
-		r.Reconcile = r.Reconcile[:n/2]
-		r.noteCut("reconcile")
+		halve(r, "reconcile", &r.Reconcile)
 	default:
-		r.Holds = r.Holds[:n/2]
-		r.noteCut("holds")
+		halve(r, "holds", &r.Holds)
 	}
 	return true
+}
+
+func halve[T any](r *Row, name string, l *[]T) {
+	*l = (*l)[:len(*l)/2]
+	r.noteCut(name)
 }

@@ -17,34 +17,24 @@ const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // pointers as null, nil and empty lists as []. It does not allocate when dst
 // has room. Times must lie in years 0 to 9999, as RFC 3339 requires.
 func (r *Row) AppendJSON(dst []byte) []byte {
-	dst = append(dst, `{"request_id":`...)
-	dst = jsontok.AppendString(dst, r.RequestID)
+	dst = jsontok.AppendKeyString(dst, `{"request_id":`, r.RequestID)
 	dst = append(dst, `,"start":`...)
 	dst = appendTime(dst, r.Start)
 	dst = append(dst, `,"end":`...)
 	dst = appendTime(dst, r.End)
-	dst = append(dst, `,"kid":`...)
-	dst = jsontok.AppendString(dst, r.KID)
-	dst = append(dst, `,"node":`...)
-	dst = jsontok.AppendString(dst, r.Node)
-	dst = append(dst, `,"endpoint":`...)
-	dst = jsontok.AppendString(dst, r.Endpoint)
-	dst = append(dst, `,"provider":`...)
-	dst = jsontok.AppendString(dst, r.Provider)
-	dst = append(dst, `,"model":`...)
-	dst = jsontok.AppendString(dst, r.Model)
-	dst = append(dst, `,"model_served":`...)
-	dst = jsontok.AppendString(dst, r.Served)
+	dst = jsontok.AppendKeyString(dst, `,"kid":`, r.KID)
+	dst = jsontok.AppendKeyString(dst, `,"node":`, r.Node)
+	dst = jsontok.AppendKeyString(dst, `,"endpoint":`, r.Endpoint)
+	dst = jsontok.AppendKeyString(dst, `,"provider":`, r.Provider)
+	dst = jsontok.AppendKeyString(dst, `,"model":`, r.Model)
+	dst = jsontok.AppendKeyString(dst, `,"model_served":`, r.Served)
 	dst = append(dst, `,"stream":`...)
 	dst = strconv.AppendBool(dst, r.Stream)
 	dst = append(dst, `,"usage":`...)
 	dst = r.Usage.appendJSON(dst)
-	dst = append(dst, `,"status":`...)
-	dst = jsontok.AppendInt(dst, int64(r.Status))
-	dst = append(dst, `,"decision":`...)
-	dst = jsontok.AppendString(dst, string(r.Decision))
-	dst = append(dst, `,"error_type":`...)
-	dst = jsontok.AppendString(dst, r.ErrorType)
+	dst = jsontok.AppendKeyInt(dst, `,"status":`, int64(r.Status))
+	dst = jsontok.AppendKeyString(dst, `,"decision":`, string(r.Decision))
+	dst = jsontok.AppendKeyString(dst, `,"error_type":`, r.ErrorType)
 	dst = append(dst, `,"refused_by":`...)
 	if r.RefusedBy == nil {
 		dst = append(dst, "null"...)
@@ -61,8 +51,7 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	dst = strconv.AppendBool(dst, r.Estimated.Input)
 	dst = append(dst, `,"output":`...)
 	dst = strconv.AppendBool(dst, r.Estimated.Output)
-	dst = append(dst, `},"replica":`...)
-	dst = jsontok.AppendString(dst, r.Replica)
+	dst = jsontok.AppendKeyString(dst, `},"replica":`, r.Replica)
 	if r.ServedOutOfScope {
 		dst = append(dst, `,"served_out_of_scope":true`...)
 	}
@@ -85,16 +74,13 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 		dst = jsontok.AppendStrings(dst, r.Holds)
 	}
 	if r.Kind != KindEnd {
-		dst = append(dst, `,"kind":`...)
-		dst = jsontok.AppendString(dst, string(r.Kind))
+		dst = jsontok.AppendKeyString(dst, `,"kind":`, string(r.Kind))
 	}
 	if r.Count != 0 {
-		dst = append(dst, `,"count":`...)
-		dst = jsontok.AppendInt(dst, r.Count)
+		dst = jsontok.AppendKeyInt(dst, `,"count":`, r.Count)
 	}
 	if r.LeaseTTLMS != 0 {
-		dst = append(dst, `,"lease_ttl_ms":`...)
-		dst = jsontok.AppendInt(dst, r.LeaseTTLMS)
+		dst = jsontok.AppendKeyInt(dst, `,"lease_ttl_ms":`, r.LeaseTTLMS)
 	}
 	if len(r.Cut) > 0 {
 		dst = append(dst, `,"cut":`...)
@@ -110,18 +96,15 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 		dst = append(dst, '}')
 	}
 	if r.Customer != "" {
-		dst = append(dst, `,"customer":`...)
-		dst = jsontok.AppendString(dst, r.Customer)
+		dst = jsontok.AppendKeyString(dst, `,"customer":`, r.Customer)
 	}
 	if len(r.Tags) > 0 {
 		dst = append(dst, `,"tags":`...)
 		dst = jsontok.AppendStrings(dst, r.Tags)
 	}
 	if f := r.Fallback; f != nil {
-		dst = append(dst, `,"fallback":{"limit_id":`...)
-		dst = jsontok.AppendString(dst, f.LimitID)
-		dst = append(dst, `,"model":`...)
-		dst = jsontok.AppendString(dst, f.Model)
+		dst = jsontok.AppendKeyString(dst, `,"fallback":{"limit_id":`, f.LimitID)
+		dst = jsontok.AppendKeyString(dst, `,"model":`, f.Model)
 		dst = append(dst, '}')
 	}
 	if len(r.Overflow) > 0 {
@@ -138,8 +121,7 @@ func (c *Cost) appendJSON(dst []byte) []byte {
 	if c == nil {
 		return append(dst, "null"...)
 	}
-	dst = append(dst, `{"nanos":`...)
-	dst = jsontok.AppendInt(dst, c.Nanos)
+	dst = jsontok.AppendKeyInt(dst, `{"nanos":`, c.Nanos)
 	dst = append(dst, `,"unpriced":`...)
 	dst = strconv.AppendBool(dst, c.Unpriced)
 	dst = append(dst, `,"estimated":`...)
@@ -148,26 +130,18 @@ func (c *Cost) appendJSON(dst []byte) []byte {
 }
 
 func (u *Usage) appendJSON(dst []byte) []byte {
-	dst = append(dst, `{"input":`...)
-	dst = jsontok.AppendInt(dst, u.Input)
-	dst = append(dst, `,"output":`...)
-	dst = jsontok.AppendInt(dst, u.Output)
-	dst = append(dst, `,"cached_input":`...)
-	dst = jsontok.AppendInt(dst, u.CachedInput)
-	dst = append(dst, `,"reasoning":`...)
-	dst = jsontok.AppendInt(dst, u.Reasoning)
-	dst = append(dst, `,"total":`...)
-	dst = jsontok.AppendInt(dst, u.Total)
+	dst = jsontok.AppendKeyInt(dst, `{"input":`, u.Input)
+	dst = jsontok.AppendKeyInt(dst, `,"output":`, u.Output)
+	dst = jsontok.AppendKeyInt(dst, `,"cached_input":`, u.CachedInput)
+	dst = jsontok.AppendKeyInt(dst, `,"reasoning":`, u.Reasoning)
+	dst = jsontok.AppendKeyInt(dst, `,"total":`, u.Total)
 	return append(dst, '}')
 }
 
 func (f *Ref) appendJSON(dst []byte) []byte {
-	dst = append(dst, `{"limit_id":`...)
-	dst = jsontok.AppendString(dst, f.LimitID)
-	dst = append(dst, `,"limit_type":`...)
-	dst = jsontok.AppendString(dst, f.LimitType)
-	dst = append(dst, `,"node":`...)
-	dst = jsontok.AppendString(dst, f.Node)
+	dst = jsontok.AppendKeyString(dst, `{"limit_id":`, f.LimitID)
+	dst = jsontok.AppendKeyString(dst, `,"limit_type":`, f.LimitType)
+	dst = jsontok.AppendKeyString(dst, `,"node":`, f.Node)
 	return append(dst, '}')
 }
 

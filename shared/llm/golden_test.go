@@ -12,10 +12,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/**/*.golden from the current output")
 
-// checkGolden compares got with the golden file, or rewrites it with -update.
-func checkGolden(t *testing.T, file string, got []byte) {
+// checkGolden compares what a test wrote of fixture file with its golden
+// file (goldenName), or rewrites that with -update.
+func checkGolden(t *testing.T, file string, out *strings.Builder) {
 	t.Helper()
-	testkit.Golden(t, file, got, *update)
+	testkit.Golden(t, goldenName(file), []byte(out.String()), *update)
 }
 
 // fixture is one testdata input: its file, its bytes and the API path its

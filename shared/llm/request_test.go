@@ -207,7 +207,7 @@ func TestParseRequestGolden(t *testing.T) {
 				}
 			}
 		}
-		checkGolden(t, goldenName(file), []byte(out.String()))
+		checkGolden(t, file, &out)
 	}
 }
 

@@ -24,7 +24,7 @@ func TestParseUsageGolden(t *testing.T) {
 			js, _ := json.Marshal(u)
 			fmt.Fprintf(&out, "usage: %s\nmodel_served: %s\n", js, model)
 		}
-		checkGolden(t, goldenName(file), []byte(out.String()))
+		checkGolden(t, file, &out)
 	}
 }
 

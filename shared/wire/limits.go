@@ -63,26 +63,18 @@ func (d *Limits) AppendJSON(dst []byte) []byte {
 }
 
 func (d *Definition) appendJSON(dst []byte) []byte {
-	dst = append(dst, `{"limit_id":`...)
-	dst = jsontok.AppendString(dst, d.LimitID)
-	dst = append(dst, `,"limit_type":`...)
-	dst = jsontok.AppendString(dst, string(d.Type))
-	dst = append(dst, `,"class":`...)
-	dst = jsontok.AppendString(dst, d.Type.Class())
-	dst = append(dst, `,"unit":`...)
-	dst = jsontok.AppendString(dst, d.Type.Unit())
+	dst = jsontok.AppendKeyString(dst, `{"limit_id":`, d.LimitID)
+	dst = jsontok.AppendKeyString(dst, `,"limit_type":`, string(d.Type))
+	dst = jsontok.AppendKeyString(dst, `,"class":`, d.Type.Class())
+	dst = jsontok.AppendKeyString(dst, `,"unit":`, d.Type.Unit())
 	if d.Period != "" {
-		dst = append(dst, `,"period":`...)
-		dst = jsontok.AppendString(dst, d.Period)
+		dst = jsontok.AppendKeyString(dst, `,"period":`, d.Period)
 	}
-	dst = append(dst, `,"posture":`...)
-	dst = jsontok.AppendString(dst, d.Posture.Label())
+	dst = jsontok.AppendKeyString(dst, `,"posture":`, d.Posture.Label())
 	if d.Node != "" {
-		dst = append(dst, `,"attach":"pinned","node":`...)
-		dst = jsontok.AppendString(dst, d.Node)
+		dst = jsontok.AppendKeyString(dst, `,"attach":"pinned","node":`, d.Node)
 	} else {
-		dst = append(dst, `,"attach":"template","level":`...)
-		dst = jsontok.AppendString(dst, d.Level)
+		dst = jsontok.AppendKeyString(dst, `,"attach":"template","level":`, d.Level)
 	}
 	dst = appendAmount(dst, "amount", d.Type, d.Amount)
 	dst = append(dst, `,"override_allowed":`...)
@@ -95,12 +87,9 @@ func (d *Definition) appendJSON(dst []byte) []byte {
 }
 
 func (o *OverrideEntry) appendJSON(dst []byte) []byte {
-	dst = append(dst, `{"limit_id":`...)
-	dst = jsontok.AppendString(dst, o.LimitID)
-	dst = append(dst, `,"limit_type":`...)
-	dst = jsontok.AppendString(dst, string(o.Type))
-	dst = append(dst, `,"node":`...)
-	dst = jsontok.AppendString(dst, o.Node)
+	dst = jsontok.AppendKeyString(dst, `{"limit_id":`, o.LimitID)
+	dst = jsontok.AppendKeyString(dst, `,"limit_type":`, string(o.Type))
+	dst = jsontok.AppendKeyString(dst, `,"node":`, o.Node)
 	dst = appendAmount(dst, "amount", o.Type, o.Amount)
 	return append(dst, '}')
 }

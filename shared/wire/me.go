@@ -2,7 +2,6 @@ package wire
 
 import (
 	"github.com/tokentriage/tokentriage/shared/jsontok"
-	"strconv"
 	"time"
 )
 
@@ -93,43 +92,34 @@ type LimitExtra struct {
 
 func (x *LimitExtra) appendJSON(dst []byte, counter bool) []byte {
 	if x.Evaluated != "" {
-		dst = append(dst, `,"evaluated_at":`...)
-		dst = jsontok.AppendString(dst, x.Evaluated)
+		dst = jsontok.AppendKeyString(dst, `,"evaluated_at":`, x.Evaluated)
 	}
 	if x.Metric != "" {
-		dst = append(dst, `,"metric":`...)
-		dst = jsontok.AppendString(dst, x.Metric)
+		dst = jsontok.AppendKeyString(dst, `,"metric":`, x.Metric)
 	}
 	if x.Timezone != "" {
-		dst = append(dst, `,"timezone":`...)
-		dst = jsontok.AppendString(dst, x.Timezone)
+		dst = jsontok.AppendKeyString(dst, `,"timezone":`, x.Timezone)
 	}
 	if x.Fit {
-		dst = append(dst, `,"fit":true,"min_output":`...)
-		dst = strconv.AppendInt(dst, x.MinOutput, 10)
+		dst = jsontok.AppendKeyInt(dst, `,"fit":true,"min_output":`, x.MinOutput)
 	}
 	if x.Fallback != "" {
-		dst = append(dst, `,"fallback":`...)
-		dst = jsontok.AppendString(dst, x.Fallback)
+		dst = jsontok.AppendKeyString(dst, `,"fallback":`, x.Fallback)
 	}
 	if x.Customer != nil {
-		dst = append(dst, `,"customer":`...)
-		dst = jsontok.AppendString(dst, *x.Customer)
+		dst = jsontok.AppendKeyString(dst, `,"customer":`, *x.Customer)
 	}
 	if x.Tag != "" {
-		dst = append(dst, `,"tag":`...)
-		dst = jsontok.AppendString(dst, x.Tag)
+		dst = jsontok.AppendKeyString(dst, `,"tag":`, x.Tag)
 	}
 	if x.Overflow {
 		dst = append(dst, `,"overflow":true`...)
 	}
 	if x.MaxDistinct > 0 {
 		if counter && x.Distinct >= 0 {
-			dst = append(dst, `,"distinct":`...)
-			dst = strconv.AppendInt(dst, x.Distinct, 10)
+			dst = jsontok.AppendKeyInt(dst, `,"distinct":`, x.Distinct)
 		}
-		dst = append(dst, `,"max_distinct":`...)
-		dst = strconv.AppendInt(dst, x.MaxDistinct, 10)
+		dst = jsontok.AppendKeyInt(dst, `,"max_distinct":`, x.MaxDistinct)
 	}
 	return dst
 }
@@ -192,18 +182,12 @@ func (s Scopes) appendJSON(dst []byte) []byte {
 }
 
 func (l *MeLimit) appendJSON(dst []byte) []byte {
-	dst = append(dst, `{"limit_id":`...)
-	dst = jsontok.AppendString(dst, l.LimitID)
-	dst = append(dst, `,"type":`...)
-	dst = jsontok.AppendString(dst, string(l.Type))
-	dst = append(dst, `,"class":`...)
-	dst = jsontok.AppendString(dst, l.Type.Class())
-	dst = append(dst, `,"unit":`...)
-	dst = jsontok.AppendString(dst, l.Type.Unit())
-	dst = append(dst, `,"node":`...)
-	dst = jsontok.AppendString(dst, l.Node)
-	dst = append(dst, `,"period":`...)
-	dst = jsontok.AppendString(dst, l.Period)
+	dst = jsontok.AppendKeyString(dst, `{"limit_id":`, l.LimitID)
+	dst = jsontok.AppendKeyString(dst, `,"type":`, string(l.Type))
+	dst = jsontok.AppendKeyString(dst, `,"class":`, l.Type.Class())
+	dst = jsontok.AppendKeyString(dst, `,"unit":`, l.Type.Unit())
+	dst = jsontok.AppendKeyString(dst, `,"node":`, l.Node)
+	dst = jsontok.AppendKeyString(dst, `,"period":`, l.Period)
 	rate := l.Type == RPM || l.Type == TPM
 	if l.Type.Settled() || rate {
 		dst = append(dst, `,"resets_at":`...)
@@ -221,15 +205,11 @@ func (l *MeLimit) appendJSON(dst []byte) []byte {
 		dst = append(dst, `,"remaining_usd":`...)
 		dst = l.RemainingUSD.appendJSON(dst)
 	} else {
-		dst = append(dst, `,"amount":`...)
-		dst = strconv.AppendInt(dst, l.Amount, 10)
-		dst = append(dst, `,"observed":`...)
-		dst = strconv.AppendInt(dst, l.Observed, 10)
-		dst = append(dst, `,"remaining":`...)
-		dst = strconv.AppendInt(dst, l.Remaining, 10)
+		dst = jsontok.AppendKeyInt(dst, `,"amount":`, l.Amount)
+		dst = jsontok.AppendKeyInt(dst, `,"observed":`, l.Observed)
+		dst = jsontok.AppendKeyInt(dst, `,"remaining":`, l.Remaining)
 		if rate {
-			dst = append(dst, `,"retry_after_s":`...)
-			dst = strconv.AppendInt(dst, l.RetryAfter, 10)
+			dst = jsontok.AppendKeyInt(dst, `,"retry_after_s":`, l.RetryAfter)
 		}
 	}
 	dst = l.Extra.appendJSON(dst, true)

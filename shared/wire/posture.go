@@ -27,11 +27,8 @@ func (p Posture) Label() string {
 }
 
 func (p Posture) appendJSON(dst []byte) []byte {
-	dst = append(dst, `{"mode":`...)
-	dst = jsontok.AppendString(dst, p.Mode)
-	dst = append(dst, `,"enforce":`...)
-	dst = jsontok.AppendString(dst, p.Enforce)
-	dst = append(dst, `,"fail":`...)
-	dst = jsontok.AppendString(dst, p.Fail)
+	dst = jsontok.AppendKeyString(dst, `{"mode":`, p.Mode)
+	dst = jsontok.AppendKeyString(dst, `,"enforce":`, p.Enforce)
+	dst = jsontok.AppendKeyString(dst, `,"fail":`, p.Fail)
 	return append(dst, '}')
 }

@@ -175,54 +175,32 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 	dst = appendHead(dst, r.Shape, r.Status(), r.ErrorType())
 	dst = r.appendMessage(dst)
 	dst = appendTail(dst, r.Shape, r.ErrorType(), "")
-	dst = append(dst, `,"refused_by":{"limit_id":`...)
-	dst = jsontok.AppendString(dst, r.LimitID)
-	dst = append(dst, `,"limit_type":`...)
-	dst = jsontok.AppendString(dst, string(r.LimitType))
-	dst = append(dst, `,"unit":`...)
-	dst = jsontok.AppendString(dst, r.LimitType.Unit())
-	dst = append(dst, `,"node":`...)
-	dst = jsontok.AppendString(dst, r.Node)
+	dst = jsontok.AppendKeyString(dst, `,"refused_by":{"limit_id":`, r.LimitID)
+	dst = jsontok.AppendKeyString(dst, `,"limit_type":`, string(r.LimitType))
+	dst = jsontok.AppendKeyString(dst, `,"unit":`, r.LimitType.Unit())
+	dst = jsontok.AppendKeyString(dst, `,"node":`, r.Node)
 	switch {
 	case r.Unfittable && r.LimitType.Settled():
-		dst = r.appendPeriod(dst)
-		dst = append(dst, `,"resets_at":`...)
-		dst = appendSecondTime(dst, r.ResetsAt)
-		dst = r.appendRetry(dst)
-		dst = append(dst, `,"cost":`...)
-		dst = r.appendAmount(dst, r.Cost)
-		dst = append(dst, `,"observed":`...)
-		dst = r.appendAmount(dst, r.Observed)
-		dst = append(dst, `,"limit":`...)
-		dst = r.appendAmount(dst, r.Limit)
+		dst = r.appendResets(dst)
+		dst = r.appendAmount(dst, `,"cost":`, r.Cost)
+		dst = r.appendAmount(dst, `,"observed":`, r.Observed)
+		dst = r.appendAmount(dst, `,"limit":`, r.Limit)
 	case r.Unfittable:
 		dst = r.appendPeriod(dst)
-		dst = append(dst, `,"cost":`...)
-		dst = strconv.AppendInt(dst, r.Cost, 10)
-		dst = append(dst, `,"burst":`...)
-		dst = strconv.AppendInt(dst, r.Burst, 10)
+		dst = jsontok.AppendKeyInt(dst, `,"cost":`, r.Cost)
+		dst = jsontok.AppendKeyInt(dst, `,"burst":`, r.Burst)
 	case r.inFlight():
 		dst = r.appendPeriod(dst)
-		dst = append(dst, `,"observed":`...)
-		dst = r.appendAmount(dst, r.Observed)
-		dst = append(dst, `,"limit":`...)
-		dst = r.appendAmount(dst, r.Limit)
-		dst = append(dst, `,"in_flight":`...)
-		dst = r.appendAmount(dst, r.InFlight)
+		dst = r.appendAmount(dst, `,"observed":`, r.Observed)
+		dst = r.appendAmount(dst, `,"limit":`, r.Limit)
+		dst = r.appendAmount(dst, `,"in_flight":`, r.InFlight)
 	case r.LimitType.Settled():
-		dst = r.appendPeriod(dst)
-		dst = append(dst, `,"resets_at":`...)
-		dst = appendSecondTime(dst, r.ResetsAt)
-		dst = r.appendRetry(dst)
-		dst = append(dst, `,"observed":`...)
-		dst = r.appendAmount(dst, r.Observed)
-		dst = append(dst, `,"limit":`...)
-		dst = r.appendAmount(dst, r.Limit)
+		dst = r.appendResets(dst)
+		dst = r.appendAmount(dst, `,"observed":`, r.Observed)
+		dst = r.appendAmount(dst, `,"limit":`, r.Limit)
 	case r.LimitType == Concurrency:
-		dst = append(dst, `,"observed":`...)
-		dst = strconv.AppendInt(dst, r.Observed, 10)
-		dst = append(dst, `,"limit":`...)
-		dst = strconv.AppendInt(dst, r.Limit, 10)
+		dst = jsontok.AppendKeyInt(dst, `,"observed":`, r.Observed)
+		dst = jsontok.AppendKeyInt(dst, `,"limit":`, r.Limit)
 	default: // rpm, tpm
 		dst = r.appendPeriod(dst)
 		dst = r.appendRetry(dst)
@@ -245,13 +223,10 @@ func (r *Refusal) AppendBody(dst []byte) []byte {
 		}
 	case r.LimitType.Settled():
 		dst = appendBool(dst, true)
-		dst = append(dst, `,"bound":{"tee_lag_rows":`...)
-		dst = strconv.AppendInt(dst, r.Bound.TeeLagRows, 10)
-		dst = append(dst, `,"dropped_rows":`...)
-		dst = strconv.AppendInt(dst, r.Bound.DroppedRows, 10)
+		dst = jsontok.AppendKeyInt(dst, `,"bound":{"tee_lag_rows":`, r.Bound.TeeLagRows)
+		dst = jsontok.AppendKeyInt(dst, `,"dropped_rows":`, r.Bound.DroppedRows)
 		if r.Bound.UnackedFor > 0 {
-			dst = append(dst, `,"unacked_for_s":`...)
-			dst = strconv.AppendInt(dst, int64(max(r.Bound.UnackedFor/time.Second, 1)), 10)
+			dst = jsontok.AppendKeyInt(dst, `,"unacked_for_s":`, int64(max(r.Bound.UnackedFor/time.Second, 1)))
 		}
 		dst = append(dst, `},"note":`...)
 		if r.LimitType == BudgetUSD {
@@ -292,12 +267,22 @@ func (r *Refusal) appendPeriod(dst []byte) []byte {
 	return jsontok.AppendString(dst, r.Period)
 }
 
+// appendResets appends a settled limit's period, when it resets and the
+// wait until then.
+func (r *Refusal) appendResets(dst []byte) []byte {
+	dst = r.appendPeriod(dst)
+	dst = append(dst, `,"resets_at":`...)
+	dst = appendSecondTime(dst, r.ResetsAt)
+	return r.appendRetry(dst)
+}
+
 func (r *Refusal) appendRetry(dst []byte) []byte {
 	dst = append(dst, `,"retry_after_s":`...)
 	return strconv.AppendInt(dst, r.RetryAfter, 10)
 }
 
-func (r *Refusal) appendAmount(dst []byte, v int64) []byte {
+func (r *Refusal) appendAmount(dst []byte, key string, v int64) []byte {
+	dst = append(dst, key...)
 	if r.LimitType == BudgetUSD {
 		return AppendUSD(dst, v)
 	}

@@ -117,11 +117,9 @@ func openAICode(errorType string) string {
 // then our own members, then appendClose.
 func appendHead(dst []byte, shape Shape, status int, errorType string) []byte {
 	if shape == ShapeAnthropic {
-		dst = append(dst, `{"type":"error","error":{"type":`...)
-		dst = jsontok.AppendString(dst, anthropicType(status))
+		dst = jsontok.AppendKeyString(dst, `{"type":"error","error":{"type":`, anthropicType(status))
 	} else {
-		dst = append(dst, `{"error":{"type":`...)
-		dst = jsontok.AppendString(dst, errorType)
+		dst = jsontok.AppendKeyString(dst, `{"error":{"type":`, errorType)
 	}
 	return append(dst, `,"message":`...)
 }
@@ -131,8 +129,7 @@ func appendHead(dst []byte, shape Shape, status int, errorType string) []byte {
 func appendTail(dst []byte, shape Shape, errorType, param string) []byte {
 	switch shape {
 	case ShapeAnthropic:
-		dst = append(dst, `,"details":{"error_code":`...)
-		dst = jsontok.AppendString(dst, errorType)
+		dst = jsontok.AppendKeyString(dst, `,"details":{"error_code":`, errorType)
 		dst = append(dst, '}')
 	case ShapeOpenAI:
 		dst = append(dst, `,"param":`...)
@@ -141,8 +138,7 @@ func appendTail(dst []byte, shape Shape, errorType, param string) []byte {
 		} else {
 			dst = jsontok.AppendString(dst, param)
 		}
-		dst = append(dst, `,"code":`...)
-		dst = jsontok.AppendString(dst, openAICode(errorType))
+		dst = jsontok.AppendKeyString(dst, `,"code":`, openAICode(errorType))
 	}
 	return dst
 }
