@@ -75,9 +75,8 @@ func TestMeRateTimes(t *testing.T) {
 // of the rows folded into them carried estimated usage (the accountant's
 // #estimated companion), not always.
 func TestMeEstimated(t *testing.T) {
-	r := newRig(t, rigOptions{governance: gov(limOrgBudget, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
-	id := "org_monthly_budget|budget_usd|org:acme||month|"
-	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: monthStart(), Value: 12_600})
+	r := orgBudgetRig(t)
+	r.acct.setSnapshot("s1", orgMonth("", 12_600))
 	r.sync()
 	got := r.meLimit(dev1Key, "org_monthly_budget")
 	for _, f := range []string{"limit_usd", "observed_usd", "remaining_usd"} {
@@ -85,8 +84,7 @@ func TestMeEstimated(t *testing.T) {
 			t.Errorf("%s with every row's usage reported: %v", f, u)
 		}
 	}
-	r.acct.setSnapshot("s2", syncwire.Entry{ID: id, PeriodStart: monthStart(), Value: 12_600},
-		syncwire.Entry{ID: id + syncwire.EstimatedSuffix, PeriodStart: monthStart(), Value: 1})
+	r.acct.setSnapshot("s2", orgMonth("", 12_600), orgMonth(syncwire.EstimatedSuffix, 1))
 	r.sync()
 	got = r.meLimit(dev1Key, "org_monthly_budget")
 	for f, want := range map[string]bool{"limit_usd": false, "observed_usd": true, "remaining_usd": true} {

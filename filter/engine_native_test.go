@@ -42,6 +42,13 @@ func testEngines(t testing.TB, n int, store *memStore, clock *manualClock, confi
 
 const noGovernance = `{"governance":{"enabled":true,"limits":[]}}`
 
+// racingEngines are six engines without governance on store, as six VMs
+// of one host, on one clock.
+func racingEngines(t *testing.T, store *memStore) ([]*Engine, *manualClock) {
+	clock := &manualClock{t: nativeT0}
+	return testEngines(t, 6, store, clock, noGovernance), clock
+}
+
 // TestCreateUnderRacingEngines: engines racing to create and update the
 // same fresh cells never lose an update. Each cell is a fixed window
 // counting every admitted take, so the count it ends with is the number of
@@ -51,9 +58,8 @@ func TestCreateUnderRacingEngines(t *testing.T) {
 }
 
 func testCreateUnderRacingEngines(t *testing.T, store *memStore) {
-	const engines, keys, takes = 6, 40, 30
-	clock := &manualClock{t: nativeT0}
-	es := testEngines(t, engines, store, clock, noGovernance)
+	const keys, takes = 40, 30
+	es, clock := racingEngines(t, store)
 	p := rate.Params{Amount: 60000, Burst: 60000, Period: time.Minute}
 	var admitted [keys]atomic.Int64
 	var contention atomic.Int64
@@ -143,9 +149,8 @@ func TestGaugeRacingEngines(t *testing.T) {
 }
 
 func testGaugeRacingEngines(t *testing.T, store *memStore) {
-	const engines, rounds, limit = 6, 200, 4
-	clock := &manualClock{t: nativeT0}
-	es := testEngines(t, engines, store, clock, noGovernance)
+	const rounds, limit = 200, 4
+	es, clock := racingEngines(t, store)
 	const key = "c|concurrency|n|||"
 	var held, peak atomic.Int64
 	race(es, func(e *Engine) {

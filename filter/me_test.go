@@ -52,19 +52,29 @@ func TestMeRedisSuspended(t *testing.T) {
 	}
 }
 
+// orgBudgetRig runs limOrgBudget, org_monthly_budget, with an accountant;
+// dev1Key may call.
+func orgBudgetRig(t *testing.T) *rig {
+	return newRig(t, rigOptions{governance: gov(limOrgBudget, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+}
+
+// orgMonth is an entry of the snapshot for org_monthly_budget's counter
+// this month: the counter itself (suffix "") or one of its companions.
+func orgMonth(suffix string, v int64) syncwire.Entry {
+	return syncwire.Entry{ID: "org_monthly_budget|budget_usd|org:acme||month|" + suffix, PeriodStart: monthStart(), Value: v}
+}
+
 // TestMeUnpriced: a budget whose counter has UNPRICED rows beside it (the
 // snapshot's #unpriced companion entry) shows its dollar figures as
 // incomplete on /tt/v1/me; without one they are not.
 func TestMeUnpriced(t *testing.T) {
-	r := newRig(t, rigOptions{governance: gov(limOrgBudget, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
-	id := "org_monthly_budget|budget_usd|org:acme||month|"
-	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: monthStart(), Value: 1})
+	r := orgBudgetRig(t)
+	r.acct.setSnapshot("s1", orgMonth("", 1))
 	r.sync()
 	if got := r.meLimit(dev1Key, "org_monthly_budget")["observed_usd"].(map[string]any); got["unpriced"] != false || got["usd"] != 0.000000001 {
 		t.Errorf("observed_usd without unpriced rows: %v", got)
 	}
-	r.acct.setSnapshot("s2", syncwire.Entry{ID: id, PeriodStart: monthStart(), Value: 1},
-		syncwire.Entry{ID: id + syncwire.UnpricedSuffix, PeriodStart: monthStart(), Value: 2})
+	r.acct.setSnapshot("s2", orgMonth("", 1), orgMonth(syncwire.UnpricedSuffix, 2))
 	r.sync()
 	got := r.meLimit(dev1Key, "org_monthly_budget")
 	for _, f := range []string{"observed_usd", "remaining_usd"} {

@@ -154,7 +154,7 @@ func TestSyncSnapshotPeriods(t *testing.T) {
 // fail-open spend limit admits, says so in X-Tt-Suspended, and lists the
 // limit as suspended on the row.
 func TestSyncFailOpenSuspends(t *testing.T) {
-	r := newRig(t, rigOptions{governance: gov(limOrgBudget, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := orgBudgetRig(t)
 	r.acct.set(func(a *fakeAccountant) { a.down = true })
 	resp := r.chat(dev1Key, chatGermany)
 	mustStatus(t, resp, 200)
