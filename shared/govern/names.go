@@ -19,12 +19,7 @@ var typeNames = [...]string{
 }
 
 // String returns the type's config spelling (budget_usd, rpm, ...).
-func (t Type) String() string {
-	if int(t) < len(typeNames) && typeNames[t] != "" {
-		return typeNames[t]
-	}
-	return "unknown"
-}
+func (t Type) String() string { return name(typeNames[:], int(t)) }
 
 // ParseType reads a type's config spelling.
 func ParseType(s string) (Type, bool) {
@@ -106,12 +101,7 @@ var classNames = [...]string{
 }
 
 // String returns the class name of seed 000 (LedgerSettled, ...).
-func (c Class) String() string {
-	if int(c) < len(classNames) && classNames[c] != "" {
-		return classNames[c]
-	}
-	return "unknown"
-}
+func (c Class) String() string { return name(classNames[:], int(c)) }
 
 // String returns "gate1" or "gate2".
 func (g Gate) String() string {
@@ -143,8 +133,10 @@ func (f Fail) String() string { return name(failNames[:], int(f)) }
 // String returns local, redis or share.
 func (s Store) String() string { return name(storeNames[:], int(s)) }
 
+// name is the name of value i in names (indexed by value), "unknown"
+// for a value it does not name.
 func name(names []string, i int) string {
-	if i >= 0 && i < len(names) {
+	if i >= 0 && i < len(names) && names[i] != "" {
 		return names[i]
 	}
 	return "unknown"

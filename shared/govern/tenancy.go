@@ -1,7 +1,8 @@
 package govern
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/tokentriage/tokentriage/shared/config"
@@ -60,12 +61,7 @@ func (c *compiler) tenancy(ts []config.Tenant) map[string]uint8 {
 			tree[org+"/team:"+team] = lvTeam
 		}
 
-		groups := make([]string, 0, len(t.Users))
-		for team := range t.Users {
-			groups = append(groups, team)
-		}
-		sort.Strings(groups)
-		for _, team := range groups {
+		for _, team := range slices.Sorted(maps.Keys(t.Users)) {
 			up := p + ".users[" + strconv.Quote(team) + "]"
 			if _, ok := teams[team]; !ok {
 				c.at(up, "names a team not declared in teams")
@@ -116,14 +112,7 @@ func (c *compiler) tenantID(path, what, id string) bool {
 }
 
 // sortedNodes lists a tree's nodes in lexical order.
-func sortedNodes(tree map[string]uint8) []string {
-	out := make([]string, 0, len(tree))
-	for n := range tree {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedNodes(tree map[string]uint8) []string { return slices.Sorted(maps.Keys(tree)) }
 
 // nodesAt lists the nodes of a sorted node list a limit instantiates at: its
 // pinned node, or every node at its template level (lexical order).

@@ -37,6 +37,15 @@ func AppendKeyInt(dst []byte, key string, v int64) []byte {
 	return AppendInt(dst, v)
 }
 
+// AppendKeyBool is AppendKeyString for true or false.
+func AppendKeyBool(dst []byte, key string, b bool) []byte {
+	dst = append(dst, key...)
+	if b {
+		return append(dst, "true"...)
+	}
+	return append(dst, "false"...)
+}
+
 // AppendStrings appends ss as a JSON array of AppendString's strings ([]
 // when ss is empty or nil).
 func AppendStrings(dst []byte, ss []string) []byte {

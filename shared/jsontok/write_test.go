@@ -61,7 +61,9 @@ func TestAppendKey(t *testing.T) {
 	got := AppendKeyString([]byte("{"), `"a":`, "x\"y")
 	got = AppendKeyInt(got, `,"n":`, -12)
 	got = AppendKeyInt(got, `,"m":`, 1234567)
-	if want := `{"a":"x\"y","n":-12,"m":1234567`; string(got) != want {
+	got = AppendKeyBool(got, `,"t":`, true)
+	got = AppendKeyBool(got, `,"f":`, false)
+	if want := `{"a":"x\"y","n":-12,"m":1234567,"t":true,"f":false`; string(got) != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }

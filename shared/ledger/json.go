@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/jsontok"
@@ -28,8 +27,7 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	dst = jsontok.AppendKeyString(dst, `,"provider":`, r.Provider)
 	dst = jsontok.AppendKeyString(dst, `,"model":`, r.Model)
 	dst = jsontok.AppendKeyString(dst, `,"model_served":`, r.Served)
-	dst = append(dst, `,"stream":`...)
-	dst = strconv.AppendBool(dst, r.Stream)
+	dst = jsontok.AppendKeyBool(dst, `,"stream":`, r.Stream)
 	dst = append(dst, `,"usage":`...)
 	dst = r.Usage.appendJSON(dst)
 	dst = jsontok.AppendKeyInt(dst, `,"status":`, int64(r.Status))
@@ -47,10 +45,8 @@ func (r *Row) AppendJSON(dst []byte) []byte {
 	dst = appendRefs(dst, r.Breached)
 	dst = append(dst, `,"suspended":`...)
 	dst = jsontok.AppendStrings(dst, r.Suspended)
-	dst = append(dst, `,"estimated":{"input":`...)
-	dst = strconv.AppendBool(dst, r.Estimated.Input)
-	dst = append(dst, `,"output":`...)
-	dst = strconv.AppendBool(dst, r.Estimated.Output)
+	dst = jsontok.AppendKeyBool(dst, `,"estimated":{"input":`, r.Estimated.Input)
+	dst = jsontok.AppendKeyBool(dst, `,"output":`, r.Estimated.Output)
 	dst = jsontok.AppendKeyString(dst, `},"replica":`, r.Replica)
 	if r.ServedOutOfScope {
 		dst = append(dst, `,"served_out_of_scope":true`...)
@@ -122,10 +118,8 @@ func (c *Cost) appendJSON(dst []byte) []byte {
 		return append(dst, "null"...)
 	}
 	dst = jsontok.AppendKeyInt(dst, `{"nanos":`, c.Nanos)
-	dst = append(dst, `,"unpriced":`...)
-	dst = strconv.AppendBool(dst, c.Unpriced)
-	dst = append(dst, `,"estimated":`...)
-	dst = strconv.AppendBool(dst, c.Estimated)
+	dst = jsontok.AppendKeyBool(dst, `,"unpriced":`, c.Unpriced)
+	dst = jsontok.AppendKeyBool(dst, `,"estimated":`, c.Estimated)
 	return append(dst, '}')
 }
 

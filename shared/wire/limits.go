@@ -77,8 +77,7 @@ func (d *Definition) appendJSON(dst []byte) []byte {
 		dst = jsontok.AppendKeyString(dst, `,"attach":"template","level":`, d.Level)
 	}
 	dst = appendAmount(dst, "amount", d.Type, d.Amount)
-	dst = append(dst, `,"override_allowed":`...)
-	dst = appendBool(dst, d.OverrideAllowed)
+	dst = jsontok.AppendKeyBool(dst, `,"override_allowed":`, d.OverrideAllowed)
 	if d.OverrideAllowed && d.OverrideMax >= 0 {
 		dst = appendAmount(dst, "override_max", d.Type, d.OverrideMax)
 	}

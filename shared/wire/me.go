@@ -135,10 +135,8 @@ type USD struct {
 func (u USD) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"usd":`...)
 	dst = AppendUSD(dst, u.Nanos)
-	dst = append(dst, `,"estimated":`...)
-	dst = appendBool(dst, u.Estimated)
-	dst = append(dst, `,"unpriced":`...)
-	dst = appendBool(dst, u.Unpriced)
+	dst = jsontok.AppendKeyBool(dst, `,"estimated":`, u.Estimated)
+	dst = jsontok.AppendKeyBool(dst, `,"unpriced":`, u.Unpriced)
 	return append(dst, '}')
 }
 
@@ -172,8 +170,7 @@ func (s Scopes) appendJSON(dst []byte) []byte {
 	dst = appendStrings(dst, s.Providers)
 	dst = append(dst, `,"endpoints":`...)
 	dst = appendStrings(dst, s.Endpoints)
-	dst = append(dst, `,"allow_passthrough":`...)
-	dst = appendBool(dst, s.AllowPassthrough)
+	dst = jsontok.AppendKeyBool(dst, `,"allow_passthrough":`, s.AllowPassthrough)
 	if s.Customers != nil {
 		dst = append(dst, `,"customers":`...)
 		dst = appendStrings(dst, s.Customers)
@@ -193,8 +190,7 @@ func (l *MeLimit) appendJSON(dst []byte) []byte {
 		dst = append(dst, `,"resets_at":`...)
 		dst = appendSecondTime(dst, l.ResetsAt)
 	}
-	dst = append(dst, `,"suspended":`...)
-	dst = appendBool(dst, l.Suspended)
+	dst = jsontok.AppendKeyBool(dst, `,"suspended":`, l.Suspended)
 	dst = append(dst, `,"posture":`...)
 	dst = l.Posture.appendJSON(dst)
 	if l.Type == BudgetUSD {
