@@ -175,6 +175,8 @@ type worker struct {
 	v       atomic.Pointer[vm]
 	index   int
 	reloads int
+	// busy is the streams the proxy has on this worker (ServeHTTP).
+	busy atomic.Int32
 }
 
 // newRuntime is a wazero runtime configured as every host's is, over the
@@ -348,7 +350,31 @@ func (h *Host) pickVM(n int) *vm {
 	if n <= 0 || n > len(h.workers) {
 		n = int(h.rr.Add(1)-1)%len(h.workers) + 1
 	}
-	w := h.workers[n-1]
+	return h.workerVM(h.workers[n-1])
+}
+
+// leastBusy is the worker with the fewest streams in flight, the first on
+// a tie: how the proxy (ServeHTTP) spreads requests. At a low rate one
+// worker serves them all, so one VM's memory and its compiled code stay in
+// the CPU's caches between requests and its ledger rows leave together;
+// under load every worker takes its share, as Envoy's busy worker threads
+// do.
+func (h *Host) leastBusy() *worker {
+	best := h.workers[0]
+	low := best.busy.Load()
+	for _, w := range h.workers[1:] {
+		if low == 0 {
+			break
+		}
+		if b := w.busy.Load(); b < low {
+			best, low = w, b
+		}
+	}
+	return best
+}
+
+// workerVM is w's VM, reloaded first if it failed and the host reloads.
+func (h *Host) workerVM(w *worker) *vm {
 	v := w.v.Load()
 	if v.failed.Load() && h.cfg.ReloadOnFailure {
 		v = h.reload(w)

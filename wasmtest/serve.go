@@ -21,7 +21,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if hasBody(r) {
 		r, body = withClientBody(r)
 	}
-	res := h.serve(w, r, 0)
+	res := h.serve(w, r, -1)
 	if body != nil {
 		body.finish(w, res)
 	}
@@ -46,7 +46,8 @@ type serveResult struct {
 	counts            Counts
 }
 
-// serve runs one stream on the driver goroutine.
+// serve runs one stream on the driver goroutine, on worker pick (1-based),
+// the next in turn (0) or the least busy (-1, the proxy's way).
 func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResult {
 	if !h.enter() {
 		w.Header().Set("Content-Type", "text/plain")
@@ -68,7 +69,15 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResu
 		// Read the rest of the request while the response streams back.
 		http.NewResponseController(w).EnableFullDuplex()
 	}
-	v := h.pickVM(pick)
+	var v *vm
+	if pick < 0 {
+		w := h.leastBusy()
+		w.busy.Add(1)
+		defer w.busy.Add(-1)
+		v = h.workerVM(w)
+	} else {
+		v = h.pickVM(pick)
+	}
 	s := &stream{h: h, v: v}
 	s.req.resp = false
 	s.resp.resp = true
