@@ -259,39 +259,49 @@ func TestServedOutOfScope(t *testing.T) {
 }
 
 // TestRowsLeaveInBatchesByTimeAndCount: a finished request's row waits
-// for others up to batchWait (a tenth of the flush interval: 50 ms here)
-// and then leaves with the next request to end, without waiting for a
-// tick; a whole batch leaves at once, however little time passed. So at a
-// low rate a batch carries several rows, not one each (each batch is an
-// HTTP call, an ingest and an fsync), and a crash loses at most the rows
-// of one flush interval.
+// for others: once batchMin rows wait and the oldest has waited batchWait
+// (a tenth of the flush interval: 50 ms here) they leave with the next
+// request to end, without waiting for a tick; fewer wait for the tick; a
+// whole batch leaves at once, however little time passed. So at a low
+// rate a batch carries several rows, not one each (each batch is a
+// callout, an ingest and an fsync), and a crash loses at most batchMin
+// rows or the rows of one flush interval.
 func TestRowsLeaveInBatchesByTimeAndCount(t *testing.T) {
 	r := newRig(t, rigOptions{governance: gov("", `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true, workers: 1})
 	r.sync()
 	var ids []string
-	for i := 0; i < 3; i++ {
+	chat := func() {
 		resp := r.chat(dev1Key, chatGermany)
 		mustStatus(t, resp, 200)
 		ids = append(ids, resp.Headers.Get("X-Tt-Request-Id"))
 		r.wait()
 	}
+	for i := 0; i < 3; i++ {
+		chat()
+	}
 	// The clock stands still: none has waited 50 ms.
 	if n := len(r.acct.ledger()); n != 0 {
 		t.Fatalf("%d rows sent before any waited batchWait", n)
 	}
-	// 50 ms later a request ends: its row and the three waiting leave
-	// together, in one batch, before any tick.
+	// 50 ms later a request ends: four rows are fewer than batchMin, so
+	// they wait on.
 	r.clock.Advance(50 * time.Millisecond)
-	resp := r.chat(dev1Key, chatGermany)
-	r.wait()
-	ids = append(ids, resp.Headers.Get("X-Tt-Request-Id"))
+	chat()
+	if n := len(r.acct.ledger()); n != 0 {
+		t.Fatalf("%d rows sent before batchMin (%d) waited", n, batchMinRows)
+	}
+	// The request that makes batchMin sends them all, in one batch,
+	// before any tick.
+	for len(ids) < batchMinRows {
+		chat()
+	}
 	for _, id := range ids {
 		if _, ok := r.acct.row(id); !ok {
-			t.Errorf("row %s did not leave with the request that ended after 50 ms", id)
+			t.Errorf("row %s did not leave with the request that made %d", id, batchMinRows)
 		}
 	}
-	if sizes := r.acct.batchSizes(); len(sizes) != 1 || sizes[0] != 4 {
-		t.Errorf("batches %v, want one of 4 rows", sizes)
+	if sizes := r.acct.batchSizes(); len(sizes) != 1 || sizes[0] != batchMinRows {
+		t.Errorf("batches %v, want one of %d rows", sizes, batchMinRows)
 	}
 	// A whole batch leaves at once, the clock still standing.
 	for i := 0; i < batchRows; i++ {
@@ -301,20 +311,30 @@ func TestRowsLeaveInBatchesByTimeAndCount(t *testing.T) {
 	if sizes := r.acct.batchSizes(); len(sizes) != 2 || sizes[1] != batchRows {
 		t.Errorf("batches %v after %d more rows, want a second of %d", sizes, batchRows, batchRows)
 	}
-	// One more row waits for the tick when nothing else ends.
-	last := r.cheap(1)
+	// Fewer than batchMin more rows wait for the tick.
+	var last []string
+	for i := 0; i < 3; i++ {
+		last = append(last, r.cheap(1))
+	}
 	r.wait()
-	if _, ok := r.acct.row(last); ok {
-		t.Error("a lone row left before it waited batchWait")
+	for _, id := range last {
+		if _, ok := r.acct.row(id); ok {
+			t.Errorf("row %s left before the tick with fewer than batchMin rows waiting", id)
+		}
 	}
 	r.step(500 * time.Millisecond)
-	if _, ok := r.acct.row(last); !ok {
-		t.Error("the tick did not send the lone row")
+	for _, id := range last {
+		if _, ok := r.acct.row(id); !ok {
+			t.Errorf("the tick did not send row %s", id)
+		}
 	}
 	if failed, why := r.h.Failed(1); failed {
 		t.Fatal(why)
 	}
 }
+
+// batchMinRows is the filter's batchMin (filter/ledgerq.go).
+const batchMinRows = 8
 
 // batchRows is the filter's rows per batch (filter/ledgerq.go).
 const batchRows = 256
