@@ -168,28 +168,29 @@ func batch(rows ...ledger.Row) []byte {
 
 func (f *fixture) ingest(t testing.TB, body []byte) syncwire.IngestAck {
 	t.Helper()
-	code, resp := f.do(t, http.MethodPost, syncwire.IngestPath, body)
-	if code != http.StatusOK {
-		t.Fatalf("ingest: %d %s", code, resp)
-	}
 	var ack syncwire.IngestAck
-	if err := json.Unmarshal(resp, &ack); err != nil {
-		t.Fatal(err)
-	}
+	f.call(t, "ingest", http.MethodPost, syncwire.IngestPath, body, &ack)
 	return ack
 }
 
 func (f *fixture) sync(t testing.TB, query string) syncwire.Sync {
 	t.Helper()
-	code, resp := f.do(t, http.MethodGet, syncwire.SyncPath+"?"+query, nil)
-	if code != http.StatusOK {
-		t.Fatalf("sync: %d %s", code, resp)
-	}
 	var s syncwire.Sync
-	if err := json.Unmarshal(resp, &s); err != nil {
+	f.call(t, "sync", http.MethodGet, syncwire.SyncPath+"?"+query, nil, &s)
+	return s
+}
+
+// call sends an internal request that must answer 200 and decodes the
+// answer into out; what names the call in a failure.
+func (f *fixture) call(t testing.TB, what, method, target string, body []byte, out any) {
+	t.Helper()
+	code, resp := f.do(t, method, target, body)
+	if code != http.StatusOK {
+		t.Fatalf("%s: %d %s", what, code, resp)
+	}
+	if err := json.Unmarshal(resp, out); err != nil {
 		t.Fatal(err)
 	}
-	return s
 }
 
 func golden(t *testing.T, name string, got []byte) {

@@ -111,25 +111,25 @@ func limitsDocument(a *govern.Armed, ro *Rollout, ovs []runtime.Override, scope 
 		doc.Overrides = append(doc.Overrides, e)
 	}
 	if len(out) > 0 {
-		n := "1 stored override is"
-		if len(out) > 1 {
-			n = fmt.Sprintf("%d stored overrides are", len(out))
-		}
-		doc.Note += " " + n + " not in force and not listed, so the definition's amount applies: " +
+		doc.Note += " " + overridesAre(len(out), "stored override") + " not in force and not listed, so the definition's amount applies: " +
 			strings.Join(out, "; ") + "."
 	}
 	if len(armed) > 0 {
-		n := "1 override is"
-		if len(armed) > 1 {
-			n = fmt.Sprintf("%d overrides are", len(armed))
-		}
-		doc.Note += " " + n + " armed but not yet held by every live gateway replica, so not in force and not listed: " +
+		doc.Note += " " + overridesAre(len(armed), "override") + " armed but not yet held by every live gateway replica, so not in force and not listed: " +
 			strings.Join(armed, "; ") + "."
 	}
 	if len(out) > 0 || len(armed) > 0 {
 		doc.Note += " GET " + Prefix + "overrides shows every stored override with its state."
 	}
 	return doc
+}
+
+// overridesAre is "1 <noun> is" or "<n> <noun>s are".
+func overridesAre(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun + " is"
+	}
+	return fmt.Sprintf("%d %ss are", n, noun)
 }
 
 // pinnedVisible reports whether a limit pinned at node (empty for a

@@ -188,26 +188,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		AdminToken: adminToken, InternalToken: internalToken})
 
 	ctx, problems := browser(t)
-	page := base + "/tt/ui/?refresh=1"
-	art := t.ArtifactDir()
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(art, name)
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", p)
-	}
-	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
+	ui := base + "/tt/ui/?refresh=1"
+	tab := &page{t: t, ctx: ctx, problems: problems, art: t.ArtifactDir()}
+	shot, do := tab.shot, tab.do
 	seriesOf := func(chart string) map[string]float64 {
 		t.Helper()
 		js := fmt.Sprintf(`Object.fromEntries([...document.querySelectorAll('#%s g.series')].map(g => [g.dataset.series, Number(g.dataset.total)]))`, chart)
@@ -236,7 +219,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// A refused token stays on the sign-in form with the reason.
-	do("load", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#token")))
+	do("load", chromedp.Navigate(ui), chromedp.WaitVisible(chromedp.CSS("#token")))
 	do("wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"), chromedp.Click(chromedp.CSS("#signin-form button[type=submit]")),
 		chromedp.WaitVisible(chromedp.CSS("#signin-error")))
 	msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#signin-error")))

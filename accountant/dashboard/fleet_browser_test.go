@@ -75,24 +75,8 @@ func TestDashboardShowsTheFleet(t *testing.T) {
 	mirror := startMember(t, cfg, rows[4:], owner.url)
 
 	ctx, problems := browser(t)
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(t.ArtifactDir(), name)
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", p)
-	}
-	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
+	tab := &page{t: t, ctx: ctx, problems: problems, art: t.ArtifactDir()}
+	shot, do := tab.shot, tab.do
 	do("load", chromedp.Navigate(mirror.url+"/tt/ui/?refresh=1"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	do("sign in", chromedp.SendKeys(chromedp.CSS("#token"), adminToken), chromedp.Click(chromedp.CSS("#signin-form button[type=submit]")))
 	// The mirror hears of the owner's list with its first pull, and the

@@ -105,7 +105,8 @@ func monthRollup(b *testing.B) *Rollup {
 	return bench.r
 }
 
-func benchmarkReport(b *testing.B, v url.Values) {
+// monthQuery is the month's rollup and v as a query over its 30 days.
+func monthQuery(b *testing.B, v url.Values) (*Rollup, Query) {
 	r := monthRollup(b)
 	v.Set("from", bench.from.Format(time.RFC3339))
 	v.Set("to", bench.from.AddDate(0, 0, 30).Format(time.RFC3339))
@@ -113,10 +114,16 @@ func benchmarkReport(b *testing.B, v url.Values) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return r, q
+}
+
+func benchmarkReport(b *testing.B, v url.Values) {
+	r, q := monthQuery(b, v)
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cputime.Now()
 	var rep *Report
+	var err error
 	for i := 0; i < b.N; i++ {
 		rep, err = r.Run(q, "", bench.from)
 		if err != nil {
@@ -184,18 +191,13 @@ func BenchmarkRollupAdd(b *testing.B) {
 // shares are asked in parallel and pass through the JSON the accountants
 // exchange, as over loopback.
 func benchmarkFleetReport(b *testing.B, v url.Values) {
-	r := monthRollup(b)
-	v.Set("from", bench.from.Format(time.RFC3339))
-	v.Set("to", bench.from.AddDate(0, 0, 30).Format(time.RFC3339))
-	q, err := ParseQuery(v, bench.from)
-	if err != nil {
-		b.Fatal(err)
-	}
+	r, q := monthQuery(b, v)
 	peers := []Peer{jsonPeer("a", r), jsonPeer("b", r), jsonPeer("c", r)}
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cputime.Now()
 	var rep *Report
+	var err error
 	for i := 0; i < b.N; i++ {
 		rep, err = FleetRun(context.Background(), q, "", bench.from, peers, Plausibility{})
 		if err != nil {

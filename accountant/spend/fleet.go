@@ -290,20 +290,15 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 		if err != nil {
 			return nil, err
 		}
-		var keys [][]string
+		var keys groupKeys
 		var rk []rank
-		index := map[string]int{}
 		for _, p := range ranked {
 			if p == nil {
 				continue
 			}
 			for i, k := range p.Keys {
-				s := strings.Join(k, "\x00")
-				g, ok := index[s]
-				if !ok {
-					g = len(keys)
-					index[s] = g
-					keys = append(keys, k)
+				g := keys.of(k)
+				if g == len(rk) {
 					rk = append(rk, rank{})
 				}
 				x := &rk[g]
@@ -312,13 +307,13 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 				x.requests = sat.Add(x.requests, p.Ranks[i][2])
 			}
 		}
-		order := rankGroups(keys, rk)
+		order := rankGroups(keys.keys, rk)
 		k := min(q.Top, len(order))
 		req = base
 		req.Phase = PhaseSeries
 		req.Select = make([][]string, k)
 		for i, g := range order[:k] {
-			req.Select[i] = keys[g]
+			req.Select[i] = keys.keys[g]
 		}
 		rows := k + 1
 		if parts, err = round(req, func(p *Partial) error { return checkTable(p, rows, nb) }, func(p *Partial) error {
@@ -350,30 +345,22 @@ func FleetRun(ctx context.Context, q Query, scope string, now time.Time, peers [
 		}); err != nil {
 			return nil, err
 		}
-		var keys [][]string
-		index := map[string]int{}
+		var keys groupKeys
 		for _, p := range parts {
 			if p == nil {
 				continue
 			}
 			rowOf := make([]int, len(p.Keys))
 			for i, k := range p.Keys {
-				s := strings.Join(k, "\x00")
-				g, ok := index[s]
-				if !ok {
-					g = len(keys)
-					index[s] = g
-					keys = append(keys, k)
-				}
-				rowOf[i] = g
+				rowOf[i] = keys.of(k)
 			}
-			if len(keys)*nb > MaxAnswer {
+			if len(keys.keys)*nb > MaxAnswer {
 				return nil, tooMany(rep)
 			}
-			t.grow(len(keys))
+			t.grow(len(keys.keys))
 			t.addRows(p.Table, func(row int) int { return rowOf[row] })
 		}
-		kept = rankRows(keys, t)
+		kept = rankRows(keys.keys, t)
 	}
 	rep.fill(&q, t, kept, other)
 	rep.Source = Source{}
@@ -481,4 +468,26 @@ func checkTable(p *Partial, rows, nb int) error {
 		}
 	}
 	return nil
+}
+
+// groupKeys numbers the groups of the accountants' shares in the order
+// they are first seen: the same key from several accountants is one group.
+type groupKeys struct {
+	keys  [][]string
+	index map[string]int
+}
+
+// of is k's group, a new one when k was not seen.
+func (x *groupKeys) of(k []string) int {
+	s := strings.Join(k, "\x00")
+	g, ok := x.index[s]
+	if !ok {
+		if x.index == nil {
+			x.index = map[string]int{}
+		}
+		g = len(x.keys)
+		x.index[s] = g
+		x.keys = append(x.keys, k)
+	}
+	return g
 }
