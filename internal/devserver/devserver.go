@@ -449,9 +449,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 // in process (behind Options.AccountantFault when set). The accountant is
 // in the same process, so a callout is a call of its handler on the
 // callout's goroutine: no loopback connection, no HTTP written and parsed
-// on both sides. Over loopback each ledger batch cost about 0.25 ms more
-// of the process's CPU at 50 requests a second (BENCHMARKS.md, "The
-// filter's CPU at 50 and at 1,000 requests a second").
+// on both sides, which at a low rate cost more than the ingest itself
+// (BENCHMARKS.md, "The filter's CPU at 50 and at 1,000 requests a
+// second").
 func (s *Server) accountantCluster(acct *accountant.Server) wasmtest.Cluster {
 	h := acct.Handler()
 	if s.opts.AccountantFault != nil {
