@@ -11,14 +11,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
-const countersFleetConfig = `governance:
-  enabled: true
-  require_key: true
-  tenants:
-    - org: acme
-      teams: [ml]
-      users: { ml: [dev1] }
-  limits:
+const countersFleetConfig = dev1Tenants + `  limits:
     - id: team_requests
       attach: { level: team }
       type: quota_requests

@@ -17,14 +17,7 @@ import (
 
 // crashConfig: one generous quota, so every request of the crash test is
 // governed and served.
-const crashConfig = `governance:
-  enabled: true
-  require_key: true
-  tenants:
-    - org: acme
-      teams: [ml]
-      users: { ml: [dev1] }
-  limits:
+const crashConfig = dev1Tenants + `  limits:
     - id: org_requests
       attach: { level: org }
       type: quota_requests

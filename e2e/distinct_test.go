@@ -28,14 +28,7 @@ import (
 // upstream refused, and the counters, the snapshot and the host's shared
 // data stay within the limits' max_distinct, as README says.
 
-const distinctConfig = `governance:
-  enabled: true
-  require_key: true
-  tenants:
-    - org: acme
-      teams: [ml, search]
-      users: { ml: [dev1, dev2] }
-  limits:
+const distinctConfig = policyTenants + `  limits:
     - { id: model_daily, attach: { level: user }, type: budget_usd, amount_usd: 100, period: day, match: { model: "*" }, max_distinct: %[1]d }
     - { id: customer_daily, attach: { level: user }, type: budget_usd, amount_usd: 5, period: day, match: { customer: "*" }, max_distinct: %[1]d }
     - { id: customer_rpm, attach: { level: user }, type: rpm, amount: 100000, period: 1m, match: { customer: "cus-*" }, max_distinct: %[1]d }

@@ -13,9 +13,9 @@ import (
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 )
 
-// storeBenchConfig: one rpm limit on the local store and one on the fleet
-// store, each on its own endpoint, both far from their cap.
-const storeBenchConfig = `governance:
+// benchFleetTenants heads the store benchmarks' configs: one team, calls
+// without keys, and shared state in Redis.
+const benchFleetTenants = `governance:
   enabled: true
   require_key: false
   shared_state:
@@ -23,7 +23,11 @@ const storeBenchConfig = `governance:
   tenants:
     - org: acme
       teams: [ml]
-  limits:
+`
+
+// storeBenchConfig: one rpm limit on the local store and one on the fleet
+// store, each on its own endpoint, both far from their cap.
+const storeBenchConfig = benchFleetTenants + `  limits:
     - id: rpm_local
       attach: { node: __global }
       type: rpm
@@ -177,15 +181,7 @@ func BenchmarkFleetOvershoot(b *testing.B) {
 }
 
 // reserveBenchConfig: one budget in reserve mode, far from its cap.
-const reserveBenchConfig = `governance:
-  enabled: true
-  require_key: false
-  shared_state:
-    redis: { addr: "127.0.0.1:1" }
-  tenants:
-    - org: acme
-      teams: [ml]
-  limits:
+const reserveBenchConfig = benchFleetTenants + `  limits:
     - id: day_reserve
       attach: { node: __global }
       type: budget_usd

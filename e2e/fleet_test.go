@@ -546,17 +546,8 @@ func TestFleet(t *testing.T) {
 // fleetMeKey is /tt/v1/me of replica base with key.
 func fleetMeKey(ctx context.Context, t testing.TB, base, key string) meDoc {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/tt/v1/me", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var doc meDoc
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("/tt/v1/me: %d (%v)", resp.StatusCode, err)
-	}
+	meAt(ctx, t, base, key, &doc)
 	return doc
 }
 

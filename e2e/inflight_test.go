@@ -14,6 +14,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/internal/fleettest"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
@@ -117,12 +118,7 @@ func TestKilledReplicasCallsAreCounted(t *testing.T) {
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, victim.AccountantURL+syncwire.IngestPath, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+f.InternalToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ack, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, ack := testkit.Send(t, req)
 	if resp.StatusCode != 200 || !strings.Contains(string(ack), `"accepted":3`) {
 		t.Fatalf("the late ends: %d %s", resp.StatusCode, ack)
 	}

@@ -24,14 +24,7 @@ var nodeSDKs = []string{
 	"@langchain/core@1.4.0", "@langchain/openai@1.6.0", "@langchain/anthropic@1.5.11",
 }
 
-const nodeSDKConfig = `governance:
-  enabled: true
-  require_key: true
-  tenants:
-    - org: acme
-      teams: [ml]
-      users: { ml: [dev1] }
-  limits:
+const nodeSDKConfig = dev1Tenants + `  limits:
     - id: user_day
       attach: { level: user }
       type: budget_usd

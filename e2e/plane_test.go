@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
 	"github.com/tokentriage/tokentriage/internal/fleettest"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 	"github.com/tokentriage/tokentriage/shared/vkey"
@@ -21,14 +21,7 @@ import (
 // planeConfig is the fleet's config: the seed tree, a roomy rpm per user,
 // and a share rpm on dev2 (10 a minute for the fleet, divided by the live
 // replica count each accountant reports).
-const planeConfig = `governance:
-  enabled: true
-  require_key: true
-  tenants:
-    - org: acme
-      teams: [ml, search]
-      users: { ml: [dev1, dev2] }
-  limits:
+const planeConfig = policyTenants + `  limits:
     - id: user_rpm
       attach: { level: user }
       type: rpm
@@ -146,12 +139,7 @@ func hasKey(keys []api.KeyView, kid string) bool {
 func httpGet(ctx context.Context, t *testing.T, url string) string {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	_, b := testkit.Send(t, req)
 	return string(b)
 }
 

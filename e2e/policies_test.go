@@ -18,6 +18,17 @@ import (
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
+// dev1Tenants is a tree of one user, dev1 of team ml, whose calls need a
+// key.
+const dev1Tenants = `governance:
+  enabled: true
+  require_key: true
+  tenants:
+    - org: acme
+      teams: [ml]
+      users: { ml: [dev1] }
+`
+
 // policyTenants is the tree of the policy tests' configs.
 const policyTenants = `governance:
   enabled: true

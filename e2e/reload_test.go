@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentriage/tokentriage/internal/testkit"
 )
 
 // TestReloadThroughTheAPI edits the config file under a running dev
@@ -44,12 +45,7 @@ func TestReloadThroughTheAPI(t *testing.T) {
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.AccountantURL()+"/tt/api/v1/reload", nil)
 	req.Header.Set("Authorization", "Bearer e2e-admin-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, body := testkit.Send(t, req)
 	if resp.StatusCode != 200 {
 		t.Fatalf("reload: %d %s", resp.StatusCode, body)
 	}

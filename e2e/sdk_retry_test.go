@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +21,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/internal/devserver"
 	"github.com/tokentriage/tokentriage/internal/stub"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/vkey"
@@ -339,12 +340,7 @@ func sdkPerKeyLimits(ctx context.Context, t *testing.T, s *devserver.Server) {
 	raw, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/v1/chat/completions",
 		strings.NewReader(`{"model":"gpt-4o-mini","max_tokens":8,"messages":[{"role":"user","content":"Say hi"}]}`))
 	raw.Header.Set("Authorization", "Bearer "+a.Key)
-	resp, err := http.DefaultClient.Do(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, body := testkit.Send(t, raw)
 	if resp.StatusCode != 429 || gjsonString(string(body), "error.refused_by.limit_id") != "key_rpm" ||
 		gjsonString(string(body), "error.refused_by.node") != govern.KeyLeaf(keysOf, a.KID) || resp.Header.Get("X-Should-Retry") != "true" {
 		t.Errorf("a's second request at once: %d %s", resp.StatusCode, body)
@@ -362,7 +358,7 @@ func sdkPerKeyLimits(ctx context.Context, t *testing.T, s *devserver.Server) {
 	eventually(ctx, t, "a's rpm window frees", func() (bool, string) {
 		return me(ctx, t, s, a.Key).limit(t, "key_rpm").Observed == 0, "not yet"
 	})
-	_, err = oaiA.Chat.Completions.New(ctx, chatParams)
+	_, err := oaiA.Chat.Completions.New(ctx, chatParams)
 	openaiErr(t, "a over its own budget", err, "budget_exceeded")
 	wantOneAttempt(t, "a over its own budget", recA.take(), "key_day")
 	var e *openai.Error
@@ -404,7 +400,7 @@ func sdkModelsAndCountTokens(ctx context.Context, t *testing.T, s *devserver.Ser
 	for _, m := range page.Data {
 		got = append(got, m.ID)
 	}
-	if !equalStrings(got, want) {
+	if !slices.Equal(got, want) {
 		t.Errorf("openai models.list: %v, want %v", got, want)
 	}
 	apage, err := ant.Models.List(ctx, anthropic.ModelListParams{})
@@ -415,7 +411,7 @@ func sdkModelsAndCountTokens(ctx context.Context, t *testing.T, s *devserver.Ser
 	for _, m := range apage.Data {
 		got = append(got, m.ID)
 	}
-	if !equalStrings(got, want) {
+	if !slices.Equal(got, want) {
 		t.Errorf("anthropic models.list: %v, want %v", got, want)
 	}
 	if _, err := oai.Models.Get(ctx, "gpt-4.1"); err == nil {
@@ -433,18 +429,6 @@ func sdkModelsAndCountTokens(ctx context.Context, t *testing.T, s *devserver.Ser
 	if l := me(ctx, t, s, k.Key).limit(t, "key_day"); l.ObservedUSD.USD != "0" {
 		t.Errorf("the list and the count spent %s", l.ObservedUSD.USD)
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func gjsonString(doc, path string) string { return gjson.Get(doc, path).String() }

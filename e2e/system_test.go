@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -144,12 +143,7 @@ func meAt(ctx context.Context, t testing.TB, base, key string, v any) string {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testkit.Send(t, req)
 	if err := json.Unmarshal(b, v); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/tt/v1/me: %d %s (%v)", resp.StatusCode, b, err)
 	}

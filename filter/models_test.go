@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,18 +34,6 @@ func modelIDs(t *testing.T, body []byte) (ids []string, anthropic bool) {
 		t.Fatalf("neither OpenAI's nor Anthropic's list: %s", body)
 	}
 	return ids, doc.HasMore != nil
-}
-
-func equalIDs(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestModelList: GET /v1/models is open to every authenticated key (no
@@ -79,7 +68,7 @@ func TestModelList(t *testing.T) {
 		resp := r.do(req{method: "GET", path: c.path, key: c.key, headers: c.headers})
 		mustStatus(t, resp, 200)
 		ids, anth := modelIDs(t, resp.Body)
-		if !equalIDs(ids, c.want) || anth != c.anthropic {
+		if !slices.Equal(ids, c.want) || anth != c.anthropic {
 			t.Errorf("case %d: %s for %s: %v (anthropic %v), want %v (anthropic %v)", i, c.path, c.key.kid, ids, anth, c.want, c.anthropic)
 		}
 		if reached := r.stub.Served() > before; reached != c.upstream {

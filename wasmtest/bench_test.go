@@ -73,7 +73,7 @@ func benchProxies(b *testing.B) (bare *httputil.ReverseProxy, h *Host) {
 	upstream := httptest.NewServer(stubLLM)
 	b.Cleanup(upstream.Close)
 	u, _ := url.Parse(upstream.URL)
-	transport := newProxyTransport()
+	transport := NewProxyTransport()
 	bare = httputil.NewSingleHostReverseProxy(u)
 	bare.Transport = transport
 	h = newHost(b, Config{Module: testwasm.Noop(b), Workers: 2, Upstream: Cluster{URL: upstream.URL, Transport: transport}, LogLevel: LogInfo, Clock: RealClock()})

@@ -236,6 +236,20 @@ func isModuleFolder(name string) bool {
 	return true
 }
 
+// checkPrivateDir refuses dir unless it is a directory (not a symbolic
+// link) that checkOwner accepts: on unix, owned by this process's user and
+// writable by no other.
+func checkPrivateDir(dir string) error {
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("not a directory (a symbolic link is not followed)")
+	}
+	return checkOwner(info)
+}
+
 // errSharedDir is what checkPrivateDir reports for a directory others
 // could write to.
 var errSharedDir = errors.New("writable by other users; use a directory only you can write (mode 0700), or " + CacheEnv + "=" + CacheOff)

@@ -2,20 +2,8 @@
 
 package wasmtest
 
-import (
-	"fmt"
-	"os"
-)
+import "os"
 
-// checkPrivateDir refuses dir unless it is a directory. Ownership is left
-// to the platform's access control lists.
-func checkPrivateDir(dir string) error {
-	info, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !info.IsDir() {
-		return fmt.Errorf("not a directory (a symbolic link is not followed)")
-	}
-	return nil
-}
+// checkOwner accepts every directory: ownership is left to the platform's
+// access control lists.
+func checkOwner(os.FileInfo) error { return nil }

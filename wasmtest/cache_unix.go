@@ -8,16 +8,9 @@ import (
 	"syscall"
 )
 
-// checkPrivateDir refuses dir unless it is a directory (not a symbolic
-// link) owned by this process's user and writable by no other.
-func checkPrivateDir(dir string) error {
-	info, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !info.IsDir() {
-		return fmt.Errorf("not a directory (a symbolic link is not followed)")
-	}
+// checkOwner refuses a directory not owned by this process's user, or
+// writable by another.
+func checkOwner(info os.FileInfo) error {
 	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("owned by uid %d, not by this user (uid %d)", st.Uid, os.Geteuid())
 	}

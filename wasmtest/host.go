@@ -226,7 +226,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		metrics:        newMetricStore(),
 		queues:         newQueueStore(),
 		clusters:       map[string]*target{},
-		transport:      newProxyTransport(),
+		transport:      NewProxyTransport(),
 	}
 	if h.clock == nil {
 		h.clock = RealClock()

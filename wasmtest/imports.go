@@ -3,6 +3,7 @@ package wasmtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -222,21 +223,9 @@ func EnvoyProvides(imp Import, abi021 bool) bool {
 		if hf.abi021 && !abi021 {
 			return false
 		}
-		return sameTypes(hf.params, imp.Params) && sameTypes(hf.results, imp.Results)
+		return slices.Equal(hf.params, imp.Params) && slices.Equal(hf.results, imp.Results)
 	}
 	return false
-}
-
-func sameTypes(a, b []api.ValueType) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // CheckImports compiles module and returns an error naming every import that

@@ -66,7 +66,13 @@ func (v *vm) setOut(pp, sp, p uint32, n int) status {
 
 // outBytes hands data to the guest: a fresh guest allocation holding a copy,
 // or (0,0) without calling the allocator when data is empty.
-func (v *vm) outBytes(data []byte, pp, sp uint32) status {
+func (v *vm) outBytes(data []byte, pp, sp uint32) status { return outData(v, data, pp, sp) }
+
+// outString is outBytes for a string, without converting it.
+func (v *vm) outString(s string, pp, sp uint32) status { return outData(v, s, pp, sp) }
+
+// outData is outBytes and outString: one body for either kind of data.
+func outData[T string | []byte](v *vm, data T, pp, sp uint32) status {
 	if len(data) == 0 {
 		return v.setOut(pp, sp, 0, 0)
 	}
@@ -76,19 +82,6 @@ func (v *vm) outBytes(data []byte, pp, sp uint32) status {
 	}
 	copy(b, data)
 	return v.setOut(pp, sp, p, len(data))
-}
-
-// outString is outBytes for a string, without converting it.
-func (v *vm) outString(s string, pp, sp uint32) status {
-	if len(s) == 0 {
-		return v.setOut(pp, sp, 0, 0)
-	}
-	p, b, ok := v.allocView(len(s))
-	if !ok {
-		return statusInvalidMemoryAccess
-	}
-	copy(b, s)
-	return v.setOut(pp, sp, p, len(s))
 }
 
 // outPairs serialises m straight into a guest allocation.

@@ -136,13 +136,7 @@ func (st *stream) requestProperty(v *vm, seg [][]byte, rp, rs uint32) status {
 	hdr := st.req.hdr
 	name := string(seg[0])
 	if name == "headers" {
-		if len(seg) == 2 {
-			return headerProperty(v, hdr, seg[1], rp, rs)
-		}
-		if len(seg) == 1 {
-			return v.outPairs(hdr, rp, rs)
-		}
-		return statusNotFound
+		return headersProperty(v, hdr, seg, rp, rs)
 	}
 	if len(seg) != 1 {
 		return statusNotFound
@@ -203,13 +197,7 @@ func (st *stream) responseProperty(v *vm, seg [][]byte, rp, rs uint32) status {
 		if name == "trailers" {
 			m = st.resp.trl
 		}
-		if len(seg) == 2 {
-			return headerProperty(v, m, seg[1], rp, rs)
-		}
-		if len(seg) == 1 {
-			return v.outPairs(m, rp, rs)
-		}
-		return statusNotFound
+		return headersProperty(v, m, seg, rp, rs)
 	}
 	if len(seg) != 1 {
 		return statusNotFound
@@ -234,6 +222,19 @@ func (st *stream) responseProperty(v *vm, seg [][]byte, rp, rs uint32) status {
 func (st *stream) statusText() string {
 	c, _ := st.resp.hdr.get(":status")
 	return c
+}
+
+// headersProperty is a header map's property: the map in the pair format
+// (request.headers) or, with one more segment, one header
+// (request.headers.NAME).
+func headersProperty(v *vm, m hmap, seg [][]byte, rp, rs uint32) status {
+	switch len(seg) {
+	case 1:
+		return v.outPairs(m, rp, rs)
+	case 2:
+		return headerProperty(v, m, seg[1], rp, rs)
+	}
+	return statusNotFound
 }
 
 // headerProperty is one header by name; several values are joined with

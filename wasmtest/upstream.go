@@ -62,8 +62,10 @@ func newTarget(c Cluster, name string, def http.RoundTripper) (*target, error) {
 	return nil, fmt.Errorf("wasmtest: cluster %q: set Handler (in process) or URL (over the network)", name)
 }
 
-// newProxyTransport is the transport URL clusters share by default.
-func newProxyTransport() *http.Transport {
+// NewProxyTransport is a pooled transport for a proxy, the one URL
+// clusters share by default: many idle connections per host, kept as long
+// as Envoy keeps them, no transparent decompression.
+func NewProxyTransport() *http.Transport {
 	return &http.Transport{
 		Proxy: nil,
 		DialContext: (&net.Dialer{

@@ -676,12 +676,7 @@ func TestDevKeepsItsDemoKeyAndLogsRequests(t *testing.T) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw+"/v1/chat/completions",
 			strings.NewReader(`{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"Say hi"}]}`))
 		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		resp, _ := testkit.Send(t, req)
 		return resp.StatusCode
 	}
 	if code := post(first.gw, first.key); code != 200 {

@@ -1,11 +1,11 @@
 package devserver
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
@@ -29,12 +29,7 @@ func TestHugeModelNamesDoNotJamTheLedger(t *testing.T) {
 			strings.NewReader(`{"model":"`+model+`","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
 		req.Header.Set("Authorization", "Bearer "+k.Key)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		resp, _ := testkit.Send(t, req)
 		return resp.StatusCode
 	}
 	answered := 0

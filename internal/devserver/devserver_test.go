@@ -117,12 +117,7 @@ func TestProviderGetsTheProxysKeyNeverTheClients(t *testing.T) {
 		for k, v := range c.header {
 			req.Header.Set(k, v)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, body := testkit.Send(t, req)
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", c.path, resp.StatusCode, body)
 		}
@@ -370,12 +365,7 @@ func TestBodiesUpToMaxBodyBytesReachTheFilter(t *testing.T) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/v1/chat/completions", r)
 			req.Header.Set("Authorization", "Bearer "+k.Key)
 			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body := testkit.Send(t, req)
 			if resp.StatusCode != c.want {
 				t.Fatalf("%d, want %d: %.300s", resp.StatusCode, c.want, body)
 			}

@@ -56,12 +56,7 @@ func post(t *testing.T, url, key string, extra http.Header) (int, string) {
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testkit.Send(t, req)
 	return resp.StatusCode, string(b)
 }
 
@@ -180,12 +175,7 @@ func TestProviderUsageIsBoundedAndRead(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+k.Key)
 		req.Header.Set("X-Test-Usage", usage)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b := testkit.Send(t, req)
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", usage, resp.StatusCode, b)
 		}
@@ -294,12 +284,7 @@ func TestEndpointVariantsAreRefusedAndPassthroughRecorded(t *testing.T) {
 			req.Header.Set("X-HTTP-Method-Override", override)
 		}
 		req.Header.Set("Authorization", "Bearer "+k.Key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := testkit.Send(t, req)
 		return resp.StatusCode, string(b)
 	}
 	variants := []struct{ method, path string }{

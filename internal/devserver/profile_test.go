@@ -2,11 +2,11 @@ package devserver
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
@@ -24,12 +24,7 @@ func TestDebugEndpointsTakeOnlyTheAdminToken(t *testing.T) {
 	body := `{"model":"gpt-4o-mini","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+k.Key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	resp, _ := testkit.Send(t, req)
 	if resp.StatusCode != 200 {
 		t.Fatalf("chat call: %d", resp.StatusCode)
 	}
@@ -39,12 +34,7 @@ func TestDebugEndpointsTakeOnlyTheAdminToken(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := testkit.Send(t, req)
 		return resp.StatusCode, b
 	}
 	for _, path := range []string{GuestProfilePath, "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {

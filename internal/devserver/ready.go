@@ -27,24 +27,8 @@ const pollEvery = 100 * time.Millisecond
 // but the 503 of a filter still waiting for its first sync (RATIONALE.md,
 // "Why does `tokentriage dev` poll /tt/v1/me before it prints?").
 func (s *Server) waitArmed(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, ArmTimeout)
-	defer cancel()
-	var last string
-	for {
-		status, body, err := s.me(ctx, "")
-		switch {
-		case err == nil && status != http.StatusServiceUnavailable:
-			return nil
-		case err != nil:
-			last = err.Error()
-		default:
-			last = fmt.Sprintf("%d %s", status, strings.TrimSpace(body))
-		}
-		if err := s.sleep(ctx); err != nil {
-			return fmt.Errorf("devserver: the filter has no plan yet (its first sync with the accountant at %s has not succeeded): %w; last answer of %s: %s%s",
-				s.acctURL, err, MePath, last, s.filterErrors())
-		}
-	}
+	return s.pollMe(ctx, "", func(status int) bool { return status != http.StatusServiceUnavailable },
+		fmt.Sprintf("the filter has no plan yet (its first sync with the accountant at %s has not succeeded)", s.acctURL))
 }
 
 // MintKey mints a virtual key for owner through the management API and
@@ -61,13 +45,21 @@ func (s *Server) MintKey(ctx context.Context, owner string, scopes vkey.Scopes) 
 // WaitKey waits until the gateway's filter knows key: /tt/v1/me with it
 // answers 200. It gives up after ArmTimeout or when ctx ends.
 func (s *Server) WaitKey(ctx context.Context, key string) error {
+	return s.pollMe(ctx, key, func(status int) bool { return status == http.StatusOK }, "the gateway does not know the key yet")
+}
+
+// pollMe asks /tt/v1/me with key (none if "") until done holds for its
+// status, for at most ArmTimeout. Past that, or when ctx ends, its error
+// says what is not yet so (notYet), with the last answer and the filter's
+// errors.
+func (s *Server) pollMe(ctx context.Context, key string, done func(status int) bool, notYet string) error {
 	ctx, cancel := context.WithTimeout(ctx, ArmTimeout)
 	defer cancel()
 	var last string
 	for {
 		status, body, err := s.me(ctx, key)
 		switch {
-		case err == nil && status == http.StatusOK:
+		case err == nil && done(status):
 			return nil
 		case err != nil:
 			last = err.Error()
@@ -75,7 +67,7 @@ func (s *Server) WaitKey(ctx context.Context, key string) error {
 			last = fmt.Sprintf("%d %s", status, strings.TrimSpace(body))
 		}
 		if err := s.sleep(ctx); err != nil {
-			return fmt.Errorf("devserver: the gateway does not know the key yet: %w; last answer of %s: %s%s", err, MePath, last, s.filterErrors())
+			return fmt.Errorf("devserver: %s: %w; last answer of %s: %s%s", notYet, err, MePath, last, s.filterErrors())
 		}
 	}
 }

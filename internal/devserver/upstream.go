@@ -2,11 +2,11 @@ package devserver
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
+
+	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
 // providerTransport carries the gateway's requests to a real provider. It
@@ -31,7 +31,7 @@ func newProviderTransport(base, openAI, anthropic string, next http.RoundTripper
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
 	if next == nil {
-		next = newUpstreamTransport()
+		next = wasmtest.NewProxyTransport()
 	}
 	return &providerTransport{
 		next:      next,
@@ -58,24 +58,6 @@ func CheckUpstream(base string) (*url.URL, error) {
 			"pass the base URL without /v1: %s", base, fixed.String())
 	}
 	return u, nil
-}
-
-// newUpstreamTransport is a pooled transport for a proxy: many idle
-// connections per host, no transparent decompression.
-func newUpstreamTransport() *http.Transport {
-	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 256,
-		// Envoy's cluster idle_timeout default: a connection kept
-		// for callouts or the upstream is not dialled again within a
-		// request's deadline after a quiet minute and a half.
-		IdleConnTimeout:       time.Hour,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-		ForceAttemptHTTP2:     true,
-	}
 }
 
 // ClientCredentialHeaders are the request headers a provider or a browser

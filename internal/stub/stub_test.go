@@ -36,7 +36,9 @@ func do(t testing.TB, s *Stub, method, path, body string, header ...string) *htt
 	return w
 }
 
+// checkGolden checks got against testdata/name.golden.
 func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
 	testkit.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
 }
 
