@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -93,16 +92,9 @@ func runAccountant(e *env, o sidecarFlags) int {
 	if code := alertFlags(e, o.webhook, o.alertFormat, o.spendReport); code != 0 {
 		return code
 	}
-	token := os.Getenv("TT_ADMIN_TOKEN")
-	if o.tokenFile != "" {
-		b, err := os.ReadFile(o.tokenFile)
-		if err != nil {
-			return e.failf(2, "cannot read the admin token: %v", err)
-		}
-		token = strings.TrimSpace(string(b))
-		if token == "" {
-			return e.failf(2, "the admin token file %s is empty", o.tokenFile)
-		}
+	token, err := readToken("admin", "TT_ADMIN_TOKEN", o.tokenFile)
+	if err != nil {
+		return e.failf(2, "%v", err)
 	}
 	if token == "" && !o.insecure {
 		return e.failf(2, "no admin token: set TT_ADMIN_TOKEN or pass --admin-token-file FILE (or --insecure-no-admin to run with admin access to the management API disabled)")
@@ -110,16 +102,9 @@ func runAccountant(e *env, o sidecarFlags) int {
 	if token != "" && o.insecure {
 		return e.failf(2, "--insecure-no-admin was given together with an admin token; drop one of them")
 	}
-	internal := os.Getenv(accountant.InternalTokenEnv)
-	if o.internalFile != "" {
-		b, err := os.ReadFile(o.internalFile)
-		if err != nil {
-			return e.failf(2, "cannot read the internal token: %v", err)
-		}
-		internal = strings.TrimSpace(string(b))
-		if internal == "" {
-			return e.failf(2, "the internal token file %s is empty", o.internalFile)
-		}
+	internal, err := readToken("internal", accountant.InternalTokenEnv, o.internalFile)
+	if err != nil {
+		return e.failf(2, "%v", err)
 	}
 	if internal == "" {
 		return e.failf(2, "no internal token: set %s or pass --internal-token-file FILE, and give the filters the same token (the plugin configuration's accountant.token, or accountant.token_env naming a variable that holds it)", accountant.InternalTokenEnv)

@@ -359,20 +359,31 @@ func (c *accountantConn) client(e *env) (*api.Client, int) {
 	return adminClient(e, *c.url, *c.tokenFile)
 }
 
+// readToken is the what token (admin, internal) of file, trimmed, or of
+// the environment variable env when file is empty. A file that cannot be
+// read, or holds nothing, is an error; an unset variable is "".
+func readToken(what, env, file string) (string, error) {
+	if file == "" {
+		return os.Getenv(env), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("cannot read the %s token: %v", what, err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("the %s token file %s is empty", what, file)
+	}
+	return token, nil
+}
+
 // adminClient returns a management API client for the accountant at url
 // with the admin token of tokenFile, or of TT_ADMIN_TOKEN when tokenFile is
 // empty; or nil and the exit status after saying why there is none.
 func adminClient(e *env, url, tokenFile string) (*api.Client, int) {
-	token := os.Getenv("TT_ADMIN_TOKEN")
-	if tokenFile != "" {
-		b, err := os.ReadFile(tokenFile)
-		if err != nil {
-			return nil, e.failf(2, "cannot read the admin token: %v", err)
-		}
-		token = strings.TrimSpace(string(b))
-		if token == "" {
-			return nil, e.failf(2, "the admin token file %s is empty", tokenFile)
-		}
+	token, err := readToken("admin", "TT_ADMIN_TOKEN", tokenFile)
+	if err != nil {
+		return nil, e.failf(2, "%v", err)
 	}
 	if token == "" {
 		return nil, e.failf(2, "no admin token: set TT_ADMIN_TOKEN, or pass --admin-token-file FILE")
