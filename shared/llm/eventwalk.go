@@ -565,6 +565,20 @@ func commonPrefix(a, b []byte) int {
 		}
 		i += 16
 	}
+	if n >= 8 {
+		// The last bytes: a word that may overlap what agreed already
+		// (bytes before i agree, so its first difference is at i or
+		// later), not a loop over single bytes.
+		if i+8 <= n {
+			if x := word(a, i) ^ word(b, i); x != 0 {
+				return i + bits.TrailingZeros64(x)/8
+			}
+		}
+		if x := word(a, n-8) ^ word(b, n-8); x != 0 {
+			return n - 8 + bits.TrailingZeros64(x)/8
+		}
+		return n
+	}
 	for i < n && a[i] == b[i] {
 		i++
 	}
