@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"sync"
@@ -353,24 +354,37 @@ func (h *Host) pickVM(n int) *vm {
 	return h.workerVM(h.workers[n-1])
 }
 
-// leastBusy is the worker with the fewest streams in flight, the first on
-// a tie: how the proxy (ServeHTTP) spreads requests. At a low rate one
-// worker serves them all, so one VM's memory and its compiled code stay in
-// the CPU's caches between requests and its ledger rows leave together;
-// under load every worker takes its share, as Envoy's busy worker threads
-// do.
+// leastBusy is the first worker with no stream in flight whose VM is not
+// running a call (a tick, a callout's answer), else the worker with the
+// fewest streams in flight, the first on a tie: how the proxy (ServeHTTP)
+// spreads requests. At a low rate one worker serves them all, so one VM's
+// memory and its compiled code stay in the CPU's caches between requests
+// and its ledger rows leave together, and a request does not wait behind a
+// tick or a sync answer another VM is free to skip; under load every
+// worker takes its share, as Envoy's busy worker threads do.
 func (h *Host) leastBusy() *worker {
-	best := h.workers[0]
-	low := best.busy.Load()
-	for _, w := range h.workers[1:] {
-		if low == 0 {
-			break
+	var best *worker
+	low := int32(math.MaxInt32)
+	for _, w := range h.workers {
+		b := w.busy.Load()
+		if b == 0 && w.free() {
+			return w
 		}
-		if b := w.busy.Load(); b < low {
+		if b < low {
 			best, low = w, b
 		}
 	}
 	return best
+}
+
+// free reports whether w's VM is running no call at this instant.
+func (w *worker) free() bool {
+	v := w.v.Load()
+	if !v.mu.TryLock() {
+		return false
+	}
+	v.mu.Unlock()
+	return true
 }
 
 // workerVM is w's VM, reloaded first if it failed and the host reloads.
