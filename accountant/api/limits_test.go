@@ -59,6 +59,22 @@ func TestLimitsGolden(t *testing.T) {
 	golden(t, "limits_six_types", s.must(http.StatusOK, "GET", Prefix+"governance/limits", adminToken, nil, nil))
 }
 
+// lowerCeiling reloads overridesConfig with team_daily_requests' override
+// ceiling lowered from 40000 to 28000.
+func (f *fixture) lowerCeiling(t *testing.T) {
+	t.Helper()
+	src, err := os.ReadFile(overridesConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowered := strings.Replace(string(src), "override: { allow: true, max_amount: 40000 }", "override: { allow: true, max_amount: 28000 }", 1)
+	if lowered == string(src) {
+		t.Fatal("the fixture config no longer has the ceiling this test lowers")
+	}
+	f.plan = compileFile(t, testkit.WriteFile(t, t.TempDir(), "lowered.yaml", []byte(lowered)))
+	f.arm()
+}
+
 // TestLimitsDroppedOverride: a reload lowers a template's override ceiling
 // under a stored override. The armed plan drops it and the gate enforces
 // the template's amount, so governance/limits does not list it as if its
@@ -70,20 +86,7 @@ func TestLimitsDroppedOverride(t *testing.T) {
 	f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "team_daily_requests", Node: "org:acme/team:search", Amount: ptr(int64(30000))}, nil)
 	f.must(http.StatusOK, "PUT", Prefix+"overrides", adminToken, OverrideRequest{LimitID: "team_daily_requests", Node: "org:acme/team:ml", Amount: ptr(int64(25000))}, nil)
 
-	src, err := os.ReadFile(overridesConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lowered := strings.Replace(string(src), "override: { allow: true, max_amount: 40000 }", "override: { allow: true, max_amount: 28000 }", 1)
-	if lowered == string(src) {
-		t.Fatal("the fixture config no longer has the ceiling this test lowers")
-	}
-	path := filepath.Join(t.TempDir(), "lowered.yaml")
-	if err := os.WriteFile(path, []byte(lowered), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f.plan = compileFile(t, path)
-	f.arm()
+	f.lowerCeiling(t)
 
 	var ovs OverrideList
 	f.must(http.StatusOK, "GET", Prefix+"overrides?limit_id=team_daily_requests&node=org:acme/team:search", adminToken, nil, &ovs)
@@ -191,17 +194,7 @@ func TestLimitsArmedOverrideNotListed(t *testing.T) {
 	held["acme_month@org:acme"] = 1
 	held["team_daily_requests@org:acme/team:ml"] = 2
 
-	src, err := os.ReadFile(overridesConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "lowered.yaml")
-	lowered := strings.Replace(string(src), "override: { allow: true, max_amount: 40000 }", "override: { allow: true, max_amount: 28000 }", 1)
-	if err := os.WriteFile(path, []byte(lowered), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f.plan = compileFile(t, path)
-	f.arm()
+	f.lowerCeiling(t)
 
 	var ovs OverrideList
 	f.must(http.StatusOK, "GET", Prefix+"overrides", adminToken, nil, &ovs)

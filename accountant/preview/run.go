@@ -13,6 +13,7 @@ import (
 	"github.com/tokentriage/tokentriage/internal/configfile"
 	"github.com/tokentriage/tokentriage/shared/config"
 	"github.com/tokentriage/tokentriage/shared/govern"
+	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
 // Options are the inputs of a preview run.
@@ -79,23 +80,15 @@ func Run(w io.Writer, o Options) error {
 	seen := map[[17]byte]struct{}{} // rows replayed (ledger.Row.Key), when several ledgers are
 	var repeated int64
 	r := New(armed, o.At, o.Pricing)
-	total := ledgerlog.Size(files)
-	var done, next int64
+	progress := ledgerlog.Progress{Report: o.Progress, Total: ledgerlog.Size(files)}
 	for _, f := range files {
-		err := ledgerlog.ScanLines(f, func(n int, line []byte, torn bool) error {
-			done += int64(len(line)) + 1
-			if o.Progress != nil && done >= next {
-				o.Progress(done, total)
-				next = done + 1<<20
+		unreadable := func(n int, torn bool, err error) {
+			r.Unreadable()
+			if o.Unreadable != nil {
+				o.Unreadable(f, n, torn, err)
 			}
-			row, err := ledgerlog.ParseRow(line)
-			if err != nil {
-				r.Unreadable()
-				if o.Unreadable != nil {
-					o.Unreadable(f, n, torn, err)
-				}
-				return nil
-			}
+		}
+		err := ledgerlog.ScanRows(f, &progress, unreadable, func(n int, row ledger.Row) error {
 			if fleet {
 				if id, ok := row.Key(); ok {
 					if _, dup := seen[id]; dup {
@@ -112,9 +105,7 @@ func Run(w io.Writer, o Options) error {
 			return err
 		}
 	}
-	if o.Progress != nil {
-		o.Progress(total, total)
-	}
+	progress.Finish()
 	if st := r.stats; st.Rows == 0 && st.Unreadable > 0 {
 		return fmt.Errorf("none of the %d lines of %s is a ledger row; --log takes decisions.jsonl, the accountant's data directory, or a ledger file", st.Unreadable, strings.Join(logPaths(o), ", "))
 	}

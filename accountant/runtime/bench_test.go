@@ -3,7 +3,6 @@ package runtime
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -15,11 +14,7 @@ import (
 
 // BenchmarkMintKey is one audited write transaction (synchronous=FULL).
 func BenchmarkMintKey(b *testing.B) {
-	db, err := Open(filepath.Join(b.TempDir(), "governance.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := openTemp(b)
 	p := seedPlan()
 	for b.Loop() {
 		if _, _, err := db.MintKey(p, "org:acme", vkey.Scopes{}, admin(t0)); err != nil {
@@ -32,11 +27,7 @@ func BenchmarkMintKey(b *testing.B) {
 // sync once sent after every write; the feed now sends the change,
 // BenchmarkFeed).
 func BenchmarkKeys1000(b *testing.B) {
-	db, err := Open(filepath.Join(b.TempDir(), "governance.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := openTemp(b)
 	p := seedPlan()
 	for range 1000 {
 		if _, _, err := db.MintKey(p, "org:acme", vkey.Scopes{Models: []string{"gpt-*"}}, admin(t0)); err != nil {
@@ -52,11 +43,7 @@ func BenchmarkKeys1000(b *testing.B) {
 
 // BenchmarkRuntime100 reads a runtime plane of 100 nodes and 100 overrides.
 func BenchmarkRuntime100(b *testing.B) {
-	db, err := Open(filepath.Join(b.TempDir(), "governance.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := openTemp(b)
 	p := seedPlan()
 	for i := range 100 {
 		id := "org:o" + string(rune('a'+i/26)) + string(rune('a'+i%26))
@@ -90,11 +77,7 @@ func BenchmarkFeed(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("TT_FEED_NODES")); err == nil && n > 0 {
 		nNodes = n
 	}
-	db, err := Open(filepath.Join(b.TempDir(), "governance.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := openTemp(b)
 	tx, err := db.sql.Begin()
 	if err != nil {
 		b.Fatal(err)

@@ -24,7 +24,7 @@ var (
 	t3 = t0.Add(3 * time.Minute)
 )
 
-func openTemp(t *testing.T) (*DB, string) {
+func openTemp(t testing.TB) (*DB, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "governance.db")
 	db, err := Open(path)

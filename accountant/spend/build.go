@@ -64,8 +64,7 @@ func Build(o BuildOptions) (*Rollup, BuildStats, error) {
 			all = append(all, f)
 		}
 	}
-	total := ledgerlog.Size(all)
-	var done, next int64
+	progress := ledgerlog.Progress{Report: o.Progress, Total: ledgerlog.Size(all)}
 	const chunk = 8192
 	rows := make([]ledger.Row, 0, chunk)
 	for i, files := range o.Ledgers {
@@ -80,20 +79,13 @@ func Build(o BuildOptions) (*Rollup, BuildStats, error) {
 			}
 			read[abs] = true
 			st.Files++
-			err = ledgerlog.ScanLines(f, func(n int, line []byte, torn bool) error {
-				done += int64(len(line)) + 1
-				if o.Progress != nil && done >= next {
-					o.Progress(done, total)
-					next = done + 1<<20
+			unreadable := func(n int, torn bool, err error) {
+				st.Unreadable++
+				if o.Unreadable != nil {
+					o.Unreadable(f, n, torn, err)
 				}
-				row, err := ledgerlog.ParseRow(line)
-				if err != nil {
-					st.Unreadable++
-					if o.Unreadable != nil {
-						o.Unreadable(f, n, torn, err)
-					}
-					return nil
-				}
+			}
+			err = ledgerlog.ScanRows(f, &progress, unreadable, func(n int, row ledger.Row) error {
 				if seen != nil {
 					id, ok := row.Key()
 					if !ok {
@@ -125,8 +117,6 @@ func Build(o BuildOptions) (*Rollup, BuildStats, error) {
 		}
 	}
 	r.Add(rows)
-	if o.Progress != nil {
-		o.Progress(total, total)
-	}
+	progress.Finish()
 	return r, st, nil
 }
