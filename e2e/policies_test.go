@@ -84,6 +84,14 @@ func httpDo(ctx context.Context, t *testing.T, method, url, key, body string, he
 	return r
 }
 
+// meRow is limit's entry of /tt/v1/me at path (which may carry a query)
+// asked with key and headers (name, value pairs).
+func meRow(ctx context.Context, t *testing.T, s *devserver.Server, path, key, limit string, headers ...string) gjson.Result {
+	t.Helper()
+	me := send(ctx, t, s, http.MethodGet, path, key, "", headers...)
+	return gjson.Get(me.body, `limits.#(limit_id=="`+limit+`")`)
+}
+
 // doHTTP is httpDo for goroutines other than the test's: the error is
 // returned.
 func doHTTP(ctx context.Context, method, url, key, body string, headers ...string) (reply, error) {
@@ -143,8 +151,7 @@ func TestPolicyPerModelRate(t *testing.T) {
 		held <- gw(ctx, t, s, key, chatJSON("claude-3-5-haiku-latest", "hi"), "X-Stub-Delay-Ms", "1500")
 	}()
 	eventually(ctx, t, "the held call's lease", func() (bool, string) {
-		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me?model=claude-3-5-haiku-latest", key, "")
-		row := gjson.Get(me.body, `limits.#(limit_id=="model_inflight")`)
+		row := meRow(ctx, t, s, "/tt/v1/me?model=claude-3-5-haiku-latest", key, "model_inflight")
 		return row.Get("observed").Int() == 1, row.Raw
 	})
 	if r := gw(ctx, t, s, key, chatJSON("claude-3-5-haiku-latest", "hi")); r.status != 429 || r.get("error.type").String() != "concurrency_exceeded" {
@@ -218,8 +225,7 @@ func TestPolicyCustomersAndTags(t *testing.T) {
 	// cus_a has used its two: once the accountant has folded them, the
 	// third is refused; cus_b is not.
 	eventually(ctx, t, "cus_a's counter at 2", func() (bool, string) {
-		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "", "X-Tt-Customer", "cus_a")
-		row := gjson.Get(me.body, `limits.#(limit_id=="customer_daily")`)
+		row := meRow(ctx, t, s, "/tt/v1/me", key, "customer_daily", "X-Tt-Customer", "cus_a")
 		return row.Get("observed").Int() == 2 && row.Get("customer").String() == "cus_a", row.Raw
 	})
 	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "hi"), "X-Tt-Customer", "cus_a"); r.status != 429 || r.get("error.refused_by.limit_id").String() != "customer_daily" {
@@ -229,11 +235,7 @@ func TestPolicyCustomersAndTags(t *testing.T) {
 		t.Errorf("cus_b: %d %s", r.status, r.body)
 	}
 	// Three batch calls: the tag's quota is spent for everyone.
-	eventually(ctx, t, "batch_daily at 3", func() (bool, string) {
-		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
-		row := gjson.Get(me.body, `limits.#(limit_id=="batch_daily")`)
-		return row.Get("observed").Int() == 3, row.Raw
-	})
+	waitObserved(ctx, t, s, key, "batch_daily", 3)
 	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "hi"), "X-Tt-Customer", "cus_c", "X-Tt-Tags", "batch"); r.status != 429 || r.get("error.refused_by.limit_id").String() != "batch_daily" {
 		t.Errorf("a fourth batch call: %d %s", r.status, r.body)
 	}
@@ -295,8 +297,7 @@ func TestPolicyFitAndMetric(t *testing.T) {
 	}
 	// 520 output tokens counted (20 + 500): 80 left, once folded.
 	eventually(ctx, t, "output_daily at 520", func() (bool, string) {
-		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
-		row := gjson.Get(me.body, `limits.#(limit_id=="output_daily")`)
+		row := meRow(ctx, t, s, "/tt/v1/me", key, "output_daily")
 		return row.Get("observed").Int() == 520 && row.Get("metric").String() == "output", row.Raw
 	})
 	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "Say hi")); r.status != 200 {
@@ -306,20 +307,12 @@ func TestPolicyFitAndMetric(t *testing.T) {
 	if got := gjson.GetBytes(sent[len(sent)-1].Body, "max_completion_tokens").Int(); got != 80 {
 		t.Errorf("max_completion_tokens %d, want the 80 left", got)
 	}
-	eventually(ctx, t, "output_daily at 540", func() (bool, string) {
-		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
-		row := gjson.Get(me.body, `limits.#(limit_id=="output_daily")`)
-		return row.Get("observed").Int() == 540, row.Raw
-	})
+	waitObserved(ctx, t, s, key, "output_daily", 540)
 	// 60 left, over min_output: served; then 40, under it: refused.
 	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "Say hi")); r.status != 200 {
 		t.Fatalf("fourth call: %d %s", r.status, r.body)
 	}
-	eventually(ctx, t, "output_daily at 560", func() (bool, string) {
-		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
-		row := gjson.Get(me.body, `limits.#(limit_id=="output_daily")`)
-		return row.Get("observed").Int() == 560, row.Raw
-	})
+	waitObserved(ctx, t, s, key, "output_daily", 560)
 	if r := gw(ctx, t, s, key, chatJSON("gpt-4o-mini", "Say hi")); r.status != 429 || r.get("error.type").String() != "quota_cost_unfittable" {
 		t.Errorf("a call with 40 left, under min_output 50: %d %s", r.status, r.body)
 	}
@@ -353,20 +346,17 @@ func TestPolicyPeriodsAndZones(t *testing.T) {
 	} else if by != "weekly" {
 		t.Fatalf("refused by %q: %s", by, refusal.body)
 	}
-	me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
-	row := gjson.Get(me.body, `limits.#(limit_id=="team_quarter")`)
+	row := meRow(ctx, t, s, "/tt/v1/me", key, "team_quarter")
 	if row.Get("resets_at").String() != want || row.Get("timezone").String() != "America/New_York" || row.Get("period").String() != "quarter" {
 		t.Errorf("/tt/v1/me team_quarter: %s (want resets_at %s)", row.Raw, want)
 	}
 	// The rolling week counts every served call: both are in today's
 	// bucket, so it is full, and stays so for a week.
 	eventually(ctx, t, "weekly at 2", func() (bool, string) {
-		me := send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
-		row := gjson.Get(me.body, `limits.#(limit_id=="weekly")`)
+		row := meRow(ctx, t, s, "/tt/v1/me", key, "weekly")
 		return row.Get("observed").Int() >= 2, row.Raw
 	})
-	me = send(ctx, t, s, http.MethodGet, "/tt/v1/me", key, "")
-	resets, err := time.Parse(time.RFC3339, gjson.Get(me.body, `limits.#(limit_id=="weekly").resets_at`).String())
+	resets, err := time.Parse(time.RFC3339, meRow(ctx, t, s, "/tt/v1/me", key, "weekly").Get("resets_at").String())
 	if err != nil || resets.Before(now.Add(6*24*time.Hour)) || resets.After(now.Add(8*24*time.Hour)) {
 		t.Errorf("weekly resets_at %v (%v): want about a week on, when today's bucket slides out", resets, err)
 	}

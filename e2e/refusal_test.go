@@ -116,7 +116,8 @@ func TestRefusalsAreTypedSDKErrors(t *testing.T) {
 	})
 }
 
-// waitObserved waits until /tt/v1/me shows limit's observed value at n.
+// waitObserved waits until /tt/v1/me with key shows limit's observed value
+// at n.
 func waitObserved(ctx context.Context, t *testing.T, s *devserver.Server, key, limit string, n int64) {
 	t.Helper()
 	eventually(ctx, t, fmt.Sprintf("/tt/v1/me shows %s at %d", limit, n), func() (bool, string) {

@@ -132,6 +132,17 @@ func (v *vm) property(path []byte, rp, rs uint32) status {
 	return statusNotFound
 }
 
+// requestHeaderProperties are the request properties that are one
+// header's value (request.host is :authority), by property name.
+var requestHeaderProperties = map[string]string{
+	"host":      ":authority",
+	"scheme":    ":scheme",
+	"method":    ":method",
+	"referer":   "referer",
+	"useragent": "user-agent",
+	"id":        "x-request-id",
+}
+
 func (st *stream) requestProperty(v *vm, seg [][]byte, rp, rs uint32) status {
 	hdr := st.req.hdr
 	name := string(seg[0])
@@ -140,6 +151,9 @@ func (st *stream) requestProperty(v *vm, seg [][]byte, rp, rs uint32) status {
 	}
 	if len(seg) != 1 {
 		return statusNotFound
+	}
+	if h, ok := requestHeaderProperties[name]; ok {
+		return mapProperty(v, hdr, h, rp, rs)
 	}
 	path, _ := hdr.get(":path")
 	switch name {
@@ -151,18 +165,6 @@ func (st *stream) requestProperty(v *vm, seg [][]byte, rp, rs uint32) status {
 	case "query":
 		_, q, _ := strings.Cut(path, "?")
 		return v.outString(q, rp, rs)
-	case "host":
-		return mapProperty(v, hdr, ":authority", rp, rs)
-	case "scheme":
-		return mapProperty(v, hdr, ":scheme", rp, rs)
-	case "method":
-		return mapProperty(v, hdr, ":method", rp, rs)
-	case "referer":
-		return mapProperty(v, hdr, "referer", rp, rs)
-	case "useragent":
-		return mapProperty(v, hdr, "user-agent", rp, rs)
-	case "id":
-		return mapProperty(v, hdr, "x-request-id", rp, rs)
 	case "protocol":
 		return v.outString(st.proto, rp, rs)
 	case "time":

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 	"github.com/tokentriage/tokentriage/shared/ledger"
-	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // BenchmarkAccountantAway: `tokentriage dev` in process serves as fast as
@@ -55,10 +54,7 @@ func benchAway(b *testing.B, away time.Duration) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	k, err := s.MintKey(ctx, "org:acme/team:search", vkey.Scopes{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	k := mintKey(ctx, b, s, "org:acme/team:search")
 	var served, failed atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

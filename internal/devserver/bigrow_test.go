@@ -7,7 +7,6 @@ import (
 
 	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
-	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // TestHugeModelNamesDoNotJamTheLedger: 24 requests naming a 7.8 MB model
@@ -19,10 +18,7 @@ import (
 func TestHugeModelNamesDoNotJamTheLedger(t *testing.T) {
 	s := start(t, Options{})
 	ctx := testContext(t)
-	k, err := s.MintKey(ctx, "org:acme/team:search", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:search")
 	huge := strings.Repeat("m", 7_800_000)
 	send := func(model string) int {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/v1/chat/completions",

@@ -19,7 +19,6 @@ import (
 
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 	"github.com/tokentriage/tokentriage/shared/ledger"
-	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // servedRows counts the finished admitted requests in rows (start rows of
@@ -68,10 +67,7 @@ func chatOn(ctx context.Context, c *http.Client, url, key string, delayMS int) (
 func TestIdleConnectionsCannotLockOutClients(t *testing.T) {
 	s := start(t, Options{MaxConnections: 40})
 	ctx := testContext(t)
-	k, err := s.MintKey(ctx, "org:acme/team:search", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:search")
 	addr := strings.TrimPrefix(s.URL(), "http://")
 	held := func() int { n, _ := s.conns.counts(); return n }
 	var served int64
@@ -266,10 +262,7 @@ func benchIdle(b *testing.B, n, maxConns int) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	k, err := s.MintKey(ctx, "org:acme/team:search", vkey.Scopes{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	k := mintKey(ctx, b, s, "org:acme/team:search")
 	t0 := time.Now()
 	var helpers []*exec.Cmd
 	var stdins []io.Closer

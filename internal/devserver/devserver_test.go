@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/accountant/api"
 	"github.com/tokentriage/tokentriage/internal/stub"
 	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
@@ -28,6 +29,17 @@ import (
 // testContext ends a little before the test binary's deadline, so a wait
 // that never ends fails with what it saw.
 var testContext = testkit.Context
+
+// mintKey mints a key for owner with no scopes and waits until the gateway
+// knows it.
+func mintKey(ctx context.Context, tb testing.TB, s *Server, owner string) api.MintedKey {
+	tb.Helper()
+	k, err := s.MintKey(ctx, owner, vkey.Scopes{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}
 
 func start(t *testing.T, o Options) *Server {
 	t.Helper()
@@ -81,10 +93,7 @@ func TestProviderGetsTheProxysKeyNeverTheClients(t *testing.T) {
 		t.Errorf("upstream %q, stub %v", s.Upstream(), s.Stub())
 	}
 	ctx := testContext(t)
-	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:ml/user:dev1")
 	for _, c := range []struct {
 		path, body string
 		header     map[string]string
@@ -249,10 +258,7 @@ func TestLedgerLag(t *testing.T) {
 func TestRefusalsKeepConnectionsUsable(t *testing.T) {
 	s := start(t, Options{})
 	ctx := testContext(t)
-	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:ml/user:dev1")
 	var dials atomic.Int64
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		dials.Add(1)
@@ -340,10 +346,7 @@ func chatBodyOf(t *testing.T, n int) []byte {
 func TestBodiesUpToMaxBodyBytesReachTheFilter(t *testing.T) {
 	s := start(t, Options{})
 	ctx := testContext(t)
-	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:ml/user:dev1")
 	const max = pluginconf.DefaultMaxBodyBytes
 	for _, c := range []struct {
 		name    string
@@ -396,10 +399,7 @@ func TestBodiesUpToMaxBodyBytesReachTheFilter(t *testing.T) {
 func TestHalfClosedClientGetsNoFakeAnswer(t *testing.T) {
 	s := start(t, Options{})
 	ctx := testContext(t)
-	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:ml/user:dev1")
 	body := `{"model":"gpt-4o-mini","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
 	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL(), "http://"))
 	if err != nil {

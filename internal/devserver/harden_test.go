@@ -79,10 +79,7 @@ func manyHeaders(n int) http.Header {
 func TestHeaderFloodIsRefusedOrKeptWhole(t *testing.T) {
 	ctx := testkit.Context(t)
 	s := start(t, Options{})
-	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:ml/user:dev1")
 	s.Stub().Forget()
 	for i, h := range []http.Header{manyHeaders(150), {"X-Big": {strings.Repeat("b", 61<<10)}}} {
 		code, body := post(t, s.URL(), k.Key, h)
@@ -98,10 +95,7 @@ func TestHeaderFloodIsRefusedOrKeptWhole(t *testing.T) {
 	}
 
 	s = start(t, Options{MaxRequestHeadersCount: 2000, MaxRequestHeadersKB: 4096})
-	k, err = s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k = mintKey(ctx, t, s, "org:acme/team:ml/user:dev1")
 	s.Stub().Forget()
 	big := strings.Repeat("b", 1<<20+100)
 	for i, h := range []http.Header{manyHeaders(1100), {"X-Big": {big}}} {
@@ -162,10 +156,7 @@ func TestProviderUsageIsBoundedAndRead(t *testing.T) {
 	defer up.Close()
 	var filterLog testkit.Buffer
 	s := start(t, Options{Upstream: up.URL, OpenAIKey: "sk-test", FilterLog: &filterLog})
-	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:ml/user:dev1")
 	send := func(usage string, stream bool) {
 		t.Helper()
 		body := `{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"What is the capital of Germany?"}]}`
@@ -345,10 +336,7 @@ func TestEndpointVariantsAreRefusedAndPassthroughRecorded(t *testing.T) {
 func TestStalledBodiesTimeOut(t *testing.T) {
 	ctx := testkit.Context(t)
 	s := start(t, Options{StreamIdleTimeout: 2 * time.Second})
-	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:ml/user:dev1")
 	addr := strings.TrimPrefix(s.URL(), "http://")
 	deadline, _ := ctx.Deadline()
 	conns := make([]net.Conn, 10)

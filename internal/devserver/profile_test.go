@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/tokentriage/tokentriage/internal/testkit"
-	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // TestDebugEndpointsTakeOnlyTheAdminToken: the guest profile and Go's
@@ -17,10 +16,7 @@ import (
 func TestDebugEndpointsTakeOnlyTheAdminToken(t *testing.T) {
 	s := start(t, Options{InternalToken: "test-internal-token"})
 	ctx := testContext(t)
-	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:ml/user:dev1")
 	body := `{"model":"gpt-4o-mini","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+k.Key)

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/tokentriage/tokentriage/shared/vkey"
 )
 
 // The filter's stats are on the accountant's /metrics in dev, named and
@@ -16,10 +14,7 @@ import (
 func TestGatewayStatsOnMetrics(t *testing.T) {
 	ctx := testContext(t)
 	s := start(t, Options{ConfigPath: "testdata/tight.yaml"})
-	k, err := s.MintKey(ctx, "org:acme/team:ml/user:dev1", vkey.Scopes{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := mintKey(ctx, t, s, "org:acme/team:ml/user:dev1")
 	codes := map[int]int{}
 	for range 5 {
 		code, _ := post(t, s.URL(), k.Key, nil)
