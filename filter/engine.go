@@ -112,6 +112,11 @@ type Engine struct {
 	// fbInst are the gate-2 instances of a request's fallback model.
 	fbInst []govern.Instance
 	facts  []govern.NodeFacts // the runtime plane's say on the chain resolved
+	// resolveGen moves whenever what a chain resolves to may have changed
+	// (a plan armed, a sync version read: keys, nodes, overrides), so the
+	// instances a key's entry kept from an earlier request are resolved
+	// again (resolveGate).
+	resolveGen uint64
 	// fields and paths are scratch for the body fields gate 2 reads
 	// (attributes).
 	fields []jv.Value
@@ -250,6 +255,7 @@ func (e *Engine) arm(plan *govern.Plan) {
 		e.logf(LogWarn, "governance: %s: %s", p.Path, p.Message)
 	}
 	e.plan, e.armed = plan, armed
+	e.resolveGen++
 }
 
 // active reports whether governance is armed and enabled.

@@ -81,6 +81,10 @@ func (e *Engine) fallBack(s *Stream, body []byte, now time.Time, v Verdict) Verd
 		return e.answerHeld(s, v, now)
 	}
 	s.dims.Model = model
+	// The facts of this request's chain: gate 2 may have taken its
+	// instances from the key's entry (resolveGate) without reading them,
+	// and another request's walk may have read others since.
+	e.facts = e.chainFacts(s.chain, e.facts)
 	e.fbInst = e.armed.ResolveFacts(s.chain, e.facts, s.dims, govern.Gate2, e.fbInst[:0])
 	insts := e.fbInst
 	e.bindValues(s, insts, now)

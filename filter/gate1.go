@@ -172,6 +172,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		s.kid, s.owner, s.scopes = kid, ent.owner, &ent.scopes
 	}
 	if ent != nil && auth == authOK {
+		s.key = ent
 		s.chain = append(s.chain[:0], ent.chainOf()...) // computed once per key
 	} else {
 		s.chain = govern.AppendChain(s.chain[:0], s.owner, s.kid)
@@ -244,9 +245,31 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 	}
 
 	s.hadLength = h.ContentLength >= 0
+	return e.gate1Walk(s, e.resolveGate(s, govern.Gate1), now, h.EndOfStream, v)
+}
+
+// resolveGate resolves the request's chain at gate g (Gate1 or Gate2).
+// The instances of a keyed request are kept with its key's entry and used
+// again by the key's next request with the same dims, until a plan is
+// armed or a sync version is read (resolveGen): a key in steady use
+// resolves its chain once per sync, not per request. The slice returned is
+// valid until the next resolveGate of the same key and gate; callers that
+// change instances (bindValues) change a copy.
+func (e *Engine) resolveGate(s *Stream, g govern.Gate) []govern.Instance {
+	var c *resolvedChain
+	if s.key != nil && (g == govern.Gate1 || g == govern.Gate2) {
+		c = &s.key.resolved[g-govern.Gate1]
+		if c.armed == e.armed && c.gen == e.resolveGen && c.dims == s.dims {
+			return c.inst
+		}
+	}
 	e.facts = e.chainFacts(s.chain, e.facts)
-	e.inst = e.armed.ResolveFacts(s.chain, e.facts, s.dims, govern.Gate1, e.inst[:0])
-	return e.gate1Walk(s, e.inst, now, h.EndOfStream, v)
+	e.inst = e.armed.ResolveFacts(s.chain, e.facts, s.dims, g, e.inst[:0])
+	if c == nil {
+		return e.inst
+	}
+	*c = resolvedChain{gen: e.resolveGen, armed: e.armed, dims: s.dims, inst: append(c.inst[:0], e.inst...)}
+	return c.inst
 }
 
 // gate1Walk evaluates the gate-1 instances in order, stopping at the first

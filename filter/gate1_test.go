@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/shared/ledger"
+	"github.com/tokentriage/tokentriage/shared/syncwire"
+	"github.com/tokentriage/tokentriage/shared/vkey"
 	"github.com/tokentriage/tokentriage/wasmtest"
 )
 
@@ -470,5 +472,33 @@ func TestPassthroughWithEndpointsScope(t *testing.T) {
 	}
 	if resp := r.do(req{path: "/v1/embeddings", key: k, body: `{"model":"text-embedding-3-small","input":"x"}`}); resp.Status != 403 {
 		t.Errorf("a governed endpoint outside the scope: %d, want 403", resp.Status)
+	}
+}
+
+// TestGate1ResolutionFollowsTheRuntimePlane: a key's gate-1 instances are
+// kept from one of its requests to the next (resolveGate), and a sync
+// that makes its team a runtime node brings the team's rpm limit to the
+// key's very next request, on every VM.
+func TestGate1ResolutionFollowsTheRuntimePlane(t *testing.T) {
+	lim := `{"id":"team_rpm","attach":{"level":"team"},"type":"rpm","amount":2,"period":"1m"}`
+	k := newTestKey("vk_rtteam000001", "org:acme/team:rt/user:u1")
+	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), accountant: true, acct: func(a *fakeAccountant) {
+		a.setKeys("k1", syncwire.Key{KID: k.kid, SHA256: vkey.Hash(k.key), Owner: k.owner})
+	}})
+	r.sync()
+	for vm := 1; vm <= 2; vm++ {
+		q := req{path: "/v1/chat/completions", key: k, body: chatGermany, vm: vm}
+		for i := 0; i < 3; i++ {
+			mustStatus(t, r.do(q), 200) // no team node yet: nothing limits the key
+		}
+	}
+	r.acct.setRuntime("rt1", []string{k.owner})
+	r.sync()
+	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: k, body: chatGermany, vm: 1}), 200)
+	mustStatus(t, r.do(req{path: "/v1/chat/completions", key: k, body: chatGermany, vm: 2}), 200)
+	resp := r.do(req{path: "/v1/chat/completions", key: k, body: chatGermany, vm: 1})
+	mustStatus(t, resp, 429)
+	if !strings.Contains(string(resp.Body), "team_rpm") {
+		t.Errorf("refused by something else than team_rpm: %s", resp.Body)
 	}
 }

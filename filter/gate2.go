@@ -143,8 +143,9 @@ func (e *Engine) gate2(s *Stream, body []byte, v Verdict) Verdict {
 		e.releaseLeases(s, now)
 		return e.reject(s, v, wire.ScopeDenied(s.id, s.kid, wire.ScopeCustomers, s.dims.Customer, sc.Customers))
 	}
-	e.facts = e.chainFacts(s.chain, e.facts)
-	e.inst = e.armed.ResolveFacts(s.chain, e.facts, s.dims, govern.Gate2, e.inst[:0])
+	if insts := e.resolveGate(s, govern.Gate2); s.key != nil {
+		e.inst = append(e.inst[:0], insts...) // bindValues changes them
+	}
 	e.bindValues(s, e.inst, now)
 	s.wait.reset() // gate 1's wait is done with
 	return e.gate2Walk(s, e.inst, body, now, v)

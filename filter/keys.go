@@ -40,6 +40,19 @@ type keyEntry struct {
 	// chain is the key's resolution chain (govern.AppendChain), built at
 	// the key's first request and kept with the entry.
 	chain []string
+	// resolved is what the chain resolved to at gate 1 and gate 2 for
+	// the last request of this key (see Engine.resolveGate).
+	resolved [2]resolvedChain
+}
+
+// resolvedChain is a chain's instances at one gate for one set of dims,
+// valid while the engine's resolveGen and armed plan are the ones it was
+// resolved under.
+type resolvedChain struct {
+	gen   uint64
+	armed *govern.Armed
+	dims  govern.Dims
+	inst  []govern.Instance
 }
 
 // staticKeys is the plugin configuration's key table, by kid: it grows

@@ -14,9 +14,12 @@ import (
 // Stream is the state of one HTTP request through the gates. Streams are
 // reused: reset clears everything a request set.
 type Stream struct {
-	id     string
-	start  time.Time
-	kid    string
+	id    string
+	start time.Time
+	kid   string
+	// key is the entry of the virtual key the request authenticated
+	// with (nil when it did not): its resolved instances are kept there.
+	key    *keyEntry
 	owner  string
 	scopes *vkey.Scopes
 	chain  []string

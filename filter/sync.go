@@ -57,6 +57,7 @@ func (e *Engine) refresh(now time.Time) {
 	if err != nil || !found || bytes.Equal(got, e.sync.raw) {
 		return
 	}
+	e.resolveGen++ // the runtime plane or the keys may have changed
 	// The parts are read with further gets, which may reuse got's buffer.
 	e.sync.next = append(e.sync.next[:0], got...)
 	raw := e.sync.next
