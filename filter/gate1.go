@@ -144,7 +144,7 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 		if s.governs {
 			s.dims.Provider = e.provider(h, s.path)
 			s.hadLength = h.ContentLength >= 0
-			return e.holdOrGo(s, v)
+			return e.holdOrGo(s, v, now)
 		}
 		return v
 	}
@@ -317,7 +317,7 @@ func (e *Engine) gate1Walk(s *Stream, insts []govern.Instance, now time.Time, eo
 			s.held = true // still in the headers callback: gate 2 may set them
 			return e.gate2(s, nil, v)
 		}
-		return e.holdOrGo(s, v)
+		return e.holdOrGo(s, v, now)
 	}
 	if s.passthrough && s.free == freeNone {
 		if reply := e.checkPassthroughQuota(s, now, v); reply != nil {
@@ -351,8 +351,8 @@ func (e *Engine) checkPassthroughQuota(s *Stream, now time.Time, v Verdict) *Ver
 // would hold the body back from this filter too, in Envoy); the body is
 // buffered at gate 2, and its length may change there (stream_options), so
 // the length header goes, as Envoy's ext_proc does for a mutable body.
-func (e *Engine) holdOrGo(s *Stream, v Verdict) Verdict {
-	if e.holding(s, e.host.Now()) {
+func (e *Engine) holdOrGo(s *Stream, v Verdict, now time.Time) Verdict {
+	if e.holding(s, now) {
 		s.held = true
 		v.RemoveHeaders = append(v.RemoveHeaders, heldHeaders...)
 		v.Action = ActPause
