@@ -186,15 +186,11 @@ func TestMirrorServesTheOwnersKeys(t *testing.T) {
 	}
 }
 
+// get is the body of GET url.
 func get(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	_, body := testkit.Get(t, url)
+	return body
 }
 
 // TestMirrorForwardsWrites: a management write sent to a mirror is made on

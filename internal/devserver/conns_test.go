@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
@@ -152,7 +153,7 @@ func TestIdleConnectionsCannotLockOutClients(t *testing.T) {
 	if s.conns.refused.Load() < 1 {
 		t.Error("no refusal counted")
 	}
-	_, metrics := get(t, s.AccountantURL()+"/metrics")
+	_, metrics := testkit.Get(t, s.AccountantURL()+"/metrics")
 	for _, want := range []string{"tt_gateway_downstream_connections_max 40", "tt_gateway_downstream_connections_refused_total 1"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -161,17 +162,6 @@ func TestIdleConnectionsCannotLockOutClients(t *testing.T) {
 	if got := servedRows(closedRows(t, s)); got != served {
 		t.Errorf("%d served requests in the ledger, want all %d", got, served)
 	}
-}
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // TestDefaultMaxConnections: the default cap leaves a tenth of the

@@ -15,7 +15,7 @@ func TestWriteFile(t *testing.T) {
 		t.Fatalf("%s: %q %v", p, b, err)
 	}
 	var r recorder
-	WriteFile(&r, filepath.Join(dir, "no", "such", "dir"), "a.txt", nil)
+	r.run(func() { WriteFile(&r, filepath.Join(dir, "no", "such", "dir"), "a.txt", nil) })
 	if !r.fatal {
 		t.Errorf("a write into a missing directory did not fail: %+v", r)
 	}
