@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tokentriage/tokentriage/accountant/api"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
@@ -243,13 +244,7 @@ func TestCounterResetOnAMirrorWithoutRedis(t *testing.T) {
 // well, and before the reset named the UTC period and took nothing off);
 // a rolling window's counter is refused with the reason.
 func TestCounterResetInOtherPeriods(t *testing.T) {
-	f := newFixture(t, `governance:
-  enabled: true
-  tenants:
-    - org: acme
-      teams: [ml]
-      users: { ml: [dev1] }
-  limits:
+	f := newFixture(t, testkit.Dev1Tenants+`  limits:
     - { id: berlin_day, attach: { level: team }, type: quota_tokens, amount: 10000, period: day, timezone: Europe/Berlin }
     - { id: team_quarter, attach: { level: team }, type: quota_tokens, amount: 10000, period: quarter }
     - { id: team_week, attach: { level: team }, type: quota_tokens, amount: 10000, period: 7d }

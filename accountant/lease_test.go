@@ -41,23 +41,27 @@ func TestLeaseCallChecks(t *testing.T) {
 	}
 }
 
+// redisFixture starts an accountant whose shared state is the Redis r,
+// with limits (the YAML after governance.limits:, from its newline, or
+// " []").
+func redisFixture(t *testing.T, r *redistest.Server, limits string) *fixture {
+	t.Helper()
+	return newFixture(t, fmt.Sprintf("governance:\n  enabled: true\n  shared_state:\n    redis: { addr: %q, timeout: \"2s\" }\n  limits:", r.Addr)+limits)
+}
+
 // TestWarmLeaseRunsTheLeaseScript: the warm-up run when Redis is reached
 // is a lease call that goes through Redis (the first real one then finds
 // every step done once) and that a limit's cells never see.
 func TestWarmLeaseRunsTheLeaseScript(t *testing.T) {
 	r := redistest.Start(t)
-	f := newFixture(t, fmt.Sprintf(`governance:
-  enabled: true
-  shared_state:
-    redis: { addr: %q, timeout: "2s" }
-  limits:
+	f := redisFixture(t, r, `
     - id: user_rpm
       attach: { node: __global }
       type: rpm
       amount: 5
       period: 1m
       store: redis
-`, r.Addr))
+`)
 	leases := func() float64 {
 		t.Helper()
 		mfs, err := f.s.metrics.reg.Gather()
@@ -102,12 +106,8 @@ func TestWarmLeaseRunsTheLeaseScript(t *testing.T) {
 // again.
 func TestLeaseAfterRedisLostItsData(t *testing.T) {
 	r := redistest.Start(t)
-	f := newFixture(t, fmt.Sprintf(`governance:
-  enabled: true
-  shared_state:
-    redis: { addr: %q, timeout: "2s" }
-  limits: []
-`, r.Addr))
+	f := redisFixture(t, r, ` []
+`)
 	for !f.s.redis.Up() {
 		time.Sleep(10 * time.Millisecond)
 	}

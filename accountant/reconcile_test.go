@@ -2,7 +2,6 @@ package accountant
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -18,18 +17,14 @@ import (
 // id, so nothing is corrected twice.
 func TestReconcileSurvivesRedisAndRestart(t *testing.T) {
 	r := redistest.Start(t)
-	f := newFixture(t, fmt.Sprintf(`governance:
-  enabled: true
-  shared_state:
-    redis: { addr: %q, timeout: "2s" }
-  limits:
+	f := redisFixture(t, r, `
     - id: team_tpm
       attach: { node: __global }
       type: tpm
       amount: 20000
       period: 1h
       store: redis
-`, r.Addr))
+`)
 	ctx := context.Background()
 	cell := "team_tpm|tpm|__global||1h0m0s|gcra"
 	step := redisstore.RateStep{ID: cell, Alg: rate.GCRA, Params: rate.Params{Amount: 20000, Period: time.Hour, Burst: 20000}}

@@ -27,13 +27,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files with the actual output")
 
-const testConfig = `governance:
-  enabled: true
-  tenants:
-    - org: acme
-      teams: [ml, search]
-      users: { ml: [dev1, dev2] }
-  limits:
+const testConfig = testkit.AcmeTenants + `  limits:
     - id: org_monthly_budget
       attach: { level: org }
       type: budget_usd

@@ -21,16 +21,7 @@ import (
 	"github.com/tokentriage/tokentriage/shared/ledger"
 )
 
-const spendConfig = `governance:
-  enabled: true
-  tenants:
-    - org: acme
-      teams: [ml, search]
-      users: { ml: [dev1, dev2] }
-    - org: beta
-      teams: [x]
-      users: { x: [y] }
-  limits:
+const spendConfig = testkit.AcmeBetaTenants + `  limits:
     - id: acme_month
       attach: { node: "org:acme" }
       type: budget_usd

@@ -8,19 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/calendar"
 	"github.com/tokentriage/tokentriage/shared/govern"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/syncwire"
 )
 
-const referenceConfig = `governance:
-  enabled: true
-  tenants:
-    - org: acme
-      teams: [ml, search]
-      users: { ml: [dev1, dev2] }
-  limits:
+const referenceConfig = testkit.AcmeTenants + `  limits:
     - id: budget
       attach: { level: org }
       type: budget_usd

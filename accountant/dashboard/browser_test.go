@@ -22,6 +22,7 @@ import (
 	"github.com/tokentriage/tokentriage/accountant"
 	"github.com/tokentriage/tokentriage/accountant/accountanttest"
 	"github.com/tokentriage/tokentriage/accountant/ledgerlog"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/shared/ledger"
 	"github.com/tokentriage/tokentriage/shared/wire"
 )
@@ -31,16 +32,7 @@ const (
 	internalToken = "dashboard-internal-token"
 )
 
-const config = `governance:
-  enabled: true
-  tenants:
-    - org: acme
-      teams: [ml, search]
-      users: { ml: [dev1, dev2] }
-    - org: beta
-      teams: [x]
-      users: { x: [y] }
-  limits:
+const config = testkit.AcmeBetaTenants + `  limits:
     - id: acme_day
       attach: { node: "org:acme" }
       type: budget_usd

@@ -16,13 +16,7 @@ import (
 // override applied.
 func TestKeyLevelReplay(t *testing.T) {
 	dir := t.TempDir()
-	config := testkit.WriteFile(t, dir, "keys.yaml", []byte(`governance:
-  enabled: true
-  tenants:
-    - org: acme
-      teams: [ml]
-      users: { ml: [dev1] }
-  limits:
+	config := testkit.WriteFile(t, dir, "keys.yaml", []byte(testkit.Dev1Tenants+`  limits:
     - { id: key_requests, attach: { level: key }, type: quota_requests, amount: 100, period: day, override: { allow: true } }
 `))
 	const owner = "org:acme/team:ml/user:dev1"

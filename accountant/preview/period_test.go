@@ -15,13 +15,7 @@ import (
 // the share of today still to run (seed 003's sliding rule).
 func TestReplayPeriods(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testkit.WriteFile(t, dir, "periods.yaml", []byte(`governance:
-  enabled: true
-  tenants:
-    - org: acme
-      teams: [ml]
-      users: { ml: [dev1] }
-  limits:
+	cfg := testkit.WriteFile(t, dir, "periods.yaml", []byte(testkit.Dev1Tenants+`  limits:
     - { id: berlin_day, attach: { level: team }, type: quota_requests, amount: 100, period: day, timezone: Europe/Berlin }
     - { id: ny_quarter, attach: { level: team }, type: quota_requests, amount: 1000, period: quarter, timezone: America/New_York }
     - { id: rolling, attach: { level: team }, type: quota_requests, amount: 100, period: 3d }
