@@ -117,6 +117,10 @@ type Engine struct {
 	// instances a key's entry kept from an earlier request are resolved
 	// again (resolveGate).
 	resolveGen uint64
+	// spans are the current spans of the calendar periods met lately
+	// (periodStart), replaced in turn.
+	spans    [8]periodSpan
+	spanNext uint8
 	// fields and paths are scratch for the body fields gate 2 reads
 	// (attributes).
 	fields []jv.Value

@@ -392,10 +392,39 @@ func (e *Engine) snapValue(id string, in *govern.Instance, now time.Time) int64 
 	if p.Rolling > 0 {
 		return e.windowValue(id, ent, p, now)
 	}
-	if ent.start != p.Start(now).Unix() {
+	if ent.start != e.periodStart(p, now).Unix() {
 		return 0
 	}
 	return ent.value
+}
+
+// periodStart is p.Start(now), from the engine's spans of the calendar
+// periods met lately: a period's start in its zone costs about half a
+// microsecond to work out in the guest, and every spend or quota instance
+// of every request needs it. A span holds while now is inside it.
+func (e *Engine) periodStart(p govern.Period, now time.Time) time.Time {
+	ns := now.UnixNano()
+	for i := range e.spans {
+		if sp := &e.spans[i]; sp.end != 0 && ns >= sp.start.UnixNano() && ns < sp.end && sp.p == p {
+			return sp.start
+		}
+	}
+	start := p.Start(now)
+	end := p.End(now)
+	if start.IsZero() || end.IsZero() || !end.After(start) {
+		return start // a window: no calendar span
+	}
+	sp := &e.spans[e.spanNext%uint8(len(e.spans))]
+	e.spanNext++
+	*sp = periodSpan{p: p, start: start, end: end.UnixNano()}
+	return start
+}
+
+// periodSpan is one calendar period's current span: [start, end).
+type periodSpan struct {
+	p     govern.Period
+	start time.Time
+	end   int64 // unix ns; 0: an empty slot
 }
 
 // checkTPM reserves the request's estimated tokens on the instance's cell

@@ -170,7 +170,7 @@ func (e *Engine) checkReserve(s *Stream, in *govern.Instance, now time.Time, v V
 	if why := e.snapshotDistrust(now); why != "" {
 		return e.uncheckable(s, in, v, why)
 	}
-	start := l.Period.Start(now).Unix()
+	start := e.periodStart(l.Period, now).Unix()
 	snapMine := e.snapValue(in.ID+syncwire.ReplicaSuffix+e.replica, in, now)
 	others := e.othersSpent(in, now, snapMine)
 	m, why := e.spendAskOf(s, in)
