@@ -50,45 +50,33 @@ func TestKillLosesAtMostTheCrashWindow(t *testing.T) {
 	var (
 		mu   sync.Mutex
 		done []served
-		wg   sync.WaitGroup
-		stop = make(chan struct{})
 	)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	for c := 0; c < 6; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				body := `{"model":"gpt-4o-mini","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
-				if i%2 == 1 {
-					body = `{"model":"gpt-4o-mini","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
-				}
-				req, _ := http.NewRequest(http.MethodPost, r.URL+"/v1/chat/completions", strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+r.DemoKey)
-				resp, err := client.Do(req)
-				if err != nil {
-					return // the process is gone
-				}
-				_, err = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != 200 {
-					if err == nil {
-						t.Errorf("status %d", resp.StatusCode)
-					}
-					return
-				}
-				at := time.Now()
-				mu.Lock()
-				done = append(done, served{resp.Header.Get("X-Tt-Request-Id"), at})
-				mu.Unlock()
+	stopTraffic := traffic(6, func(i int) bool {
+		body := `{"model":"gpt-4o-mini","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+		if i%2 == 1 {
+			body = `{"model":"gpt-4o-mini","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		}
+		req, _ := http.NewRequest(http.MethodPost, r.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+r.DemoKey)
+		resp, err := client.Do(req)
+		if err != nil {
+			return false // the process is gone
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			if err == nil {
+				t.Errorf("status %d", resp.StatusCode)
 			}
-		}()
-	}
+			return false
+		}
+		at := time.Now()
+		mu.Lock()
+		done = append(done, served{resp.Header.Get("X-Tt-Request-Id"), at})
+		mu.Unlock()
+		return true
+	})
 	// Traffic runs until a few thousand requests were served, then the
 	// process is killed under it.
 	for {
@@ -105,8 +93,7 @@ func TestKillLosesAtMostTheCrashWindow(t *testing.T) {
 	}
 	killed := time.Now()
 	f.Kill(0)
-	close(stop)
-	wg.Wait()
+	stopTraffic()
 
 	rows := map[string]bool{}
 	var newest time.Time // the latest end of a request the ledger holds

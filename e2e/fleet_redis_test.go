@@ -95,38 +95,26 @@ func TestFleetRedisSentinelFailover(t *testing.T) {
 	ctx := testContext(t)
 	var mu sync.Mutex
 	admitted, suspended, total := 0, 0, 0
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				a, err := call(ctx, f.Replica(i%2).URL, "/v1/chat/completions")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				total++
-				if a.status == 200 {
-					admitted++
-				} else if a.status != 429 {
-					t.Errorf("an answer during the failover: %d %s", a.status, a.body)
-				}
-				if a.suspended != "" {
-					suspended++
-				}
-				mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
-			}
-		}()
-	}
+	stopTraffic := traffic(4, func(i int) bool {
+		a, err := call(ctx, f.Replica(i%2).URL, "/v1/chat/completions")
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		mu.Lock()
+		total++
+		if a.status == 200 {
+			admitted++
+		} else if a.status != 429 {
+			t.Errorf("an answer during the failover: %d %s", a.status, a.body)
+		}
+		if a.suspended != "" {
+			suspended++
+		}
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		return true
+	})
 	time.Sleep(500 * time.Millisecond)
 	old := s.Master.Addr
 	s.Master.Kill()
@@ -143,8 +131,7 @@ func TestFleetRedisSentinelFailover(t *testing.T) {
 			return a.suspended == "", fmt.Sprintf("%d %q", a.status, a.suspended)
 		})
 	}
-	close(stop)
-	wg.Wait()
+	stopTraffic()
 	t.Logf("during the failover: %d calls, %d admitted, %d said suspended", total, admitted, suspended)
 	if admitted > 30+2*15 {
 		t.Fatalf("%d admitted against rpm 30 over two replicas across a failover; want at most the amount and a share per replica (60)", admitted)

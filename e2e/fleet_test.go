@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -145,22 +144,12 @@ func call(ctx context.Context, base, path string, headers ...string) (answer, er
 	return callBody(ctx, base, path, fleetBodies[path], headers...)
 }
 
-// callBody sends body to path.
+// callBody sends body to path. An answer cut short is taken as read.
 func callBody(ctx context.Context, base, path, body string, headers ...string) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(body))
-	if err != nil {
+	resp, b, err := roundTrip(ctx, http.MethodPost, base+path, body, headers...)
+	if resp == nil {
 		return answer{}, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	return answer{status: resp.StatusCode, suspended: resp.Header.Get("X-Tt-Suspended"),
 		refusedBy: resp.Header.Get("X-Tt-Refused-By"), retryAfter: resp.Header.Get("Retry-After"), body: string(b)}, nil
 }

@@ -95,28 +95,39 @@ func meRow(ctx context.Context, t *testing.T, s *devserver.Server, path, key, li
 // doHTTP is httpDo for goroutines other than the test's: the error is
 // returned.
 func doHTTP(ctx context.Context, method, url, key, body string, headers ...string) (reply, error) {
+	resp, b, err := roundTrip(ctx, method, url, body, append([]string{"Authorization", "Bearer " + key}, headers...)...)
+	if resp == nil {
+		return reply{}, err
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}, err
+}
+
+// roundTrip sends one request of method to url with body as JSON (none if
+// "") and headers (name, value pairs), and reads the whole answer: the
+// response is nil when there is none, and the error also says when the
+// answer could not be read to its end.
+func roundTrip(ctx context.Context, method, url, body string, headers ...string) (*http.Response, []byte, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		return reply{}, err
+		return nil, nil, err
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return reply{}, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}, err
+	return resp, b, err
 }
 
 func chatJSON(model, content string, extra ...string) string {

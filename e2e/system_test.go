@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,6 +65,33 @@ func startOptions(t testing.TB, o devserver.Options) *devserver.Server {
 		}
 	})
 	return s
+}
+
+// traffic runs step in n goroutines, each counting its own calls (i),
+// until step returns false or stop is called; stop waits for them all.
+func traffic(n int, step func(i int) bool) (stop func()) {
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if !step(i) {
+					return
+				}
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // mint mints a key for owner and waits until the gateway knows it.
