@@ -368,11 +368,7 @@ func (s *Server) spendPartial(req spend.PartialRequest) (*spend.Partial, error) 
 // as the asking accountant authenticated it.
 func (s *Server) servePartial(w http.ResponseWriter, r *http.Request) {
 	var req spend.PartialRequest
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPartialRequest))
-	if err == nil {
-		err = json.Unmarshal(body, &req)
-	}
-	if err != nil {
+	if err := readJSON(w, r, maxPartialRequest, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "spend: the request is not a share request: "+err.Error())
 		return
 	}

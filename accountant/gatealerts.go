@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/tokentriage/tokentriage/shared/syncwire"
@@ -20,14 +18,8 @@ const MaxAlertsBytes = 1 << 20
 // JSON line each, and logs, counts and posts them to the alert webhook like
 // the accountant's own. A line it cannot read is reported and skipped.
 func (s *Server) serveAlerts(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxAlertsBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("alerts: body is larger than %d bytes", MaxAlertsBytes))
-			return
-		}
-		writeError(w, http.StatusBadRequest, "alerts: reading the body: "+err.Error())
+	body, ok := readBody(w, r, MaxAlertsBytes, fmt.Sprintf("alerts: body is larger than %d bytes", MaxAlertsBytes), "alerts: reading the body")
+	if !ok {
 		return
 	}
 	var ack struct {

@@ -24,14 +24,8 @@ type coreAlert = core.Alert
 // recorded. A filter may report its overflow count with ?replica=ID&dropped=N
 // (cumulative), as on sync.
 func (s *Server) serveIngest(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxIngestBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("ingest: batch is larger than %d bytes; send smaller batches", MaxIngestBytes))
-			return
-		}
-		writeError(w, http.StatusBadRequest, "ingest: reading the batch: "+err.Error())
+	body, ok := readBody(w, r, MaxIngestBytes, fmt.Sprintf("ingest: batch is larger than %d bytes; send smaller batches", MaxIngestBytes), "ingest: reading the batch")
+	if !ok {
 		return
 	}
 	s.noteReplica(r, false)
@@ -201,6 +195,33 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"message": msg}})
+}
+
+// readBody reads r's body, at most max bytes. A longer one is answered
+// 413 with tooLarge, one that cannot be read 400 with reading and the
+// cause; then ok is false and the answer is written.
+func readBody(w http.ResponseWriter, r *http.Request, max int64, tooLarge, reading string) (body []byte, ok bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, tooLarge)
+			return nil, false
+		}
+		writeError(w, http.StatusBadRequest, reading+": "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// readJSON reads r's body, at most max bytes (a longer one is an
+// *http.MaxBytesError), into v.
+func readJSON(w http.ResponseWriter, r *http.Request, max int64, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(body, v)
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}

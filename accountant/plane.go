@@ -69,10 +69,7 @@ func (s *Server) serveMirrorReload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rec mirrorReload
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReloadBody))
-	if err == nil {
-		err = json.Unmarshal(body, &rec)
-	}
+	err := readJSON(w, r, maxReloadBody, &rec)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -251,15 +248,11 @@ func (s *Server) servePlane(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("this accountant mirrors the runtime plane of %s; a mirror pulls from the owner: point --control at %s (the accountant started without --control)", s.mirror.owner, s.mirror.owner))
 		return
 	}
+	// Members this build does not know are ignored, so a mirror of a
+	// newer release can pull from an older owner during an upgrade (the
+	// copy itself is refused across schema versions).
 	var pull planePull
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPullBytes))
-	if err == nil {
-		// Members this build does not know are ignored, so a mirror of a
-		// newer release can pull from an older owner during an upgrade
-		// (the copy itself is refused across schema versions).
-		err = json.Unmarshal(body, &pull)
-	}
-	if err != nil {
+	if err := readJSON(w, r, maxPullBytes, &pull); err != nil {
 		writeError(w, http.StatusBadRequest, "plane: the pull is not a JSON body like {\"mirror\":\"host:port\",\"have\":\"\",\"wait_ms\":10000}: "+err.Error())
 		return
 	}

@@ -117,29 +117,35 @@ func monthQuery(b *testing.B, v url.Values) (*Rollup, Query) {
 	return r, q
 }
 
-func benchmarkReport(b *testing.B, v url.Values) {
-	r, q := monthQuery(b, v)
+// timeReports makes b.N reports through run, reports the wall and CPU
+// milliseconds each took, and returns the last.
+func timeReports(b *testing.B, run func() (*Report, error)) *Report {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cputime.Now()
 	var rep *Report
-	var err error
 	for i := 0; i < b.N; i++ {
-		rep, err = r.Run(q, "", bench.from)
-		if err != nil {
+		var err error
+		if rep, err = run(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	cpu := cputime.Now() - cpu0
 	b.StopTimer()
-	if v.Get("node") == "" && rep.Total.Requests != monthRows {
-		b.Fatalf("the report counts %d rows; want %d", rep.Total.Requests, monthRows)
-	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/report")
 	if cputime.Supported() {
 		// The CPU a report takes, every thread: what the wall clock would
 		// read on an idle core (the machine may be shared).
 		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/report")
+	}
+	return rep
+}
+
+func benchmarkReport(b *testing.B, v url.Values) {
+	r, q := monthQuery(b, v)
+	rep := timeReports(b, func() (*Report, error) { return r.Run(q, "", bench.from) })
+	if v.Get("node") == "" && rep.Total.Requests != monthRows {
+		b.Fatalf("the report counts %d rows; want %d", rep.Total.Requests, monthRows)
 	}
 	b.ReportMetric(bench.heap, "rollup-MB")
 	b.ReportMetric(float64(bench.cells), "cells")
@@ -193,25 +199,11 @@ func BenchmarkRollupAdd(b *testing.B) {
 func benchmarkFleetReport(b *testing.B, v url.Values) {
 	r, q := monthQuery(b, v)
 	peers := []Peer{jsonPeer("a", r), jsonPeer("b", r), jsonPeer("c", r)}
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu0 := cputime.Now()
-	var rep *Report
-	var err error
-	for i := 0; i < b.N; i++ {
-		rep, err = FleetRun(context.Background(), q, "", bench.from, peers, Plausibility{})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	cpu := cputime.Now() - cpu0
-	b.StopTimer()
+	rep := timeReports(b, func() (*Report, error) {
+		return FleetRun(context.Background(), q, "", bench.from, peers, Plausibility{})
+	})
 	if rep.Total.Requests != 3*monthRows || rep.Partial {
 		b.Fatalf("the fleet's report counts %d rows (partial %v); want %d", rep.Total.Requests, rep.Partial, 3*monthRows)
-	}
-	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/report")
-	if cputime.Supported() {
-		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/report")
 	}
 }
 
