@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -131,10 +130,7 @@ func BenchmarkIngestHTTP(b *testing.B) {
 //
 //	go test ./accountant -run '^$' -bench PlanePropagation -benchtime 200x
 func BenchmarkPlanePropagation(b *testing.B) {
-	dir := b.TempDir()
-	cfg := writeConfig(b, dir, overrideConfig)
-	owner := startNode(b, cfg, filepath.Join(dir, "owner"), "127.0.0.1:0", "")
-	m := startNode(b, cfg, filepath.Join(dir, "m"), "127.0.0.1:0", owner.url())
+	owner, m := ownerAndMirror(b)
 	admin := owner.admin()
 	ctx := context.Background()
 	var write, visible time.Duration

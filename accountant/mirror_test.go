@@ -186,6 +186,16 @@ func TestMirrorServesTheOwnersKeys(t *testing.T) {
 	}
 }
 
+// ownerAndMirror starts an owner of overrideConfig and a mirror of it,
+// on loopback.
+func ownerAndMirror(t testing.TB) (owner, mirror *node) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, overrideConfig)
+	owner = startNode(t, cfg, filepath.Join(dir, "owner"), "127.0.0.1:0", "")
+	return owner, startNode(t, cfg, filepath.Join(dir, "m"), "127.0.0.1:0", owner.url())
+}
+
 // get is the body of GET url.
 func get(t *testing.T, url string) string {
 	t.Helper()
@@ -199,10 +209,7 @@ func get(t *testing.T, url string) string {
 // with a 503 naming the owner, keeps serving its copy, and says so in its
 // metric, log and health; when the owner is back it mirrors it again.
 func TestMirrorForwardsWrites(t *testing.T) {
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, overrideConfig)
-	owner := startNode(t, cfg, filepath.Join(dir, "owner"), "127.0.0.1:0", "")
-	m := startNode(t, cfg, filepath.Join(dir, "m"), "127.0.0.1:0", owner.url())
+	owner, m := ownerAndMirror(t)
 	ctx := context.Background()
 
 	k, err := m.admin().MintKey(ctx, "org:acme/team:ml", vkey.Scopes{})
@@ -263,7 +270,7 @@ func TestMirrorForwardsWrites(t *testing.T) {
 			strings.Contains(m.logs.String(), "runtime plane: no copy from the owner; serving the last copy until one arrives"), h
 	})
 
-	owner = startNode(t, cfg, ownerData, ownerURL, "")
+	owner = startNode(t, owner.config, ownerData, ownerURL, "")
 	eventually(t, "the mirror mirroring again", func() (bool, string) {
 		h := get(t, m.url()+"/healthz")
 		return strings.Contains(get(t, m.url()+"/metrics"), "tt_accountant_control_reachable 1") &&
@@ -304,10 +311,7 @@ func TestMirrorOfItselfIsNamed(t *testing.T) {
 // --control must name the owner), refuses a write another mirror forwarded
 // (a loop), and needs the internal or admin token like any internal call.
 func TestMirrorRefusesWhatOnlyAnOwnerDoes(t *testing.T) {
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, overrideConfig)
-	owner := startNode(t, cfg, filepath.Join(dir, "owner"), "127.0.0.1:0", "")
-	m := startNode(t, cfg, filepath.Join(dir, "m"), "127.0.0.1:0", owner.url())
+	owner, m := ownerAndMirror(t)
 
 	pull := func(url, token string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, url+PlanePath, strings.NewReader(`{"mirror":"x","have":""}`))
@@ -409,10 +413,7 @@ func (n *node) overrideState() (string, string) {
 // the owner and on a mirror, only once every live filter replica of the
 // fleet holds it, the mirror's included.
 func TestOverrideInForceMeansTheWholeFleet(t *testing.T) {
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, overrideConfig)
-	owner := startNode(t, cfg, filepath.Join(dir, "owner"), "127.0.0.1:0", "")
-	m := startNode(t, cfg, filepath.Join(dir, "m"), "127.0.0.1:0", owner.url())
+	owner, m := ownerAndMirror(t)
 
 	// Two filter replicas, one on each accountant, both current.
 	hold := func(n *node, id string, s syncwire.Sync) syncwire.Sync {
@@ -488,10 +489,7 @@ func reloads(entries []runtime.AuditEntry, mirror string) int {
 // comes back in every copy; one made while the owner is away is sent
 // once it answers again.
 func TestMirrorReloadsReachTheOwnersAudit(t *testing.T) {
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, overrideConfig)
-	owner := startNode(t, cfg, filepath.Join(dir, "owner"), "127.0.0.1:0", "")
-	m := startNode(t, cfg, filepath.Join(dir, "m"), "127.0.0.1:0", owner.url())
+	owner, m := ownerAndMirror(t)
 	name := m.s.mirror.name
 	if err := m.s.ReloadBy("admin"); err != nil {
 		t.Fatal(err)
@@ -506,7 +504,7 @@ func TestMirrorReloadsReachTheOwnersAudit(t *testing.T) {
 	if err := m.s.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	owner = startNode(t, cfg, data, addr, "")
+	owner = startNode(t, owner.config, data, addr, "")
 	eventually(t, "the reload made while the owner was away in its audit log", func() (bool, string) {
 		o := reloads(owner.audit(), name)
 		return o == 2, fmt.Sprintf("owner %d", o)

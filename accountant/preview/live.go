@@ -112,7 +112,7 @@ func (r *Replay) liveRows(c *api.LiveCounters) []liveRow {
 		start := l.Period.Start(r.at).Unix()
 		seen := map[string]bool{}
 		n := 0
-		for _, x := range sortedSettled(r.settled, l) {
+		for _, x := range ofLimit(r.settled, l) {
 			seen[x.id] = true
 			n++
 			e, ok := live[key{x.id, start}]

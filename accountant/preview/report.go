@@ -97,7 +97,7 @@ func (r *Replay) exactRows() []*settled {
 		if l.Type.Class() != govern.LedgerSettled {
 			continue
 		}
-		xs := sortedSettled(r.settled, l)
+		xs := ofLimit(r.settled, l)
 		if len(xs) == 0 {
 			xs = []*settled{{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}}
 		}
@@ -118,7 +118,7 @@ func (r *Replay) rateRows() []rateRow {
 		if l.Type != govern.RPM && l.Type != govern.TPM {
 			continue
 		}
-		xs := sortedRated(r.rates, l)
+		xs := ofLimit(r.rates, l)
 		if len(xs) == 0 {
 			xs = []*rated{{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}}
 		}
@@ -141,7 +141,7 @@ func (r *Replay) flightRows() []flightRow {
 		if l.Type != govern.Concurrency {
 			continue
 		}
-		xs := sortedFlights(r.flights, l)
+		xs := ofLimit(r.flights, l)
 		if len(xs) == 0 {
 			xs = []*inflight{{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}}
 		}
@@ -260,35 +260,17 @@ func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func sortedSettled(m map[string]*settled, l *govern.Limit) []*settled {
-	var out []*settled
+// ofLimit returns the instances of m that are l's, by id.
+func ofLimit[X interface{ inst() *instance }](m map[string]X, l *govern.Limit) []X {
+	var out []X
 	for _, x := range m {
-		if x.limit == l {
+		if x.inst().limit == l {
 			out = append(out, x)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	sort.Slice(out, func(i, j int) bool { return out[i].inst().id < out[j].inst().id })
 	return out
 }
 
-func sortedRated(m map[string]*rated, l *govern.Limit) []*rated {
-	var out []*rated
-	for _, x := range m {
-		if x.limit == l {
-			out = append(out, x)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
-}
-
-func sortedFlights(m map[string]*inflight, l *govern.Limit) []*inflight {
-	var out []*inflight
-	for _, x := range m {
-		if x.limit == l {
-			out = append(out, x)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
-}
+// inst is the instance a settled, rated or inflight counter embeds.
+func (in *instance) inst() *instance { return in }
