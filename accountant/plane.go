@@ -341,17 +341,7 @@ func (s *Server) noteMirror(p planePull) {
 
 // fleetReport is the fleet's rollout as the owner sees it: its own filters
 // and every mirror that pulled within LivenessWindow, per stored override.
-func (s *Server) fleetReport() rolloutReport {
-	ro := s.Rollout()
-	s.mu.Lock()
-	ovs := s.rt.Overrides
-	s.mu.Unlock()
-	out := rolloutReport{Live: ro.Live}
-	for _, o := range ovs {
-		out.Holding = append(out.Holding, heldOverride{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount, Replicas: ro.Holding(o)})
-	}
-	return out
-}
+func (s *Server) fleetReport() rolloutReport { return s.heldReport(s.Rollout(), true) }
 
 // hash identifies a report, so a mirror can say which it holds.
 func (r rolloutReport) hash() string {

@@ -160,14 +160,17 @@ func (s *Server) localRollout() api.Rollout {
 // localReport is localRollout as a mirror reports it to the owner: per
 // override of the runtime plane it holds, how many of its live filter
 // replicas hold it.
-func (s *Server) localReport() rolloutReport {
-	ro := s.localRollout()
+func (s *Server) localReport() rolloutReport { return s.heldReport(s.localRollout(), false) }
+
+// heldReport is ro per override of the runtime plane: every one with
+// unheld, else those some replica holds.
+func (s *Server) heldReport(ro api.Rollout, unheld bool) rolloutReport {
 	s.mu.Lock()
 	ovs := s.rt.Overrides
 	s.mu.Unlock()
 	out := rolloutReport{Live: ro.Live}
 	for _, o := range ovs {
-		if n := ro.Holding(o); n > 0 {
+		if n := ro.Holding(o); n > 0 || unheld {
 			out.Holding = append(out.Holding, heldOverride{LimitID: o.LimitID, Node: o.Node, Amount: o.Amount, Replicas: n})
 		}
 	}

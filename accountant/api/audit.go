@@ -48,11 +48,7 @@ func (h *handler) listAudit(w http.ResponseWriter, r *http.Request, p principal)
 		return
 	}
 	if node := v.Get("node"); node != "" {
-		if !overrideNodeParam(w, "node", node) {
-			return
-		}
-		if !p.owns(node) {
-			forbidNode(w, p, "node", node, false)
+		if !overrideNodeParam(w, "node", node) || !p.mayRead(w, "node", node) {
 			return
 		}
 		q.Node = node

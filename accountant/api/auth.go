@@ -142,6 +142,26 @@ func overrideNodeParam(w http.ResponseWriter, field, id string) bool {
 }
 
 // forbidNode answers 403 for a node outside a delegated admin's subtree.
+// mayRead reports whether p owns node (its subtree), answering 403 as
+// forbidNode does when not.
+func (p principal) mayRead(w http.ResponseWriter, field, node string) bool {
+	if !p.owns(node) {
+		forbidNode(w, p, field, node, false)
+		return false
+	}
+	return true
+}
+
+// mayWrite reports whether p owns a node below node's place (a delegated
+// admin writes only below its scope), answering 403 when not.
+func (p principal) mayWrite(w http.ResponseWriter, field, node string) bool {
+	if !p.ownsBelow(node) {
+		forbidNode(w, p, field, node, true)
+		return false
+	}
+	return true
+}
+
 func forbidNode(w http.ResponseWriter, p principal, field, node string, below bool) {
 	if below && node == p.scope {
 		writeError(w, http.StatusForbidden, "forbidden",

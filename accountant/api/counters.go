@@ -141,11 +141,7 @@ func (h *handler) creditCounter(w http.ResponseWriter, r *http.Request, p princi
 // only counters of nodes below its scope.
 func (h *handler) adjustCounter(w http.ResponseWriter, r *http.Request, p principal, kind string) {
 	var req CounterRequest
-	if !decodeBody(w, r, &req) || !overrideNodeParam(w, "node", req.Node) {
-		return
-	}
-	if !p.ownsBelow(req.Node) {
-		forbidNode(w, p, "node", req.Node, true)
+	if !decodeBody(w, r, &req) || !overrideNodeParam(w, "node", req.Node) || !p.mayWrite(w, "node", req.Node) {
 		return
 	}
 	a := h.Armed()

@@ -123,11 +123,7 @@ func (h *handler) expiry(w http.ResponseWriter, at *time.Time, in string) (t tim
 
 func (h *handler) mintKey(w http.ResponseWriter, r *http.Request, p principal) {
 	var req MintRequest
-	if !decodeBody(w, r, &req) || !nodeParam(w, "owner", req.Owner, false) {
-		return
-	}
-	if !p.owns(req.Owner) {
-		forbidNode(w, p, "owner", req.Owner, false)
+	if !decodeBody(w, r, &req) || !nodeParam(w, "owner", req.Owner, false) || !p.mayRead(w, "owner", req.Owner) {
 		return
 	}
 	if req.Scopes.AllowPassthrough && !p.isAdmin() {
@@ -179,11 +175,7 @@ func (h *handler) mintKey(w http.ResponseWriter, r *http.Request, p principal) {
 func (h *handler) listKeys(w http.ResponseWriter, r *http.Request, p principal) {
 	root := p.scope
 	if owner := r.URL.Query().Get("owner"); owner != "" {
-		if !nodeParam(w, "owner", owner, false) {
-			return
-		}
-		if !p.owns(owner) {
-			forbidNode(w, p, "owner", owner, false)
+		if !nodeParam(w, "owner", owner, false) || !p.mayRead(w, "owner", owner) {
 			return
 		}
 		root = owner

@@ -75,11 +75,7 @@ func (h *handler) listNodes(w http.ResponseWriter, r *http.Request, p principal)
 
 func (h *handler) createNode(w http.ResponseWriter, r *http.Request, p principal) {
 	var req NodeRequest
-	if !decodeBody(w, r, &req) || !nodeParam(w, "id", req.ID, false) {
-		return
-	}
-	if !p.ownsBelow(req.ID) {
-		forbidNode(w, p, "node", req.ID, true)
+	if !decodeBody(w, r, &req) || !nodeParam(w, "id", req.ID, false) || !p.mayWrite(w, "node", req.ID) {
 		return
 	}
 	plan, ok := h.armed(w)
@@ -97,11 +93,7 @@ func (h *handler) createNode(w http.ResponseWriter, r *http.Request, p principal
 
 func (h *handler) deleteNode(w http.ResponseWriter, r *http.Request, p principal) {
 	id := r.URL.Query().Get("id")
-	if !nodeParam(w, "id", id, false) {
-		return
-	}
-	if !p.ownsBelow(id) {
-		forbidNode(w, p, "node", id, true)
+	if !nodeParam(w, "id", id, false) || !p.mayWrite(w, "node", id) {
 		return
 	}
 	n, err := h.DB.DeleteNode(id, runtime.Stamp{Who: p.who, At: h.Now()})

@@ -98,11 +98,7 @@ func (h *handler) listOverrides(w http.ResponseWriter, r *http.Request, p princi
 	q := r.URL.Query()
 	root := p.scope
 	if node := q.Get("node"); node != "" {
-		if !overrideNodeParam(w, "node", node) {
-			return
-		}
-		if !p.owns(node) {
-			forbidNode(w, p, "node", node, false)
+		if !overrideNodeParam(w, "node", node) || !p.mayRead(w, "node", node) {
 			return
 		}
 		root = node
@@ -128,11 +124,7 @@ func (h *handler) listOverrides(w http.ResponseWriter, r *http.Request, p princi
 
 func (h *handler) putOverride(w http.ResponseWriter, r *http.Request, p principal) {
 	var req OverrideRequest
-	if !decodeBody(w, r, &req) || !overrideNodeParam(w, "node", req.Node) {
-		return
-	}
-	if !p.ownsBelow(req.Node) {
-		forbidNode(w, p, "node", req.Node, true)
+	if !decodeBody(w, r, &req) || !overrideNodeParam(w, "node", req.Node) || !p.mayWrite(w, "node", req.Node) {
 		return
 	}
 	plan, ok := h.armed(w)
@@ -200,8 +192,7 @@ func (h *handler) deleteOverride(w http.ResponseWriter, r *http.Request, p princ
 		writeError(w, http.StatusBadRequest, "invalid_request", "limit_id is missing; DELETE %soverrides?limit_id=ID&node=NODE", Prefix)
 		return
 	}
-	if !p.ownsBelow(node) {
-		forbidNode(w, p, "node", node, true)
+	if !p.mayWrite(w, "node", node) {
 		return
 	}
 	prev, err := h.DB.DeleteOverride(limitID, node, runtime.Stamp{Who: p.who, At: h.Now()})
