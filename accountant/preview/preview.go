@@ -244,11 +244,7 @@ func (r *Replay) add(row *ledger.Row, sign int64) {
 			if !ok {
 				continue
 			}
-			x := r.settled[in.ID]
-			if x == nil {
-				x = &settled{instance: newInstance(in, d2)}
-				r.settled[in.ID] = x
-			}
+			x := held(r.settled, in, d2, newSettled)
 			x.rows += n
 			var v int64
 			switch l.Type {
@@ -292,22 +288,27 @@ func newInstance(in govern.Instance, d govern.Dims) instance {
 }
 
 func (r *Replay) rate(in govern.Instance, d govern.Dims) *rated {
-	x := r.rates[in.ID]
+	return held(r.rates, in, d, newRated)
+}
+
+func (r *Replay) flight(in govern.Instance, d govern.Dims) *inflight {
+	return held(r.flights, in, d, newInflight)
+}
+
+// held is m's counter of in, made by mk for the row's dims d the first
+// time the replay meets the instance.
+func held[X any](m map[string]*X, in govern.Instance, d govern.Dims, mk func(instance) *X) *X {
+	x := m[in.ID]
 	if x == nil {
-		x = &rated{instance: newInstance(in, d)}
-		r.rates[in.ID] = x
+		x = mk(newInstance(in, d))
+		m[in.ID] = x
 	}
 	return x
 }
 
-func (r *Replay) flight(in govern.Instance, d govern.Dims) *inflight {
-	x := r.flights[in.ID]
-	if x == nil {
-		x = &inflight{instance: newInstance(in, d)}
-		r.flights[in.ID] = x
-	}
-	return x
-}
+func newSettled(in instance) *settled   { return &settled{instance: in} }
+func newRated(in instance) *rated       { return &rated{instance: in} }
+func newInflight(in instance) *inflight { return &inflight{instance: in} }
 
 // rateResult is the replay of one rate instance.
 type rateResult struct {

@@ -92,14 +92,21 @@ func (r *Replay) limits() []*govern.Limit {
 // ledger held rows for, or one naming where a limit attaches when it held
 // none.
 func (r *Replay) exactRows() []*settled {
-	var out []*settled
+	return blockRows(r, r.settled, func(l *govern.Limit) bool { return l.Type.Class() == govern.LedgerSettled }, newSettled)
+}
+
+// blockRows is a block's instances in m, limit by limit of the limits in
+// the block: those the ledger held rows for, or the one empty makes where
+// a limit attaches when it held none.
+func blockRows[X interface{ inst() *instance }](r *Replay, m map[string]X, inBlock func(*govern.Limit) bool, empty func(instance) X) []X {
+	var out []X
 	for _, l := range r.limits() {
-		if l.Type.Class() != govern.LedgerSettled {
+		if !inBlock(l) {
 			continue
 		}
-		xs := ofLimit(r.settled, l)
+		xs := ofLimit(m, l)
 		if len(xs) == 0 {
-			xs = []*settled{{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}}
+			xs = []X{empty(instance{limit: l, node: attachName(l), amount: l.Amount})}
 		}
 		out = append(out, xs...)
 	}
@@ -114,17 +121,8 @@ type rateRow struct {
 
 func (r *Replay) rateRows() []rateRow {
 	var out []rateRow
-	for _, l := range r.limits() {
-		if l.Type != govern.RPM && l.Type != govern.TPM {
-			continue
-		}
-		xs := ofLimit(r.rates, l)
-		if len(xs) == 0 {
-			xs = []*rated{{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}}
-		}
-		for _, x := range xs {
-			out = append(out, rateRow{x, replayRate(x)})
-		}
+	for _, x := range blockRows(r, r.rates, func(l *govern.Limit) bool { return l.Type == govern.RPM || l.Type == govern.TPM }, newRated) {
+		out = append(out, rateRow{x, replayRate(x)})
 	}
 	return out
 }
@@ -137,17 +135,8 @@ type flightRow struct {
 
 func (r *Replay) flightRows() []flightRow {
 	var out []flightRow
-	for _, l := range r.limits() {
-		if l.Type != govern.Concurrency {
-			continue
-		}
-		xs := ofLimit(r.flights, l)
-		if len(xs) == 0 {
-			xs = []*inflight{{instance: instance{limit: l, node: attachName(l), amount: l.Amount}}}
-		}
-		for _, x := range xs {
-			out = append(out, flightRow{x, replayFlights(x)})
-		}
+	for _, x := range blockRows(r, r.flights, func(l *govern.Limit) bool { return l.Type == govern.Concurrency }, newInflight) {
+		out = append(out, flightRow{x, replayFlights(x)})
 	}
 	return out
 }
