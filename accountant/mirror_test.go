@@ -395,18 +395,24 @@ func TestPlaneRoles(t *testing.T) {
 // override there is.
 func (n *node) overrideState() (string, string) {
 	n.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, n.url()+api.Prefix+"overrides", nil)
-	req.Header.Set("Authorization", "Bearer admin-secret")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var l api.OverrideList
-	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil || len(l.Overrides) != 1 {
+	if err := n.getJSON("overrides", &l); err != nil || len(l.Overrides) != 1 {
 		n.t.Fatalf("GET overrides: %+v %v", l, err)
 	}
 	return l.Overrides[0].State, l.Overrides[0].Reason
+}
+
+// getJSON decodes into out the answer to GET path of the management API,
+// asked as the admin.
+func (n *node) getJSON(path string, out any) error {
+	n.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, n.url()+api.Prefix+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer admin-secret")
+	_, body := testkit.Send(n.t, req)
+	return json.Unmarshal(body, out)
 }
 
 // TestOverrideInForceMeansTheWholeFleet: an override reads in_force, on
@@ -456,17 +462,10 @@ func TestOverrideInForceMeansTheWholeFleet(t *testing.T) {
 // audit reads the audit log of n as the admin.
 func (n *node) audit() []runtime.AuditEntry {
 	n.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, n.url()+api.Prefix+"audit", nil)
-	req.Header.Set("Authorization", "Bearer admin-secret")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var page struct {
 		Entries []runtime.AuditEntry `json:"entries"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+	if err := n.getJSON("audit", &page); err != nil {
 		n.t.Fatal(err)
 	}
 	return page.Entries
