@@ -351,7 +351,7 @@ func TestVersionRecordRoundTrip(t *testing.T) {
 			t.Error("a record with a trailing byte decoded")
 		}
 	}
-	f := feedState{rtCursor: "db.7", snapCursor: "s.9", rtReady: true, snapBuild: true,
+	f := feedState{rt: feed{cursor: "db.7", ready: true}, snap: feed{cursor: "s.9", build: true},
 		build: [numTables]layout{2: {gen: 3, level: 1, count: 9}}, high: [numTables][2]uint32{{1, 2}, {3, 4}, {5, 6}}, sweep: [numTables]uint32{7, 8, 9}}
 	b := f.append(nil)
 	if got, ok := decodeFeeds(b); !ok || got != f {

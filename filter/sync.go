@@ -168,15 +168,20 @@ func short(h string) string {
 // tables held a whole copy, which VMs keep reading until the rebuild is
 // complete), and the sweep of each table's other namespace.
 type feedState struct {
-	rtCursor, snapCursor string
-	rtReady, snapReady   bool
-	rtBuild, snapBuild   bool
-	build                [numTables]layout
+	rt, snap feed // the runtime plane's feed, the spend snapshot's
+	build    [numTables]layout
 	// high is, per table and namespace, the most buckets ever used there;
 	// sweep is the next bucket of the other namespace to free (sweeping
 	// while below high of that namespace).
 	high  [numTables][2]uint32
 	sweep [numTables]uint32
+}
+
+// feed is where the VM is in one of the accountant's feeds.
+type feed struct {
+	cursor string
+	ready  bool // its tables hold a whole copy
+	build  bool // a rebuild fills the other namespace
 }
 
 const (
@@ -192,19 +197,19 @@ const (
 // | numTables × layout (rebuilds) | numTables × (u32 high[0], u32 high[1], u32 sweep)
 func (f *feedState) append(dst []byte) []byte {
 	dst = append(dst, feedsFormat)
-	dst = appendStr16(dst, f.rtCursor)
-	dst = appendStr16(dst, f.snapCursor)
+	dst = appendStr16(dst, f.rt.cursor)
+	dst = appendStr16(dst, f.snap.cursor)
 	var flags byte
-	if f.rtReady {
+	if f.rt.ready {
 		flags |= feedRTReady
 	}
-	if f.snapReady {
+	if f.snap.ready {
 		flags |= feedSnapReady
 	}
-	if f.rtBuild {
+	if f.rt.build {
 		flags |= feedRTBuild
 	}
-	if f.snapBuild {
+	if f.snap.build {
 		flags |= feedSnapBuild
 	}
 	dst = append(dst, flags)
@@ -225,10 +230,10 @@ func decodeFeeds(b []byte) (feedState, bool) {
 	if r.u8() != feedsFormat {
 		return f, false
 	}
-	f.rtCursor, f.snapCursor = r.str16(), r.str16()
+	f.rt.cursor, f.snap.cursor = r.str16(), r.str16()
 	flags := r.u8()
-	f.rtReady, f.snapReady = flags&feedRTReady != 0, flags&feedSnapReady != 0
-	f.rtBuild, f.snapBuild = flags&feedRTBuild != 0, flags&feedSnapBuild != 0
+	f.rt.ready, f.snap.ready = flags&feedRTReady != 0, flags&feedSnapReady != 0
+	f.rt.build, f.snap.build = flags&feedRTBuild != 0, flags&feedSnapBuild != 0
 	for t := range f.build {
 		if lb := r.bytes(layoutBytes); lb != nil {
 			f.build[t] = decodeLayout(lb)
@@ -277,10 +282,10 @@ func (e *Engine) pollNow(now time.Time) {
 	q := append(e.buf[:0], syncwire.SyncPath...)
 	q = appendQuery(q, '?', "plan", v.plan)
 	q = appendQuery(q, '&', "prices", v.prices)
-	q = appendQuery(q, '&', "runtime", f.rtCursor)
-	q = appendQuery(q, '&', "snapshot", f.snapCursor)
+	q = appendQuery(q, '&', "runtime", f.rt.cursor)
+	q = appendQuery(q, '&', "snapshot", f.snap.cursor)
 	q = appendQuery(q, '&', "page", strconv.Itoa(pageBytes))
-	if f.rtBuild {
+	if f.rt.build {
 		// The VMs read another copy than the cursor's until the rebuild
 		// is in: this replica holds no override armed since.
 		q = appendQuery(q, '&', "building", "1")
@@ -417,7 +422,7 @@ func (e *Engine) applySync(body []byte, now time.Time) (more bool, err error) {
 	defer func() {
 		// A feed that says more but did not move is asked again at the
 		// next interval, not at once.
-		more = more && (f.rtCursor != sentFeeds.rtCursor || f.snapCursor != sentFeeds.snapCursor)
+		more = more && (f.rt.cursor != sentFeeds.rt.cursor || f.snap.cursor != sentFeeds.snap.cursor)
 	}()
 	e.clog.reset()
 	if p := r.Get("plan"); p.Exists() {
@@ -560,13 +565,7 @@ var (
 
 // applyRuntime writes one page of the runtime plane's feed.
 func (e *Engine) applyRuntime(p jv.Value, v *syncVersions, f *feedState) (more bool, err error) {
-	if p.Get("reset").Bool() {
-		e.startOver(runtimeTables, f.rtReady, &f.rtBuild, v, f)
-		if !f.rtBuild {
-			f.rtReady = false
-		}
-	}
-	build := f.rtBuild
+	build, _ := e.beginPage(p, &f.rt, runtimeTables, v, f)
 	keys := e.writer(tabKeys, v, f, build)
 	var ferr error
 	p.Get("keys").ForEach(func(_, item jv.Value) bool {
@@ -653,15 +652,36 @@ func (e *Engine) applyRuntime(p jv.Value, v *syncVersions, f *feedState) (more b
 	if ferr != nil {
 		return false, ferr
 	}
+	return e.endPage(p, &f.rt, runtimeTables, v, f), nil
+}
+
+// beginPage starts a page of feed fd, whose tables these are: a reset
+// starts them over, in the other namespace (a rebuild) or in place (not
+// ready until whole again). It says whether the page writes a rebuild,
+// and whether a reset started the tables over.
+func (e *Engine) beginPage(p jv.Value, fd *feed, tables []tableID, v *syncVersions, f *feedState) (build, reset bool) {
+	if reset = p.Get("reset").Bool(); reset {
+		e.startOver(tables, fd.ready, &fd.build, v, f)
+		if !fd.build {
+			fd.ready = false
+		}
+	}
+	return fd.build, reset
+}
+
+// endPage ends a page of feed fd whose writes are in: its cursor is kept,
+// and after its last page the tables are finished and ready. It says
+// whether more pages follow.
+func (e *Engine) endPage(p jv.Value, fd *feed, tables []tableID, v *syncVersions, f *feedState) (more bool) {
 	if c := p.Get("cursor"); c.Type == jv.String {
-		f.rtCursor = c.Str
+		fd.cursor = c.Str
 	}
 	more = p.Get("more").Bool()
 	if !more {
-		e.finish(runtimeTables, &f.rtBuild, v, f)
-		f.rtReady = true
+		e.finish(tables, &fd.build, v, f)
+		fd.ready = true
 	}
-	return more, nil
+	return more
 }
 
 // editNode changes node's record with edit (read, edited, written; an
@@ -686,14 +706,10 @@ func (e *Engine) editNode(w *tableWriter, node string, edit func(*govern.NodeFac
 
 // applySnapshot writes one page of the spend snapshot's feed.
 func (e *Engine) applySnapshot(p jv.Value, v *syncVersions, f *feedState) (more bool, err error) {
-	if p.Get("reset").Bool() {
-		e.startOver(snapshotTables, f.snapReady, &f.snapBuild, v, f)
-		if !f.snapBuild {
-			// Filled in place: no snapshot until it is whole.
-			f.snapReady, v.generatedAt = false, time.Time{}
-		}
+	build, reset := e.beginPage(p, &f.snap, snapshotTables, v, f)
+	if reset && !build {
+		v.generatedAt = time.Time{} // filled in place: no snapshot until it is whole
 	}
-	build := f.snapBuild
 	w := e.writer(tabCounters, v, f, build)
 	var ferr error
 	var val [16]byte
@@ -723,18 +739,11 @@ func (e *Engine) applySnapshot(p jv.Value, v *syncVersions, f *feedState) (more 
 	if ferr != nil {
 		return false, ferr
 	}
-	if c := p.Get("cursor"); c.Type == jv.String {
-		f.snapCursor = c.Str
-	}
-	more = p.Get("more").Bool()
-	if !more {
-		e.finish(snapshotTables, &f.snapBuild, v, f)
-		f.snapReady = true
-	}
+	more = e.endPage(p, &f.snap, snapshotTables, v, f)
 	// The snapshot's time says how fresh the counters VMs read are: it
 	// moves only while they read a whole copy (not a rebuild's, nor a
 	// first copy still filling).
-	if f.snapReady && !f.snapBuild {
+	if f.snap.ready && !f.snap.build {
 		if gen, err := time.Parse(time.RFC3339Nano, p.Get("generated_at").String()); err == nil {
 			v.generatedAt = gen
 		}
@@ -755,7 +764,7 @@ func (e *Engine) sweepOld(v *syncVersions, f *feedState) error {
 		}
 		ns := (read.gen + 1) & 1
 		live := uint32(0) // a rebuild's generation in that namespace
-		if f.rtBuild && (tableID(t) == tabKeys || tableID(t) == tabNodes) || f.snapBuild && tableID(t) == tabCounters {
+		if f.rt.build && (tableID(t) == tabKeys || tableID(t) == tabNodes) || f.snap.build && tableID(t) == tabCounters {
 			live = f.build[t].gen
 		}
 		for n := 0; n < sweepPerPage && f.sweep[t] < f.high[t][ns]; n++ {
