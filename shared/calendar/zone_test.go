@@ -28,25 +28,26 @@ func TestZonesAgreeWithGo(t *testing.T) {
 			t.Errorf("Go has no zone %q: %v", name, err)
 			continue
 		}
+		// agree reports whether ours and Go's give m the same offset, and
+		// fails the test when not.
+		agree := func(m time.Time) bool {
+			_, a := m.In(ours).Zone()
+			_, b := m.In(theirs).Zone()
+			if a != b {
+				t.Errorf("%s at %s: offset %d, Go says %d", name, m, a, b)
+			}
+			return a == b
+		}
 		for at := from; at.Before(to); at = at.Add(6 * time.Hour) {
-			_, o1 := at.In(ours).Zone()
-			_, o2 := at.In(theirs).Zone()
-			if o1 != o2 {
-				t.Errorf("%s at %s: offset %d, Go says %d", name, at, o1, o2)
+			if !agree(at) {
 				break
 			}
-			// The exact instant of a change: both agree on the next hour.
-			if next := at.Add(6 * time.Hour); true {
-				_, n1 := next.In(ours).Zone()
-				if n1 != o1 {
-					for m := at; m.Before(next); m = m.Add(15 * time.Minute) {
-						_, a := m.In(ours).Zone()
-						_, b := m.In(theirs).Zone()
-						if a != b {
-							t.Errorf("%s at %s: offset %d, Go says %d", name, m, a, b)
-							break
-						}
-					}
+			// The exact instant of a change: both agree every quarter of an
+			// hour up to the next step.
+			next := at.Add(6 * time.Hour)
+			_, o := at.In(ours).Zone()
+			if _, n := next.In(ours).Zone(); n != o {
+				for m := at; m.Before(next) && agree(m); m = m.Add(15 * time.Minute) {
 				}
 			}
 		}

@@ -522,10 +522,7 @@ func (s *StreamScanner) openAIChunk(data []byte) bool {
 		}
 		return true
 	})
-	c, ok := readCounts(usage)
-	if !ok && !usage.Exists() && jsontok.Valid(data, jsontok.GJSON).Code != jsontok.ErrNone {
-		c, ok = lastUsage(data) // broken before its usage member
-	}
+	c, ok := readUsage(usage, data)
 	if !ok {
 		return false
 	}

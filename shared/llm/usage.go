@@ -74,10 +74,7 @@ func parseUsageGJSON(ep Endpoint, body []byte) (u ledger.Usage, servedModel stri
 		}
 		return true
 	})
-	c, ok := readCounts(usage)
-	if !ok && !usage.Exists() && jsontok.Valid(body, jsontok.GJSON).Code != jsontok.ErrNone {
-		c, ok = lastUsage(body) // broken before its usage member
-	}
+	c, ok := readUsage(usage, body)
 	if !ok {
 		return ledger.Usage{}, "", false
 	}
@@ -169,6 +166,16 @@ func usageMember(c *counts, name string) (dst *int64, bit uint8, detail string) 
 		return &c.reasoning, hasReasoning, "reasoning_tokens"
 	}
 	return nil, 0, ""
+}
+
+// readUsage reads usage, the usage member of doc; a doc broken before
+// its usage member has its last valid usage object read (lastUsage).
+func readUsage(usage jv.Value, doc []byte) (counts, bool) {
+	c, ok := readCounts(usage)
+	if !ok && !usage.Exists() && jsontok.Valid(doc, jsontok.GJSON).Code != jsontok.ErrNone {
+		c, ok = lastUsage(doc)
+	}
+	return c, ok
 }
 
 // merge overwrites c's fields with those present in d (Anthropic streams
