@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokentriage/tokentriage/internal/cputime"
 	"github.com/tokentriage/tokentriage/internal/stub"
+	"github.com/tokentriage/tokentriage/internal/testkit"
 	"github.com/tokentriage/tokentriage/internal/testwasm"
 	"github.com/tokentriage/tokentriage/wasmtest"
 )
@@ -179,14 +180,7 @@ func BenchmarkGrowthRequestBody(b *testing.B) {
 // promptBody is a chat body of about size bytes whose user message is
 // prose with the escapes a pasted document brings.
 func promptBody(size int) []byte {
-	const para = `The quick brown fox jumps over the lazy dog. \"Quoted words\" and a tab\there; then a new line.\n`
-	var b strings.Builder
-	b.WriteString(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a careful reader."},{"role":"user","content":"`)
-	for b.Len() < size-40 {
-		b.WriteString(para)
-	}
-	b.WriteString(`"}],"max_tokens":16}`)
-	return []byte(b.String())
+	return testkit.ProseChat(size-40, `"}],"max_tokens":16}`)
 }
 
 // chainLimits is n limits on dev1's chain: the six types in turn (rpm,

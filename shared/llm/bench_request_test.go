@@ -2,22 +2,16 @@ package llm
 
 import (
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/tokentriage/tokentriage/internal/testkit"
 )
 
 // promptBody is a streaming chat body of about size bytes: a system
 // prompt, then one user message of prose with the escapes a pasted
 // document brings (newlines, quotes, a tab now and then).
 func promptBody(size int) []byte {
-	const para = `The quick brown fox jumps over the lazy dog. \"Quoted words\" and a tab\there; then a new line.\n`
-	var b strings.Builder
-	b.WriteString(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a careful reader."},{"role":"user","content":"`)
-	for b.Len() < size-64 {
-		b.WriteString(para)
-	}
-	b.WriteString(`"}],"max_tokens":256,"stream":true}`)
-	return []byte(b.String())
+	return testkit.ProseChat(size-64, `"}],"max_tokens":256,"stream":true}`)
 }
 
 // BenchmarkParseRequestSize reads chat bodies of 1 KB to 8 MB in one pass
