@@ -18,7 +18,7 @@ func TestGateThresholdAlerts(t *testing.T) {
 		`{"id":"alert_tpm","attach":{"node":"org:acme/team:ml/user:dev1"},"type":"tpm","amount":20000,"period":"1m","posture":{"thresholds":[0.5]}}`,
 		`{"id":"alert_conc","attach":{"node":"org:acme/team:ml/user:dev1"},"type":"concurrency","amount":2,"posture":{"thresholds":[0.5,0.9]}}`,
 	}, ",")
-	r := newRig(t, rigOptions{governance: gov(limits, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, limits)
 	alerts := func() map[string]int {
 		n := map[string]int{}
 		for _, l := range r.h.Logs() {

@@ -16,7 +16,7 @@ import (
 func TestCustomerAndTagsHeaders(t *testing.T) {
 	lims := `{"id":"customer_rpm","attach":{"level":"user"},"type":"rpm","amount":2,"period":"1m","match":{"customer":"*"}},
 		{"id":"batch_rpm","attach":{"level":"user"},"type":"rpm","amount":3,"period":"1m","match":{"tag":"batch"}}`
-	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, lims)
 	for i := 0; i < 2; i++ {
 		mustStatus(t, r.chat(dev1Key, chatGermany, "X-Tt-Customer", "cus_1", "X-Tt-Tags", "nightly, batch"), 200)
 	}
@@ -75,7 +75,7 @@ func TestCustomerAndTagsHeaders(t *testing.T) {
 // customer reads that customer's counter in the snapshot.
 func TestCustomerFromBody(t *testing.T) {
 	lims := `{"id":"customer_daily","attach":{"level":"user"},"type":"budget_usd","amount_usd":5,"period":"day","match":{"customer":"*"}}`
-	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, lims)
 	id := func(c string) string {
 		return "customer_daily|budget_usd|org:acme/team:ml/user:dev1|customer=" + c + "|day|"
 	}
@@ -184,7 +184,7 @@ func TestCustomerScope(t *testing.T) {
 // and its slot goes to the next one.
 func TestMaxDistinctSlots(t *testing.T) {
 	lims := `{"id":"model_rpm","attach":{"level":"user"},"type":"rpm","amount":1,"period":"1m","match":{"model":"*"},"max_distinct":3}`
-	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, lims)
 	for i := 1; i <= 3; i++ {
 		mustStatus(t, r.chat(dev1Key, chatBody("m"+strconvI(i), germany)), 200)
 	}
@@ -242,7 +242,7 @@ func TestMaxDistinctSlots(t *testing.T) {
 // overflow counter; one with a counter by its own.
 func TestMaxDistinctSettled(t *testing.T) {
 	lims := `{"id":"customer_daily","attach":{"level":"user"},"type":"budget_usd","amount_usd":5,"period":"day","match":{"customer":"*"},"max_distinct":2}`
-	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, lims)
 	base := "customer_daily|budget_usd|org:acme/team:ml/user:dev1|customer="
 	r.acct.setSnapshot("s1",
 		syncwire.Entry{ID: base + "#distinct", PeriodStart: dayStart(), Value: 2},

@@ -95,7 +95,7 @@ func TestTPMMetric(t *testing.T) {
 // naming its reset, when less than min_output is left.
 func TestQuotaTokensFit(t *testing.T) {
 	lim := `{"id":"output_daily","attach":{"level":"user"},"type":"quota_tokens","amount":1000,"period":"day","metric":"output","fit":true,"min_output":64}`
-	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, lim)
 	id := "output_daily|quota_tokens:output|org:acme/team:ml/user:dev1||day|"
 	r.acct.setSnapshot("s1", syncwire.Entry{ID: id, PeriodStart: dayStart(), Value: 900})
 	r.sync()
@@ -132,7 +132,7 @@ func TestQuotaTokensFit(t *testing.T) {
 // rolling window does; it named the end of the day's bucket.
 func TestFitRefusalInARollingWindow(t *testing.T) {
 	lim := `{"id":"output_weekly","attach":{"level":"user"},"type":"quota_tokens","amount":1000,"period":"7d","metric":"output","fit":true,"min_output":64}`
-	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, lim)
 	id := "output_weekly|quota_tokens:output|org:acme/team:ml/user:dev1||7d|"
 	day := time.Date(2026, 8, 9, 0, 0, 0, 0, time.UTC)
 	resets := time.Date(2026, 8, 11, 6, 0, 0, 0, time.UTC)

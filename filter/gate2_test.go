@@ -55,7 +55,7 @@ type usageCase struct {
 // tpm cell is reconciled to the reported total.
 func TestUsageFromEveryShape(t *testing.T) {
 	lim := `{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":1000000,"period":"1m"}`
-	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, lim)
 	// Prompts of 31 bytes: 8 tokens at the stub.
 	cases := []usageCase{
 		{name: "chat json", path: "/v1/chat/completions", body: chatGermany,
@@ -300,7 +300,7 @@ func TestConcurrentStreamsSettleExactly(t *testing.T) {
 func TestResetMidStreamSettles(t *testing.T) {
 	lims := `{"id":"team_tpm","attach":{"level":"team"},"type":"tpm","amount":100000,"period":"1m"},
 		{"id":"user_concurrency","attach":{"level":"user"},"type":"concurrency","amount":2}`
-	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, lims)
 	for i := 0; i < 3; i++ {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan wasmtest.Response)
@@ -526,7 +526,7 @@ func TestTooLargeByContentLength(t *testing.T) {
 // produce (its max_tokens, at most 16,384); a stream, which stops with its
 // reader, its prompt. Both rows say they are estimated.
 func TestResetBeforeAnswer(t *testing.T) {
-	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, limTeamTPM)
 	for _, body := range []string{
 		chatBody("gpt-4o", germany, `,"max_tokens":300`),
 		chatBody("gpt-4o", germany, `,"stream":true,"max_tokens":300`),

@@ -25,7 +25,7 @@ func (r *rig) cheap(vm int) string {
 // a backlog larger than one batch drains within one tick, batch after
 // batch, so a busy VM never falls behind its queue.
 func TestRowsInBatches(t *testing.T) {
-	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, limTeamTPM)
 	const n = 700
 	ids := map[string]bool{}
 	for i := 0; i < n; i++ {
@@ -144,7 +144,7 @@ func TestRowsDroppedBeyondBound(t *testing.T) {
 // reaches a provider and writes no ledger row; a refused provider call
 // does.
 func TestNoRowsForLocalPaths(t *testing.T) {
-	r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, limTeamTPM)
 	for _, q := range []req{
 		{method: "GET", path: "/tt/v1/me", key: dev1Key},
 		{method: "GET", path: "/tt/v1/me"},
@@ -172,7 +172,7 @@ func TestNoRowsForLocalPaths(t *testing.T) {
 // a few attempts, the rows counted as dropped.
 func TestRowsSentAtShutdown(t *testing.T) {
 	t.Run("delivered", func(t *testing.T) {
-		r := newRig(t, rigOptions{governance: gov(limTeamTPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+		r := accountantRig(t, limTeamTPM)
 		ids := map[string]bool{}
 		for i := 0; i < 600; i++ {
 			ids[r.cheap(1+i%3)] = true

@@ -54,9 +54,7 @@ func TestMeRedisSuspended(t *testing.T) {
 
 // orgBudgetRig runs limOrgBudget, org_monthly_budget, with an accountant;
 // dev1Key may call.
-func orgBudgetRig(t *testing.T) *rig {
-	return newRig(t, rigOptions{governance: gov(limOrgBudget, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
-}
+func orgBudgetRig(t *testing.T) *rig { return accountantRig(t, limOrgBudget) }
 
 // orgMonth is an entry of the snapshot for org_monthly_budget's counter
 // this month: the counter itself (suffix "") or one of its companions.
@@ -95,7 +93,7 @@ func TestMeMatchedLimits(t *testing.T) {
 	limits := `{"id":"chat_rpm","attach":{"level":"user"},"type":"rpm","amount":100,"period":"1m","match":{"endpoint":"/v1/chat/completions"}},` +
 		`{"id":"claude_tokens","attach":{"level":"team"},"type":"quota_tokens","amount":1000,"period":"day","match":{"model":"claude-3-*"}},` +
 		`{"id":"openai_requests","attach":{"level":"team"},"type":"quota_requests","amount":50,"period":"day","match":{"provider":"openai"}}`
-	r := newRig(t, rigOptions{governance: gov(limits, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, limits)
 	team := "org:acme/team:ml"
 	r.acct.setSnapshot("s1",
 		syncwire.Entry{ID: "claude_tokens|quota_tokens|" + team + "|model=claude-3-5-haiku|day|", PeriodStart: dayStart(), Value: 1111},

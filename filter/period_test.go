@@ -15,7 +15,7 @@ func TestPeriodsInZones(t *testing.T) {
 	lims := `{"id":"berlin_day","attach":{"level":"user"},"type":"budget_usd","amount_usd":1,"period":"day","timezone":"Europe/Berlin"},
 		{"id":"ny_quarter","attach":{"level":"team"},"type":"quota_requests","amount":100,"period":"quarter","timezone":"America/New_York"},
 		{"id":"hourly","attach":{"level":"org"},"type":"quota_requests","amount":10,"period":"hour"}`
-	r := newRig(t, rigOptions{governance: gov(lims, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, lims)
 	// t0 is 2026-08-09 20:44:50 UTC: 22:44:50 in Berlin, whose day
 	// started at 22:00 UTC the day before; 16:44:50 in New York.
 	berlinDay := time.Date(2026, 8, 8, 22, 0, 0, 0, time.UTC)
@@ -58,7 +58,7 @@ func TestPeriodsInZones(t *testing.T) {
 // under its amount.
 func TestRollingWindow(t *testing.T) {
 	lim := `{"id":"weekly","attach":{"level":"user"},"type":"quota_requests","amount":10,"period":"7d"}`
-	r := newRig(t, rigOptions{governance: gov(lim, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, lim)
 	id := "weekly|quota_requests|org:acme/team:ml/user:dev1||7d|"
 	day := time.Date(2026, 8, 9, 0, 0, 0, 0, time.UTC)
 	resets := time.Date(2026, 8, 10, 8, 0, 0, 0, time.UTC)

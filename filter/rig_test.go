@@ -148,6 +148,12 @@ func (o rigOptions) pluginConfig() string {
 	return "{" + strings.Join(parts, ",") + "}"
 }
 
+// accountantRig is a rig governing limits, a key required, with an
+// accountant; dev1Key may call.
+func accountantRig(t testing.TB, limits string) *rig {
+	return newRig(t, rigOptions{governance: gov(limits, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+}
+
 func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	if o.workers == 0 {

@@ -32,7 +32,7 @@ func (r *rig) onEveryVM(q req, status int) {
 // every VM; its revocation arrives the same way.
 func TestSyncKeys(t *testing.T) {
 	late := newTestKey("vk_latelatelate", "org:acme/team:search")
-	r := newRig(t, rigOptions{governance: gov(limTeamRPM, `,"require_key":true`), keys: []testKey{dev1Key}, accountant: true})
+	r := accountantRig(t, limTeamRPM)
 	q := req{path: "/v1/chat/completions", key: late, body: chatGermany}
 	r.onEveryVM(q, 401)
 	r.acct.setKeys("k1", syncKey(late, false))
