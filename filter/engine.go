@@ -117,6 +117,10 @@ type Engine struct {
 	// instances a key's entry kept from an earlier request are resolved
 	// again (resolveGate).
 	resolveGen uint64
+	// resolvedBy are the keys whose entries keep resolved instances, in
+	// the order they came (keepResolved): at most resolvedKeys of them.
+	resolvedBy   [resolvedKeys]*keyEntry
+	resolvedNext int
 	// spans are the current spans of the calendar periods met lately
 	// (periodStart), replaced in turn.
 	spans    [8]periodSpan

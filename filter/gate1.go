@@ -252,7 +252,8 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 // The instances of a keyed request are kept with its key's entry and used
 // again by the key's next request with the same dims, until a plan is
 // armed or a sync version is read (resolveGen): a key in steady use
-// resolves its chain once per sync, not per request. The slice returned is
+// resolves its chain once per sync, not per request (at most
+// resolvedKeys keys keep theirs: keepResolved). The slice returned is
 // valid until the next resolveGate of the same key and gate; callers that
 // change instances (bindValues) change a copy.
 func (e *Engine) resolveGate(s *Stream, g govern.Gate) []govern.Instance {
@@ -268,6 +269,7 @@ func (e *Engine) resolveGate(s *Stream, g govern.Gate) []govern.Instance {
 	if c == nil {
 		return e.inst
 	}
+	e.keepResolved(s.key)
 	*c = resolvedChain{gen: e.resolveGen, armed: e.armed, dims: s.dims, inst: append(c.inst[:0], e.inst...)}
 	return c.inst
 }

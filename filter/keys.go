@@ -43,6 +43,28 @@ type keyEntry struct {
 	// resolved is what the chain resolved to at gate 1 and gate 2 for
 	// the last request of this key (see Engine.resolveGate).
 	resolved [2]resolvedChain
+	// keeps says the entry is among the engine's resolvedBy.
+	keeps bool
+}
+
+// resolvedKeys is how many keys keep their resolved instances at once.
+// A kept chain is about 2.4 KB with six limits at each gate: all 4,096
+// cached keys keeping theirs would hold 10 MB of a VM beside the caches'
+// bound; 512 hold 1.2 MB, and a key past them resolves its chain per
+// request, as every key once did.
+const resolvedKeys = 512
+
+// keepResolved makes k one of the keys that keep their resolved
+// instances, dropping those of the key that became one longest ago.
+func (e *Engine) keepResolved(k *keyEntry) {
+	if k.keeps {
+		return
+	}
+	if old := e.resolvedBy[e.resolvedNext]; old != nil {
+		old.resolved, old.keeps = [2]resolvedChain{}, false
+	}
+	e.resolvedBy[e.resolvedNext], k.keeps = k, true
+	e.resolvedNext = (e.resolvedNext + 1) % resolvedKeys
 }
 
 // resolvedChain is a chain's instances at one gate for one set of dims,
