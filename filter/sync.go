@@ -57,15 +57,21 @@ func (e *Engine) refresh(now time.Time) {
 	if err != nil || !found || bytes.Equal(got, e.sync.raw) {
 		return
 	}
-	e.resolveGen++ // the runtime plane or the keys may have changed
 	// The parts are read with further gets, which may reuse got's buffer.
 	e.sync.next = append(e.sync.next[:0], got...)
 	raw := e.sync.next
 	v, ok := decodeVersions(raw)
 	if !ok {
+		e.resolveGen++
 		return
 	}
 	cur := &e.sync.loaded
+	if v.plan != cur.plan || v.logSeq != e.logSeq || v.tables != e.tabs {
+		// The runtime plane or the keys may have changed; a record that
+		// moved only the snapshot's time, the fleet or the replica count
+		// leaves every chain's resolution as it was.
+		e.resolveGen++
+	}
 	complete := true
 	if v.plan != cur.plan {
 		switch {
@@ -480,11 +486,25 @@ func (e *Engine) applySync(body []byte, now time.Time) (more bool, err error) {
 	}
 	// The version record before the feed state: a VM that stops between
 	// the two leaves the cursors behind, and the next poll writes the same
-	// pages again, which changes nothing.
-	if err := e.cells.put(syncVerKey, v.append(nil)); err != nil {
-		return false, err
+	// pages again, which changes nothing. An answer that changed nothing
+	// (most of them) writes neither, and no VM reads anything again.
+	if !v.same(&sent) {
+		if err := e.cells.put(syncVerKey, v.append(nil)); err != nil {
+			return false, err
+		}
+	}
+	if f == sentFeeds {
+		return more, nil
 	}
 	return more, e.cells.put(syncFeedsKey, f.append(nil))
+}
+
+// same reports whether v and o are the same versions (the version record
+// would be written with the same bytes).
+func (v *syncVersions) same(o *syncVersions) bool {
+	return v.plan == o.plan && v.prices == o.prices && v.generatedAt.Equal(o.generatedAt) &&
+		v.replicas == o.replicas && v.redis == o.redis && v.fleet == o.fleet &&
+		v.logSeq == o.logSeq && v.tables == o.tables
 }
 
 // writer returns the writer of table t: the copy being rebuilt, or the

@@ -291,7 +291,9 @@ func (db *DB) Feed(cursor string, maxBytes int) (page syncwire.RuntimePage, skip
 			after, page.Reset = 0, true
 		}
 		size := 0
-		for size < maxBytes {
+		// A cursor at the feed's last change has nothing after it: no
+		// page query (most polls, once a second per replica).
+		for size < maxBytes && after < last {
 			n, err := db.feedBatch(tx, &page, &after, &size, maxBytes, &skipped)
 			if err != nil {
 				return err
