@@ -113,7 +113,8 @@ type Engine struct {
 	fbInst []govern.Instance
 	facts  []govern.NodeFacts // the runtime plane's say on the chain resolved
 	// resolveGen moves whenever what a chain resolves to may have changed
-	// (a plan armed, a sync version read: keys, nodes, overrides), so the
+	// (a plan armed; a sync that moved the plan, the runtime plane's
+	// nodes and overrides, or the keys), so the
 	// instances a key's entry kept from an earlier request are resolved
 	// again (resolveGate).
 	resolveGen uint64

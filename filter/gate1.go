@@ -251,8 +251,9 @@ func (e *Engine) RequestHeaders(s *Stream, h *RequestHead) Verdict {
 // resolveGate resolves the request's chain at gate g (Gate1 or Gate2).
 // The instances of a keyed request are kept with its key's entry and used
 // again by the key's next request with the same dims, until a plan is
-// armed or a sync version is read (resolveGen): a key in steady use
-// resolves its chain once per sync, not per request (at most
+// armed or a sync moves the plan, the runtime plane or the keys
+// (resolveGen): a key in steady use resolves its chain once per such
+// change, not per request (at most
 // resolvedKeys keys keep theirs: keepResolved). The slice returned is
 // valid until the next resolveGate of the same key and gate; callers that
 // change instances (bindValues) change a copy.
