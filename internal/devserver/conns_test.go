@@ -107,6 +107,19 @@ func TestIdleConnectionsCannotLockOutClients(t *testing.T) {
 		t.Errorf("%d idle connections closed, want at least 190 of the 230", s.conns.evicted.Load())
 	}
 
+	// The server marks a connection idle once its handler has returned,
+	// which can be a little after the client read the whole answer: wait
+	// for the last client's connection, so that the 40 below find 40 idle
+	// ones to take the places of.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if open, idle := s.conns.counts(); open == idle {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%d of %d connections still busy with no request out", open-idle, open)
+		}
+		time.Sleep(time.Millisecond)
+	}
+
 	// Every held connection busy: a new one is refused, and counted.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -131,7 +144,10 @@ func TestIdleConnectionsCannotLockOutClients(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d connections busy, want 40", open-idle)
+			mu.Lock()
+			got := fmt.Sprint(codes)
+			mu.Unlock()
+			t.Fatalf("%d connections busy, want 40 (answers so far, -1 a failed call: %s)", open-idle, got)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
