@@ -488,8 +488,8 @@ func (e *Engine) applySync(body []byte, now time.Time) (more bool, err error) {
 	// the two leaves the cursors behind, and the next poll writes the same
 	// pages again, which changes nothing. An answer that changed nothing
 	// (most of them) writes neither, and no VM reads anything again.
-	if !v.same(&sent) {
-		if err := e.cells.put(syncVerKey, v.append(nil)); err != nil {
+	if rec := v.append(nil); !bytes.Equal(rec, sent.append(nil)) {
+		if err := e.cells.put(syncVerKey, rec); err != nil {
 			return false, err
 		}
 	}
@@ -497,14 +497,6 @@ func (e *Engine) applySync(body []byte, now time.Time) (more bool, err error) {
 		return more, nil
 	}
 	return more, e.cells.put(syncFeedsKey, f.append(nil))
-}
-
-// same reports whether v and o are the same versions (the version record
-// would be written with the same bytes).
-func (v *syncVersions) same(o *syncVersions) bool {
-	return v.plan == o.plan && v.prices == o.prices && v.generatedAt.Equal(o.generatedAt) &&
-		v.replicas == o.replicas && v.redis == o.redis && v.fleet == o.fleet &&
-		v.logSeq == o.logSeq && v.tables == o.tables
 }
 
 // writer returns the writer of table t: the copy being rebuilt, or the

@@ -71,10 +71,10 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, pick int) serveResu
 	}
 	var v *vm
 	if pick < 0 {
-		w := h.leastBusy()
-		w.busy.Add(1)
-		defer w.busy.Add(-1)
-		v = h.workerVM(w)
+		wk := h.leastBusy()
+		wk.busy.Add(1)
+		defer wk.busy.Add(-1)
+		v = h.workerVM(wk)
 	} else {
 		v = h.pickVM(pick)
 	}

@@ -26,6 +26,7 @@ package jv
 
 import (
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/tokentriage/tokentriage/shared/jsontok"
@@ -364,25 +365,10 @@ func (v Value) Bool() bool {
 	case Number:
 		return v.Num != 0
 	case String:
-		b, _ := strconv.ParseBool(lower(v.Str))
+		b, _ := strconv.ParseBool(strings.ToLower(v.Str))
 		return b
 	}
 	return false
-}
-
-func lower(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'Z' {
-			b := []byte(s)
-			for j := i; j < len(b); j++ {
-				if c := b[j]; c >= 'A' && c <= 'Z' {
-					b[j] = c + 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return s
 }
 
 // Int is v as an integer, as gjson reads it: a number inside float64's
